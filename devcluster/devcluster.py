@@ -1,0 +1,529 @@
+#!/usr/bin/env python3
+"""A real single-node Hadoop (HDFS + YARN) built from Maven Central jars.
+
+Why this exists: the provider runs TensorFlow on YARN, and nothing about it
+can be shown true without a real ResourceManager, NodeManager, NameNode and
+DataNode. No Docker engine and no Hadoop tarball are available where this
+project is developed, but Maven Central serves every Hadoop jar, so this
+launcher resolves them with Maven, renders a configuration directory and
+starts the four daemons as plain JVMs on loopback.
+
+Standard library only: it runs before the project's virtualenv exists.
+
+    python3 devcluster/devcluster.py up|down|status|env
+
+Everything (jars, conf, data, logs, PIDs) lives under one directory,
+``$TONY_DEVCLUSTER_HOME`` (default ``.devcluster/`` in the checkout), and all
+ports derive from ``$TONY_DEVCLUSTER_PORT_BASE`` (default 19000), so two
+checkouts can run side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import getpass
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import time
+import zipfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+POM = HERE / "pom.xml"
+CONF_TEMPLATES = HERE / "conf"
+
+# Offsets from the port base; one place so that `env`, `status` and the
+# configuration templates can never disagree.
+PORT_OFFSETS = {
+    "nn_rpc_port": 20,
+    "nn_http_port": 70,
+    "dn_port": 66,
+    "dn_http_port": 64,
+    "dn_ipc_port": 67,
+    "rm_port": 32,
+    "rm_scheduler_port": 30,
+    "rm_tracker_port": 31,
+    "rm_admin_port": 33,
+    "rm_http_port": 88,
+    "nm_port": 40,
+    "nm_localizer_port": 41,
+    "nm_http_port": 42,
+    "nm_collector_port": 43,
+    "nm_amrmproxy_port": 44,
+}
+
+# Hadoop 3.4 on Java 17 needs these (Hadoop's own scripts add them since
+# HADOOP-19310); we start the JVMs ourselves, so we add them too. They are
+# also handed to containers (skein's Java AM) through JDK_JAVA_OPTIONS.
+ADD_OPENS = [
+    f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
+    for pkg in (
+        "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net",
+        "java.nio", "java.text", "java.util", "java.util.concurrent",
+        "java.util.concurrent.atomic", "java.util.zip", "sun.nio.ch",
+        "sun.security.util", "sun.security.x509",
+    )
+] + ["--add-exports=java.base/sun.net.dns=ALL-UNNAMED",
+     "--add-exports=java.base/sun.net.util=ALL-UNNAMED"]
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str
+    main_class: str
+    heap_mb: int
+
+
+DAEMONS = (
+    Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", 384),
+    Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 256),
+    Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
+    Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
+)
+
+
+class ClusterError(RuntimeError):
+    """A daemon did not come up, or a prerequisite is missing."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything lives and which ports are used, from the environment."""
+
+    home: Path
+    port_base: int
+    nm_memory_mb: int
+    nm_vcores: int
+
+    @classmethod
+    def from_env(cls) -> Layout:
+        home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve()
+        return cls(
+            home=home,
+            port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
+            nm_memory_mb=int(os.environ.get("TONY_DEVCLUSTER_NM_MEMORY_MB", "14336")),
+            nm_vcores=int(os.environ.get("TONY_DEVCLUSTER_NM_VCORES", "16")),
+        )
+
+    @property
+    def jars(self) -> Path:
+        return self.home / "jars"
+
+    @property
+    def webapps(self) -> Path:
+        return self.home / "web"
+
+    @property
+    def classpath(self) -> str:
+        return f"{self.conf}:{self.webapps}:{self.jars}/*"
+
+    @property
+    def conf(self) -> Path:
+        return self.home / "conf"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def bin(self) -> Path:
+        return self.home / "bin"
+
+    @property
+    def skein(self) -> Path:
+        return self.home / "skein"
+
+    def port(self, key: str) -> int:
+        return self.port_base + PORT_OFFSETS[key]
+
+    @property
+    def webhdfs_url(self) -> str:
+        return f"http://localhost:{self.port('nn_http_port')}"
+
+    @property
+    def rm_url(self) -> str:
+        return f"http://127.0.0.1:{self.port('rm_http_port')}"
+
+    @property
+    def nm_url(self) -> str:
+        return f"http://localhost:{self.port('nm_http_port')}"
+
+    @property
+    def fs_default(self) -> str:
+        return f"hdfs://127.0.0.1:{self.port('nn_rpc_port')}"
+
+
+def java_home() -> Path:
+    """OpenJDK 17: Hadoop fails on newer JDKs in UserGroupInformation."""
+    candidates = [os.environ.get("TONY_JAVA_HOME", "")]
+    candidates += [str(p) for p in sorted(Path("/usr/lib/jvm").glob("java-17-openjdk*"))]
+    candidates += [os.environ.get("JAVA_HOME", "")]
+    for cand in candidates:
+        if cand and (Path(cand) / "bin" / "java").exists():
+            out = subprocess.run([str(Path(cand) / "bin" / "java"), "-version"],
+                                 capture_output=True, text=True).stderr
+            if '"17.' in out or " 17." in out:
+                return Path(cand)
+    raise ClusterError("no OpenJDK 17 found: install it (apt-get install openjdk-17-jdk-headless) "
+                       "or set TONY_JAVA_HOME to its directory")
+
+
+# ---------------------------------------------------------------- jars
+
+
+def fetch_jars(layout: Layout) -> bool:
+    """Resolve the Hadoop jars once; returns True when Maven had to run."""
+    stamp = layout.jars / ".pom.sha256"
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text().strip() == digest:
+        return False
+    if shutil.which("mvn") is None:
+        raise ClusterError("Maven is needed once to fetch the Hadoop jars: apt-get install maven")
+    if layout.jars.exists():
+        shutil.rmtree(layout.jars)
+    layout.jars.mkdir(parents=True)
+    cmd = ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
+           "-DincludeScope=runtime", f"-DoutputDirectory={layout.jars}"]
+    print(f"fetching Hadoop jars with Maven into {layout.jars} ...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"Maven could not resolve the Hadoop jars:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    _unpack_webapps(layout)
+    stamp.write_text(digest + "\n")
+    return True
+
+
+def _unpack_webapps(layout: Layout) -> None:
+    """Keep only webapps/ of hadoop-hdfs's test jar: its test classes and
+    resources must not shadow anything on the daemons' classpath."""
+    if layout.webapps.exists():
+        shutil.rmtree(layout.webapps)
+    layout.webapps.mkdir(parents=True)
+    for tests_jar in layout.jars.glob("hadoop-hdfs-*-tests.jar"):
+        with zipfile.ZipFile(tests_jar) as zf:
+            zf.extractall(layout.webapps, [n for n in zf.namelist() if n.startswith("webapps/")])
+        tests_jar.unlink()
+    if not (layout.webapps / "webapps" / "hdfs").is_dir():
+        raise ClusterError("hadoop-hdfs tests jar had no webapps/hdfs: the NameNode cannot start")
+
+
+# ---------------------------------------------------------------- conf
+
+
+def render_conf(layout: Layout) -> None:
+    """Render the templates with this layout's paths and ports."""
+    values = {key: str(layout.port(key)) for key in PORT_OFFSETS}
+    values.update(
+        home=str(layout.home),
+        conf_dir=str(layout.conf),
+        jars_dir=str(layout.jars),
+        user=getpass.getuser(),
+        nm_memory_mb=str(layout.nm_memory_mb),
+        nm_vcores=str(layout.nm_vcores),
+        max_alloc_mb=str(min(8192, layout.nm_memory_mb)),
+        max_alloc_vcores=str(min(8, layout.nm_vcores)),
+    )
+    layout.conf.mkdir(parents=True, exist_ok=True)
+    for template in sorted(CONF_TEMPLATES.iterdir()):
+        text = string.Template(template.read_text()).substitute(values)
+        (layout.conf / template.name).write_text(text)
+    # skein's driver asks `yarn classpath --glob` for the Hadoop classpath;
+    # this shim answers with our conf dir first and the jars after it.
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    shim = layout.bin / "yarn"
+    shim.write_text(
+        "#!/bin/sh\n"
+        "# Written by devcluster.py: skein only ever runs `yarn classpath --glob`.\n"
+        f"echo '{layout.conf}:{layout.jars}/*'\n"
+    )
+    shim.chmod(0o755)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _pid_file(layout: Layout, daemon: Daemon) -> Path:
+    return layout.run / f"{daemon.name}.pid"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def running_pid(layout: Layout, daemon: Daemon) -> int | None:
+    """The saved PID if that process is alive and still is this daemon."""
+    pid_file = _pid_file(layout, daemon)
+    if not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().strip())
+    cmd = _cmdline(pid)
+    if daemon.main_class in cmd and str(layout.conf) in cmd:
+        return pid
+    return None
+
+
+def daemon_env(layout: Layout, jhome: Path) -> dict[str, str]:
+    env = {
+        "JAVA_HOME": str(jhome),
+        "HADOOP_CONF_DIR": str(layout.conf),
+        # Containers inherit PATH through the env whitelist: keep it plain so
+        # no developer venv leaks into YARN containers.
+        "PATH": f"{jhome}/bin:/usr/local/bin:/usr/bin:/bin",
+        "JDK_JAVA_OPTIONS": " ".join(ADD_OPENS),
+        "LANG": "C.UTF-8",
+        "HOME": os.environ.get("HOME", "/root"),
+        "USER": getpass.getuser(),
+        "HADOOP_USER_NAME": getpass.getuser(),
+    }
+    return env
+
+
+def start_daemon(layout: Layout, daemon: Daemon, jhome: Path, env: dict[str, str]) -> int:
+    log = layout.logs / f"{daemon.name}.log"
+    cmd = [
+        str(jhome / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+        f"-Dhadoop.log.dir={layout.logs}", f"-Dyarn.log.dir={layout.logs}",
+        f"-Dhadoop.log.file={daemon.name}.log", "-Dhadoop.root.logger=INFO,console",
+        f"-Dproc_{daemon.name}",
+        "-cp", layout.classpath, daemon.main_class,
+    ]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, cwd=layout.home, start_new_session=True)
+    _pid_file(layout, daemon).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def format_namenode(layout: Layout, jhome: Path, env: dict[str, str]) -> None:
+    if (layout.home / "data" / "namenode" / "current" / "VERSION").exists():
+        return
+    cmd = [str(jhome / "bin" / "java"), "-Xmx256m", f"-Dhadoop.log.dir={layout.logs}",
+           "-Dhadoop.root.logger=WARN,console", "-cp", layout.classpath,
+           "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format", "-nonInteractive",
+           "-clusterId", "tony-devcluster"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=layout.home)
+    if proc.returncode != 0:
+        raise ClusterError(f"formatting HDFS failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - loopback only
+        return json.load(resp)
+
+
+def hdfs_ready(layout: Layout) -> bool:
+    url = (f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
+           "qry=Hadoop:service=NameNode,name=FSNamesystemState")
+    beans = _get_json(url).get("beans", [])
+    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
+        return False
+    info = _get_json(f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
+                     "qry=Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
+    return not info.get("Safemode")
+
+
+def yarn_ready(layout: Layout) -> bool:
+    metrics = _get_json(f"{layout.rm_url}/ws/v1/cluster/metrics")["clusterMetrics"]
+    return metrics.get("activeNodes", 0) >= 1
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(line[:400] for line in tail)
+    except OSError:
+        return "(no log)"
+
+
+def wait_for(what: str, check: Callable[[], bool], layout: Layout, daemons: tuple[Daemon, ...],
+             timeout: float = 180.0) -> None:
+    """Poll `check` until it holds; fail naming the daemon that died or stalled."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for daemon in daemons:
+            if running_pid(layout, daemon) is None:
+                raise ClusterError(f"{daemon.name} exited while waiting for {what}; "
+                                   f"tail of {layout.logs / (daemon.name + '.log')}:\n"
+                                   f"{_tail(layout.logs / (daemon.name + '.log'))}")
+        try:
+            if check():
+                return
+        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError):
+            pass
+        time.sleep(0.5)
+    culprit = daemons[-1]
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; tail of "
+                       f"{layout.logs / (culprit.name + '.log')}:\n{_tail(layout.logs / (culprit.name + '.log'))}")
+
+
+def up(layout: Layout) -> None:
+    started = time.monotonic()
+    jhome = java_home()
+    for sub in (layout.home, layout.logs, layout.run, layout.home / "data"):
+        sub.mkdir(parents=True, exist_ok=True)
+    downloaded = fetch_jars(layout)
+    render_conf(layout)
+    env = daemon_env(layout, jhome)
+    format_namenode(layout, jhome, env)
+    by_name = {d.name: d for d in DAEMONS}
+    for daemon in DAEMONS:
+        if running_pid(layout, daemon) is None:
+            start_daemon(layout, daemon, jhome, env)
+    wait_for("HDFS (a live DataNode, safe mode off)", lambda: hdfs_ready(layout), layout,
+             (by_name["namenode"], by_name["datanode"]))
+    wait_for("YARN (an active NodeManager)", lambda: yarn_ready(layout), layout,
+             (by_name["resourcemanager"], by_name["nodemanager"]))
+    print(f"devcluster up in {time.monotonic() - started:.1f}s "
+          f"({'jars fetched' if downloaded else 'jars cached'}); state in {layout.home}",
+          file=sys.stderr)
+    print_status(layout, stream=sys.stderr)
+
+
+def _descendants_in(layout: Layout) -> list[int]:
+    """Processes left by YARN containers: their working directory is under our state dir."""
+    found = []
+    local = str(layout.home / "data" / "nm-local")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(local):
+            found.append(int(proc.name))
+    return found
+
+
+def _stop_pid(pid: int, grace: float = 15.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def down(layout: Layout) -> None:
+    # YARN first (its NodeManager kills the containers it runs), then HDFS.
+    for daemon in reversed(DAEMONS):
+        pid = running_pid(layout, daemon)
+        if pid is not None:
+            _stop_pid(pid)
+            print(f"stopped {daemon.name} (pid {pid})", file=sys.stderr)
+        _pid_file(layout, daemon).unlink(missing_ok=True)
+    leftovers = _descendants_in(layout)
+    for pid in leftovers:
+        _stop_pid(pid, grace=3.0)
+    if leftovers:
+        print(f"stopped {len(leftovers)} leftover container process(es)", file=sys.stderr)
+
+
+def print_status(layout: Layout, stream=sys.stdout) -> bool:
+    urls = {
+        "namenode": f"{layout.webhdfs_url}/  (fs.defaultFS {layout.fs_default})",
+        "datanode": f"http://localhost:{layout.port('dn_http_port')}/",
+        "resourcemanager": f"{layout.rm_url}/cluster",
+        "nodemanager": f"{layout.nm_url}/node",
+    }
+    all_up = True
+    for daemon in DAEMONS:
+        pid = running_pid(layout, daemon)
+        all_up &= pid is not None
+        state = f"up (pid {pid})" if pid else "down"
+        print(f"{daemon.name:16} {state:18} {urls[daemon.name]}", file=stream)
+    return all_up
+
+
+def env_lines(layout: Layout) -> list[str]:
+    """Shell exports that point skein, the hdfs package and Airflow at this cluster."""
+    jhome = java_home()
+    user = getpass.getuser()
+    yarn_conn = {
+        "conn_type": "tony_yarn",
+        "host": "127.0.0.1",
+        "port": layout.port("rm_http_port"),
+        "extra": {
+            "hadoop_conf_dir": str(layout.conf),
+            "queue": "default",
+            "webhdfs_url": layout.webhdfs_url,
+            "webhdfs_user": user,
+            "skein_config": str(layout.skein),
+            "java_home": str(jhome),
+            "base_path": "/user/" + user + "/tony",
+        },
+    }
+    webhdfs_conn = {"conn_type": "webhdfs", "host": "localhost",
+                    "port": layout.port("nn_http_port"), "login": user}
+    exports = {
+        "TONY_DEVCLUSTER_HOME": str(layout.home),
+        "JAVA_HOME": str(jhome),
+        "HADOOP_CONF_DIR": str(layout.conf),
+        "HADOOP_USER_NAME": user,
+        "SKEIN_CONFIG": str(layout.skein),
+        "TONY_WEBHDFS_URL": layout.webhdfs_url,
+        "TONY_WEBHDFS_USER": user,
+        "TONY_RM_URL": layout.rm_url,
+        "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
+        "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
+    }
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
+    lines.append(f'export PATH={shlex.quote(str(layout.bin))}:"$PATH"')
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status", "env"])
+    args = parser.parse_args(argv)
+    layout = Layout.from_env()
+    try:
+        if args.command == "up":
+            up(layout)
+        elif args.command == "down":
+            down(layout)
+        elif args.command == "status":
+            return 0 if print_status(layout) else 3
+        else:
+            print("\n".join(env_lines(layout)))
+    except ClusterError as exc:
+        print(f"devcluster {args.command} failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
