@@ -1,0 +1,35 @@
+"""One error hierarchy for the whole provider.
+
+Every message names the value received and the fix, so that a data scientist
+reading an Airflow task log knows what to change without reading our code.
+"""
+from __future__ import annotations
+
+
+class TonyError(Exception):
+    """Base of every error this provider raises on purpose."""
+
+
+class SpecError(TonyError, ValueError):
+    """A JobSpec is invalid; raised before anything is submitted to YARN.
+
+    ``field`` is the dotted path of the offending field (``roles.worker.memory``).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ClusterError(TonyError):
+    """The YARN cluster or HDFS could not be reached or refused a request."""
+
+
+class JobFailed(TonyError):
+    """The YARN application ended without success; ``diagnostics`` says why."""
+
+    def __init__(self, app_id: str, final_status: str, diagnostics: str) -> None:
+        self.app_id = app_id
+        self.final_status = final_status
+        self.diagnostics = diagnostics
+        super().__init__(f"{app_id} ended {final_status}: {diagnostics}")
