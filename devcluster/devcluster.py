@@ -118,11 +118,14 @@ class Layout:
 
     @property
     def jars(self) -> Path:
-        return self.home / "jars"
+        # Overridable so that a second cluster (e.g. the lifecycle test's) can
+        # share the jar cache of the first instead of downloading again.
+        return Path(os.environ.get("TONY_DEVCLUSTER_JARS", self.home / "jars")).resolve()
 
     @property
     def webapps(self) -> Path:
-        return self.home / "web"
+        # Beside the jars (not in home) so that a shared jar cache carries it.
+        return self.jars / "_webapps"
 
     @property
     def classpath(self) -> str:
@@ -197,6 +200,7 @@ def fetch_jars(layout: Layout) -> bool:
     if layout.jars.exists():
         shutil.rmtree(layout.jars)
     layout.jars.mkdir(parents=True)
+    # Write-then-stamp: an interrupted download is redone on the next `up`.
     cmd = ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-DoutputDirectory={layout.jars}"]
     print(f"fetching Hadoop jars with Maven into {layout.jars} ...", file=sys.stderr)

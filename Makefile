@@ -1,0 +1,55 @@
+# One entry point for people and CI. The README's quick start is `make demo`
+# and `make test`; everything they need is created on first use.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
+# Passed to pytest by `make test`, e.g. make test PYTEST_ARGS="-m 'not slow'"
+PYTEST_ARGS ?=
+CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
+
+.PHONY: help venv cluster-up cluster-down cluster-status cluster-env test test-fast demo clean
+
+help:
+	@echo "make demo            run the example training job on the local YARN cluster"
+	@echo "make test            run every test (unit, integration on the local cluster)"
+	@echo "make test-fast       unit tests only, no cluster"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+cluster-up:
+	$(DEVCLUSTER) up
+
+cluster-down:
+	$(DEVCLUSTER) down
+
+cluster-status:
+	$(DEVCLUSTER) status
+
+cluster-env:
+	@$(DEVCLUSTER) env
+
+# The cluster comes down even when tests fail; pytest's exit code is kept.
+test: venv cluster-up
+	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest $(PYTEST_ARGS) ) || rc=$$?; \
+	$(DEVCLUSTER) down; exit $$rc
+
+test-fast: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: venv cluster-up
+	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m airflow_provider_tony.demo ) || rc=$$?; \
+	$(DEVCLUSTER) down; exit $$rc
+
+clean: cluster-down
+	rm -rf .devcluster

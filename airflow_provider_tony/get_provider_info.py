@@ -1,0 +1,28 @@
+"""Provider metadata, found by Airflow through the ``apache_airflow_provider`` entry point."""
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_tony import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's ProvidersManager.
+
+    Kept free of heavy imports: Airflow calls it while listing providers, in
+    every process, long before any task runs.
+    """
+    return {
+        "package-name": "airflow-provider-tony",
+        "name": "TonY on YARN",
+        "description": "Run distributed TensorFlow training on Hadoop YARN (chief/worker/ps/evaluator), "
+        "watched to the end and resumed from HDFS checkpoints on retry.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Hadoop YARN (TonY)",
+                "external-doc-url": "https://hadoop.apache.org/docs/stable/hadoop-yarn/hadoop-yarn-site/YARN.html",
+                "tags": ["apache", "ml"],
+            }
+        ],
+    }

@@ -1,0 +1,67 @@
+"""The package imports without TensorFlow, and Airflow finds the provider."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import airflow_provider_tony
+from airflow_provider_tony.get_provider_info import get_provider_info
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_provider_info_names_the_package() -> None:
+    info = get_provider_info()
+    assert info["package-name"] == "airflow-provider-tony"
+    assert info["versions"] == [airflow_provider_tony.__version__]
+
+
+def test_imports_without_tensorflow() -> None:
+    # Setting sys.modules[name] = None makes any `import tensorflow` raise
+    # ImportError, as if it were not installed.
+    modules = sorted(
+        "airflow_provider_tony." + ".".join(p.with_suffix("").relative_to(REPO / "airflow_provider_tony").parts)
+        for p in (REPO / "airflow_provider_tony").rglob("*.py")
+        if p.name != "__init__.py" and p.name != "__main__.py"
+    )
+    code = (
+        "import sys, importlib\n"
+        "for name in ('tensorflow', 'tf_keras', 'keras'):\n"
+        "    sys.modules[name] = None\n"
+        f"for mod in {modules!r}:\n"
+        "    importlib.import_module(mod)\n"
+        "print('ok', len(sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("ok")
+
+
+def test_runtime_never_imports_airflow() -> None:
+    code = (
+        "import sys, importlib, pkgutil\n"
+        "import airflow_provider_tony.runtime as rt\n"
+        "for m in pkgutil.iter_modules(rt.__path__):\n"
+        "    importlib.import_module('airflow_provider_tony.runtime.' + m.name)\n"
+        "bad = sorted(n for n in sys.modules if n.split('.')[0] in ('airflow', 'tensorflow'))\n"
+        "print(bad)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_airflow_lists_the_provider(tmp_path: Path) -> None:
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", "providers", "list", "--output", "json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    start = proc.stdout.index("[")
+    providers = {p["package_name"]: p for p in json.loads(proc.stdout[start:])}
+    assert "airflow-provider-tony" in providers
+    assert providers["airflow-provider-tony"]["version"] == airflow_provider_tony.__version__
