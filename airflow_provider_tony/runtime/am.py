@@ -1,0 +1,174 @@
+"""The TonY application master: the Python side of the AM container.
+
+skein's Java AM allocates containers and serves the key-value store; this
+process, started as skein's ``master.script``, is the brain: it reads
+registrations, heartbeats and exit records from the store, feeds them to the
+pure ``JobTracker``, publishes the cluster spec and the state document, stops
+what must stop, and shuts the application down with a final status and
+diagnostics. skein ends the application when this process exits, so it always
+calls ``shutdown`` itself first.
+
+    python -m airflow_provider_tony.runtime.am
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.transport import decode_spec
+from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics
+
+log = logging.getLogger("tony.am")
+# How long the final state stays readable for a client that has not yet
+# acknowledged it (the store disappears with the application).
+FINAL_LINGER_S = 10.0
+CONTAINER_CHECK_S = 1.0
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    try:
+        return json.loads(raw.decode())
+    except ValueError:
+        return {}
+
+
+class ApplicationMaster:
+    def __init__(self, app: Any, spec: JobSpec, app_id: str) -> None:
+        self.app = app
+        self.spec = spec
+        self.app_id = app_id
+        self.tracker = JobTracker(spec, time.monotonic())
+        self.seq = 0
+        self.last_doc: str | None = None
+        self.last_publish = 0.0
+        self.last_container_check = 0.0
+        self.published_addresses: set[str] = set()
+
+    # ---------------------------------------------------------------- input
+
+    def read_store(self, now: float) -> None:
+        store = self.app.kv.get_prefix(C.KV_PREFIX)
+        for key, raw in store.items():
+            if key.startswith(C.KV_REGISTER_PREFIX):
+                self.tracker.register(C.task_id_of(key, C.KV_REGISTER_PREFIX), _decode(raw), now)
+        for key, raw in store.items():
+            if key.startswith(C.KV_HEARTBEAT_PREFIX):
+                self.tracker.heartbeat(C.task_id_of(key, C.KV_HEARTBEAT_PREFIX), _decode(raw), now)
+            elif key.startswith(C.KV_EXIT_PREFIX):
+                doc = _decode(raw)
+                self.tracker.exited(C.task_id_of(key, C.KV_EXIT_PREFIX), int(doc.get("exit_code", 1)),
+                                    doc.get("stderr_tail") or [], now)
+            elif key.startswith(C.KV_EVENT_PREFIX):
+                self.tracker.events.append(_decode(raw).get("message", ""))
+                del self.app.kv[key]
+
+    def check_containers(self, now: float) -> None:
+        """Containers that ended without an exit record: killed, OOM, lost node."""
+        if now - self.last_container_check < CONTAINER_CHECK_S:
+            return
+        self.last_container_check = now
+        ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
+        for container in ended:
+            task_id = f"{container.service_name}:{container.instance}"
+            task = self.tracker.tasks.get(task_id)
+            if task is None or task.state.finished:
+                continue
+            raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
+            if raw is not None:
+                doc = _decode(raw)
+                self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now)
+            else:
+                self.tracker.container_ended(
+                    task_id, f"container {container.yarn_container_id} {container.state}: "
+                    f"{container.exit_message}", now)
+
+    # ---------------------------------------------------------------- output
+
+    def publish_cluster(self, now: float) -> None:
+        tracker = self.tracker
+        if tracker.cluster_published_at is None and not tracker.rendezvous_ready():
+            return
+        registered = {t.task_id for t in tracker.tasks.values() if t.host is not None}
+        if registered != self.published_addresses:  # first time, or a late (untracked) task
+            self.app.kv[C.KV_CLUSTER] = json.dumps(tracker.cluster_doc(now)).encode()
+            self.published_addresses = registered
+
+    def publish_state(self, now: float, force: bool = False) -> None:
+        doc = self.tracker.document(now, time.time(), self.seq, self.app_id)
+        body = json.dumps({k: v for k, v in doc.items() if k not in ("am_heartbeat", "seq", "elapsed")},
+                          sort_keys=True)
+        if force or body != self.last_doc or now - self.last_publish >= self.spec.heartbeat_interval:
+            self.seq += 1
+            doc["seq"] = self.seq
+            self.app.kv[C.KV_STATE] = json.dumps(doc).encode()
+            self.app.set_progress(doc["progress"])
+            self.last_doc = body
+            self.last_publish = now
+
+    def stop_remaining(self) -> None:
+        remaining = self.tracker.to_stop()
+        for role in sorted({self.tracker.tasks[t].role for t in remaining}):
+            try:
+                self.app.scale(role, count=0)
+            except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
+                log.warning("could not stop %s: %s", role, exc)
+        for task_id in remaining:
+            self.tracker.stopped(task_id)
+
+    # ---------------------------------------------------------------- loop
+
+    def run(self) -> Verdict:
+        tick = min(0.25, self.spec.heartbeat_interval / 2)
+        while True:
+            now = time.monotonic()
+            self.read_store(now)
+            self.check_containers(now)
+            self.publish_cluster(now)
+            verdict = self.tracker.check(now)
+            if verdict is not None:
+                return verdict
+            self.publish_state(now)
+            time.sleep(tick)
+
+    def finish(self, verdict: Verdict) -> None:
+        log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
+        self.stop_remaining()
+        self.publish_state(time.monotonic(), force=True)
+        deadline = time.monotonic() + FINAL_LINGER_S
+        while time.monotonic() < deadline and self.app.kv.get(C.KV_FINAL_ACK) is None:
+            time.sleep(0.2)
+        self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import skein  # noqa: PLC0415 - in-container dependency only
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    app = skein.ApplicationClient.from_current()
+    app_id = os.environ.get(C.ENV_SKEIN_APPLICATION_ID, "")
+    try:
+        spec = decode_spec(os.environ[C.ENV_JOB_SPEC])
+    except Exception as exc:  # noqa: BLE001 - report it as the job's failure
+        app.shutdown("FAILED", f"the application master could not read the job spec: {exc}")
+        return 0
+    am = ApplicationMaster(app, spec, app_id)
+    try:
+        verdict = am.run()
+    except Exception as exc:  # noqa: BLE001 - never leave the job running without a brain
+        log.exception("application master failed")
+        verdict = Verdict(False, f"application master error: {type(exc).__name__}: {exc}", retryable=True)
+        am.tracker.verdict = verdict
+    am.finish(verdict)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

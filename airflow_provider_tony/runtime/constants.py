@@ -1,0 +1,67 @@
+"""Names shared by the submitting side, the AM, the executors and user code.
+
+Environment variable names and the key-value store layout live here and
+nowhere else, so the three sides can never disagree on a spelling.
+"""
+from __future__ import annotations
+
+# ---- environment handed to containers by the submitting side
+ENV_JOB_SPEC = "TONY_JOB_SPEC"  # the JobSpec as JSON
+ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
+
+# ---- environment the executor exports to user code
+ENV_ROLE = "TONY_ROLE"
+ENV_TASK_INDEX = "TONY_TASK_INDEX"
+ENV_TASK_ID = "TONY_TASK_ID"  # "worker:1"
+ENV_APP_ID = "TONY_APPLICATION_ID"
+ENV_NUM_TASKS = "TONY_NUM_TASKS"  # JSON {role: instances}
+ENV_CLUSTER_SPEC = "TONY_CLUSTER_SPEC"  # JSON {task_id: "host:port"}, every role
+ENV_PROGRESS_FILE = "TONY_PROGRESS_FILE"
+ENV_CHECKPOINT_DIR = "TONY_CHECKPOINT_DIR"  # local directory user code writes checkpoints to
+ENV_RESTORED_STEP = "TONY_RESTORED_STEP"  # step of the checkpoint restored there, "" if none
+ENV_RESTORED_FROM = "TONY_RESTORED_FROM"  # HDFS path it came from
+ENV_MODEL_DIR = "TONY_MODEL_DIR"  # local directory for the final model
+ENV_TF_CONFIG = "TF_CONFIG"
+ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+# Set by YARN / skein inside containers.
+ENV_SKEIN_CONTAINER_ID = "SKEIN_CONTAINER_ID"  # "<service>_<instance>"
+ENV_SKEIN_APPLICATION_ID = "SKEIN_APPLICATION_ID"
+ENV_NM_HOST = "NM_HOST"
+ENV_YARN_CONTAINER_ID = "CONTAINER_ID"
+
+# ---- the skein key-value store layout
+KV_PREFIX = "tony/"
+KV_STATE = "tony/state"  # the AM's JSON state document
+KV_CLUSTER = "tony/cluster"  # published once every rendezvous task registered
+KV_FINAL_ACK = "tony/final-ack"  # a client read the final state; the AM may stop
+KV_REGISTER_PREFIX = "tony/register/"
+KV_HEARTBEAT_PREFIX = "tony/hb/"
+KV_EXIT_PREFIX = "tony/exit/"
+KV_EVENT_PREFIX = "tony/event/"  # checkpoint restores/uploads reported by executors
+
+
+def kv_register(task_id: str) -> str:
+    return KV_REGISTER_PREFIX + task_id
+
+
+def kv_heartbeat(task_id: str) -> str:
+    return KV_HEARTBEAT_PREFIX + task_id
+
+
+def kv_exit(task_id: str) -> str:
+    return KV_EXIT_PREFIX + task_id
+
+
+def task_id_of(key: str, prefix: str) -> str:
+    return key[len(prefix):]
+
+
+# Files inside every container's working directory.
+RUNTIME_ZIP = "tony_runtime.zip"
+ENV_ARCHIVE_DIR = "environment"
+
+# Exit codes that mean "try again" (preemption, OOM kill, SIGTERM) as in
+# Kubeflow's exit-code restart policy; the operator marks these retryable.
+RETRYABLE_EXIT_CODES = frozenset({137, 143, 75})
+RETRYABLE_MARK = "[retryable]"

@@ -1,0 +1,183 @@
+"""The task executor: runs in every task container and wraps the user's code.
+
+Order matters and is the point of this module: hold a port so no one else
+takes it, register it, wait for the whole cluster (GANG), build TF_CONFIG and
+GPU visibility for this task, release the port only immediately before the
+user process starts, then heartbeat until it exits and report the exit code
+with the tail of its stderr. The executor itself exits 0 whenever it could
+report, so that the AM, not skein, decides what a failure means.
+
+    python -m airflow_provider_tony.runtime.executor
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime import progress as progress_api
+from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.transport import decode_spec
+from airflow_provider_tony.runtime.tf_config import tf_config_env
+
+log = logging.getLogger("tony.executor")
+STDERR_TAIL_LINES = 20
+
+
+def task_identity(env: dict[str, str]) -> tuple[str, int]:
+    """Role and index from skein's ``<service>_<instance>`` container id."""
+    container = env[C.ENV_SKEIN_CONTAINER_ID]
+    role, _, index = container.rpartition("_")
+    return role, int(index)
+
+
+def reserve_port() -> socket.socket:
+    """Bind an ephemeral port and keep it bound until the user process starts,
+    so that nothing else on the node can take it in between (tf-yarn's trick)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("", 0))
+    return sock
+
+
+def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, Any], app_id: str,
+                     workdir: Path, base: dict[str, str]) -> dict[str, str]:
+    """Everything the user process sees, built from pure pieces."""
+    task_id = f"{role}:{index}"
+    env = dict(base)
+    env.update(spec.env)
+    env.update(spec.roles[role].env)
+    env.pop(C.ENV_TF_CONFIG, None)
+    env.update(tf_config_env(cluster["addresses"], task_id))
+    env.update(gpu_env(cluster.get("gpus", {}).get(task_id, [])))
+    env.update({
+        C.ENV_ROLE: role,
+        C.ENV_TASK_INDEX: str(index),
+        C.ENV_TASK_ID: task_id,
+        C.ENV_APP_ID: app_id,
+        C.ENV_ATTEMPT: base.get(C.ENV_ATTEMPT, "1"),
+        C.ENV_CLUSTER_SPEC: json.dumps(cluster["addresses"], sort_keys=True),
+        C.ENV_NUM_TASKS: json.dumps(cluster.get("num_tasks", {}), sort_keys=True),
+        C.ENV_PROGRESS_FILE: str(workdir / "progress.json"),
+        C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
+        C.ENV_MODEL_DIR: str(workdir / "model"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+class Heartbeat(threading.Thread):
+    """Writes a beat (with the latest user progress) every heartbeat interval."""
+
+    def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path) -> None:
+        super().__init__(name="tony-heartbeat", daemon=True)
+        self.app = app
+        self.key = C.kv_heartbeat(task_id)
+        self.interval = interval
+        self.progress_file = progress_file
+        self.user_started = False
+        self.stop_event = threading.Event()
+        self.seq = 0
+
+    def beat(self) -> None:
+        self.seq += 1
+        payload = {"seq": self.seq, "time": time.time(), "user_started": self.user_started,
+                   "progress": progress_api.read(self.progress_file)}
+        self.app.kv[self.key] = json.dumps(payload).encode()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.beat()
+            except Exception as exc:  # noqa: BLE001 - a missed beat is the AM's to judge
+                log.warning("heartbeat failed: %s", exc)
+            self.stop_event.wait(self.interval)
+
+
+def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
+    """Forward the user's stderr to the container log, keeping its last lines."""
+    for raw in iter(stream.readline, b""):
+        sys.stderr.buffer.write(raw)
+        sys.stderr.buffer.flush()
+        tail.append(raw.decode(errors="replace").rstrip("\n"))
+
+
+def run_user_process(argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket,
+                     heartbeat: Heartbeat) -> tuple[int, list[str]]:
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    port_sock.close()  # released at the last moment: the user's server binds it next
+    try:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=None,
+                                stderr=subprocess.PIPE)  # never a shell: argv is a list
+    except OSError as exc:
+        return 127, [f"could not start {argv[0]!r}: {exc}"]
+    heartbeat.user_started = True
+    pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, tail), daemon=True)
+    pump.start()
+
+    def forward(signum: int, _frame: Any) -> None:
+        proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    code = proc.wait()
+    pump.join(timeout=5)
+    if code < 0:  # killed by a signal: report it the way a shell would
+        code = 128 - code
+    return code, list(tail)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import skein  # noqa: PLC0415 - in-container dependency only
+
+    env = dict(os.environ)
+    spec = decode_spec(env[C.ENV_JOB_SPEC])
+    role, index = task_identity(env)
+    task_id = f"{role}:{index}"
+    app = skein.ApplicationClient.from_current()
+    app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
+    workdir = Path.cwd()
+    (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
+
+    sock = reserve_port()
+    host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
+    pinned = parse_visible_devices(env.get("NVIDIA_VISIBLE_DEVICES"))
+    local_gpus = discover_local_gpus() if spec.roles[role].gpus > 0 else []
+    registration = {"host": host, "port": sock.getsockname()[1], "pid": os.getpid(),
+                    "container_id": env.get(C.ENV_YARN_CONTAINER_ID), "gpus_local": local_gpus,
+                    "gpus_pinned": pinned}
+    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / "progress.json")
+    heartbeat.start()
+    app.kv[C.kv_register(task_id)] = json.dumps(registration).encode()
+    log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration["port"])
+
+    cluster = json.loads(app.kv.wait(C.KV_CLUSTER).decode())
+    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env)
+    if pinned is not None:
+        # Under the NVIDIA runtime the container sees only its own GPUs,
+        # renumbered from 0: expose exactly what is visible inside.
+        user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
+    argv = spec.roles[role].argv(spec.python.python_command() or sys.executable)
+    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, argv[:3],
+             user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
+    code, tail = run_user_process(argv, user_env, workdir, sock, heartbeat)
+    log.info("%s user process exited with code %d", task_id, code)
+    heartbeat.stop_event.set()
+    app.kv[C.kv_exit(task_id)] = json.dumps(
+        {"exit_code": code, "stderr_tail": tail, "time": time.time()}).encode()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

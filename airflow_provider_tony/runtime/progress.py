@@ -1,0 +1,77 @@
+"""The small API training scripts call to report progress (optional).
+
+    from airflow_provider_tony.runtime import progress
+    progress.report(step=120, epoch=2, loss=0.31, accuracy=0.9)
+
+It writes one small JSON file that the task executor reads with each
+heartbeat, so user code needs neither skein nor a network connection, and a
+script that never calls it still works. Outside a TonY container (no
+``TONY_PROGRESS_FILE``) it does nothing, so the same script runs locally.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_tony.runtime.constants import ENV_PROGRESS_FILE
+
+
+def _clean(value: Any) -> Any:
+    """Numbers as floats/ints (NaN/inf as strings: JSON has no such numbers)."""
+    if hasattr(value, "item"):  # numpy / tensor scalars
+        value = value.item()
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def report(step: int | None = None, epoch: int | None = None, total_steps: int | None = None,
+           **metrics: Any) -> bool:
+    """Record the latest step/epoch/metrics; returns False outside TonY."""
+    path = os.environ.get(ENV_PROGRESS_FILE)
+    if not path:
+        return False
+    doc = {"step": step, "epoch": epoch, "total_steps": total_steps, "time": time.time(),
+           "metrics": {k: _clean(v) for k, v in metrics.items()}}
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)  # readers never see half a file
+    return True
+
+
+def read(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """What the executor forwards to the AM; None until the script reports."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> Any:
+    """A tf-keras callback reporting step, epoch and logs; imports tf_keras lazily."""
+    import tf_keras  # noqa: PLC0415 - only when the script asks for it
+
+    class TonyProgress(tf_keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step = 0
+            self.epoch = 0
+
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self.step += 1
+            if self.step % every_n_steps == 0:
+                report(step=self.step, epoch=self.epoch, total_steps=total_steps, **(logs or {}))
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            report(step=self.step, epoch=epoch + 1, total_steps=total_steps, **(logs or {}))
+
+    return TonyProgress()

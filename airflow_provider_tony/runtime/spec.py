@@ -1,0 +1,862 @@
+"""The declarative job model shared by the Airflow operator and the in-container runtime.
+
+Why one model: the operator validates a job on the Airflow worker, serialises it
+(JSON or YAML) into the YARN application, and the application master and task
+executors read the very same document back.  If both sides parse it with this
+module, whatever was accepted at submit time means the same thing on the
+cluster, and a typo is rejected in the Airflow log (seconds) instead of in a
+container log (minutes later, after YARN has queued and launched things).
+
+Style follows skein's ``objects.py``: every object validates itself on
+construction, normalises friendly values (``"2 GiB"`` becomes ``2048``),
+rejects unknown keys in ``from_dict`` (a misspelt ``memroy`` must not silently
+fall back to a default), and ``from_dict(to_dict())`` is an exact round trip.
+
+Every error is a :class:`SpecError` whose ``field`` is a dotted path
+(``roles.worker.memory``) and whose message names the value and the fix.
+
+This module imports only the standard library and PyYAML because it is shipped
+into YARN containers, where neither Airflow, TensorFlow nor skein may exist.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from typing import Any, ClassVar, NoReturn, TypeVar
+
+import yaml
+
+from airflow_provider_tony.runtime.errors import SpecError
+
+__all__ = [
+    "ARCHIVE_ALIAS",
+    "ROLE_ORDER",
+    "SUCCESS_POLICIES",
+    "Acls",
+    "CheckpointSpec",
+    "ClusterInfo",
+    "JobSpec",
+    "PythonEnv",
+    "RoleSpec",
+    "parse_memory_mib",
+    "validate_against_cluster",
+    "validate_local_files",
+]
+
+#: Name under which a packed Python environment is unpacked in every container.
+ARCHIVE_ALIAS = "environment"
+
+#: Roles in the order task ids are listed; any other role follows alphabetically.
+#: Chief first so that ``task_ids()[0]`` is the task that decides success.
+ROLE_ORDER: tuple[str, ...] = ("chief", "worker", "ps", "evaluator")
+
+#: ``chief``: the job succeeds when the deciding task (chief:0, else worker:0)
+#: succeeds.  ``all_workers``: every tracked task must succeed.
+SUCCESS_POLICIES: tuple[str, ...] = ("chief", "all_workers")
+
+# Roles TensorFlow allows only one of: TF_CONFIG names a single chief, and a
+# second evaluator would just duplicate evaluation work and summaries.
+_SINGLETON_ROLES = ("chief", "evaluator")
+_DECIDING_ROLES = ("chief", "worker")
+
+_ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Variables the runtime sets itself; a user value would silently break the
+# cluster wiring (TF_CONFIG) or GPU isolation (CUDA_VISIBLE_DEVICES).
+_RESERVED_ENV = frozenset({"TF_CONFIG", "CUDA_VISIBLE_DEVICES"})
+_RESERVED_ENV_PREFIX = "TONY_"
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+_HDFS = "hdfs://"
+# YARN's own limits on application tags (ApplicationSubmissionContext.checkTags).
+_MAX_TAGS = 10
+_MAX_TAG_LEN = 100
+_MAX_NAME_LEN = 100
+
+# Memory units.  Single letters follow the JVM/Spark convention (-Xmx2g means
+# 2 GiB) because that is what Hadoop users type; "GB" is decimal, "GiB" binary.
+_MIB = 2**20
+_UNITS: dict[str, int] = {
+    "": _MIB,
+    "b": 1,
+    "k": 2**10, "kib": 2**10, "kb": 10**3,
+    "m": 2**20, "mib": 2**20, "mb": 10**6,
+    "g": 2**30, "gib": 2**30, "gb": 10**9,
+    "t": 2**40, "tib": 2**40, "tb": 10**12,
+}
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+
+
+# --------------------------------------------------------------------------- #
+# Small validation helpers: one place that raises, so checks read as rules.
+# --------------------------------------------------------------------------- #
+def _fail(field_: str, message: str) -> NoReturn:
+    raise SpecError(field_, message)
+
+
+def _check(cond: bool, field_: str, message: str) -> None:
+    """Raise ``SpecError(field_, message)`` unless ``cond``; keeps rules one line each."""
+    if not cond:
+        _fail(field_, message)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix and name else prefix or name
+
+
+def _message(err: SpecError) -> str:
+    """The message of ``err`` without the ``field: `` prefix SpecError adds."""
+    text = str(err)
+    prefix = f"{err.field}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+@contextmanager
+def _at(prefix: str) -> Iterator[None]:
+    """Re-raise SpecErrors from nested objects with their full dotted path.
+
+    Nested objects validate with fields relative to themselves (``memory``),
+    because a RoleSpec does not know which role name it will be filed under;
+    the parent adds ``roles.worker`` here so the user sees the whole path.
+    """
+    try:
+        yield
+    except SpecError as err:
+        if not prefix:
+            raise
+        raise SpecError(_join(prefix, err.field), _message(err)) from None
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass; ``instances: true`` in YAML is a mistake, not 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: object, field_: str, minimum: int, fix: str) -> int:
+    _check(_is_int(value), field_, f"{value!r} is not an integer; {fix}")
+    assert isinstance(value, int)
+    _check(value >= minimum, field_, f"{value} must be >= {minimum}; {fix}")
+    return value
+
+
+def _seconds(value: object, field_: str) -> float:
+    """A positive, finite number of seconds, normalised to float."""
+    fix = "give a positive number of seconds"
+    number = math.nan if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+    _check(math.isfinite(number), field_, f"{value!r} is not a number of seconds; {fix}")
+    _check(number > 0, field_, f"{value!r} seconds must be > 0; {fix}")
+    return number
+
+
+def _optional_seconds(value: object, field_: str) -> float | None:
+    """Like ``_seconds`` but None means "no limit"."""
+    return None if value is None else _seconds(value, field_)
+
+
+def _text(value: object, field_: str, fix: str) -> str:
+    """A non-empty single-line string; control characters break YARN's UI and logs."""
+    _check(isinstance(value, str) and value != "", field_, f"{value!r} is not a non-empty string; {fix}")
+    assert isinstance(value, str)
+    _check(not _CONTROL.search(value), field_, f"{value!r} contains control characters; {fix}")
+    return value
+
+
+def _optional_text(value: object, field_: str, fix: str) -> str | None:
+    return None if value is None else _text(value, field_, fix)
+
+
+def _scalar_str(value: object, field_: str) -> str:
+    """Coerce a number or path to str, the only type a process argument or env value can be.
+
+    Booleans are refused rather than turned into ``"True"``: YAML reads an
+    unquoted ``yes``/``on`` as true, and passing ``True`` to a program that
+    expected ``yes`` is a silent bug.
+    """
+    _check(
+        isinstance(value, (str, int, float, os.PathLike)) and not isinstance(value, bool),
+        field_,
+        f"{value!r} is a {type(value).__name__}, not text; pass a string"
+        " (in YAML, quote values such as 'yes', 'on' or 'true')",
+    )
+    return str(os.fspath(value) if isinstance(value, os.PathLike) else value)
+
+
+def _str_list(value: object, field_: str, example: str) -> list[str]:
+    """A list of strings; a bare string is refused since iterating it would split it into characters."""
+    _check(
+        isinstance(value, (list, tuple)),
+        field_,
+        f"{value!r} is a {type(value).__name__}, not a list; pass a list such as {example}",
+    )
+    assert isinstance(value, (list, tuple))
+    return [_scalar_str(item, f"{field_}[{i}]") for i, item in enumerate(value)]
+
+
+def _env(value: object, field_: str) -> dict[str, str]:
+    """Validate environment variables a user may set in a container."""
+    _check(isinstance(value, Mapping), field_, f"{value!r} is not a mapping; pass {{'NAME': 'value'}}")
+    assert isinstance(value, Mapping)
+    out: dict[str, str] = {}
+    for key, val in value.items():
+        key_field = f"{field_}.{key}"
+        _check(
+            isinstance(key, str) and bool(_ENV_KEY.match(key)),
+            key_field,
+            f"{key!r} is not a valid environment variable name; use letters, digits and '_',"
+            " not starting with a digit",
+        )
+        _check(
+            not key.startswith(_RESERVED_ENV_PREFIX) and key not in _RESERVED_ENV,
+            key_field,
+            f"{key!r} is reserved: the TonY runtime sets TF_CONFIG, CUDA_VISIBLE_DEVICES and"
+            f" {_RESERVED_ENV_PREFIX}* itself; rename your variable",
+        )
+        out[key] = _scalar_str(val, key_field)
+    return out
+
+
+def _relative_path(value: object, field_: str, what: str) -> str:
+    """A normalised path inside the container working directory.
+
+    Why: YARN localises resources and user code writes under the container's
+    working directory; an absolute path or ``..`` would escape it.
+    """
+    fix = f"give a relative path inside the container working directory for {what}"
+    path = _text(value, field_, fix)
+    norm = posixpath.normpath(path)
+    _check(not path.startswith("/"), field_, f"{path!r} is absolute; {fix}")
+    _check(norm != "." and ".." not in norm.split("/"), field_, f"{path!r} leaves the working directory; {fix}")
+    return norm
+
+
+def _is_hdfs(path: str) -> bool:
+    return path.startswith(_HDFS)
+
+
+def _location(value: object, field_: str, fix: str) -> str:
+    """An absolute path or an ``hdfs://`` URL.
+
+    Relative paths are refused because the submitting side and the containers
+    have different working directories, so a relative path would mean two things.
+    """
+    path = _text(value, field_, fix)
+    _check(
+        path.startswith("/") or (_is_hdfs(path) and len(path) > len(_HDFS)),
+        field_,
+        f"{path!r} is neither an absolute path nor an hdfs:// URL; {fix}",
+    )
+    return path
+
+
+def _hdfs_path(value: object, field_: str) -> str | None:
+    """An optional HDFS location: absolute path on the default filesystem or an ``hdfs://`` URL."""
+    fix = "give an absolute HDFS path like '/user/me/run1' or 'hdfs://namenode:8020/user/me/run1'"
+    return None if value is None else _location(value, field_, fix)
+
+
+def _coerce(value: object, cls: type[_S], field_: str) -> _S:
+    """Accept a model object or its dict form (friendly for operator kwargs)."""
+    if isinstance(value, cls):
+        return value
+    return cls.from_dict(value, field_)
+
+
+def _plain(value: Any) -> Any:
+    """Convert nested model objects to JSON/YAML-safe builtins for ``to_dict``."""
+    if isinstance(value, _Spec):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- #
+# Units
+# --------------------------------------------------------------------------- #
+def parse_memory_mib(value: int | str, field: str) -> int:
+    """Return ``value`` as a whole number of MiB, the unit YARN allocates in.
+
+    An int is already MiB.  A string is a number with an optional unit:
+    ``"1024"``/``"1024m"``/``"512 MiB"``, ``"1.5 GiB"``/``"2g"`` (single
+    letters are binary, as in ``-Xmx2g``), ``"1 GB"`` (decimal, 10**9 bytes).
+    Sizes are rounded *up* to whole MiB so a request is never smaller than
+    asked.  Anything else, or a size <= 0, raises ``SpecError(field, ...)``.
+    """
+    fix = "give an int of MiB or a string like '512 MiB', '2 GiB', '2g' or '2048m'"
+    if _is_int(value):
+        assert isinstance(value, int)
+        _check(value > 0, field, f"{value} MiB must be > 0; ask for at least 128 MiB")
+        return value
+    _check(isinstance(value, str), field, f"{value!r} is a {type(value).__name__}, not a memory size; {fix}")
+    assert isinstance(value, str)
+    match = _MEMORY.match(value)
+    _check(match is not None and match.group(2).lower() in _UNITS, field, f"{value!r} is not a memory size; {fix}")
+    assert match is not None
+    size = Fraction(match.group(1)) * _UNITS[match.group(2).lower()]
+    _check(size > 0, field, f"{value!r} must be > 0; ask for at least 128 MiB")
+    return math.ceil(size / _MIB)
+
+
+# --------------------------------------------------------------------------- #
+# Model
+# --------------------------------------------------------------------------- #
+_S = TypeVar("_S", bound="_Spec")
+
+
+class _Spec:
+    """Shared behaviour of every spec object: validate on init, strict dict round trip."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check and normalise every field in place; raise SpecError on the first problem.
+
+        Called on construction and again by a parent, so it must be idempotent.
+        """
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain builtins only (dict/list/str/int/float/None): safe for JSON and YAML."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls: type[_S], data: object, field: str = "") -> _S:
+        """Build from a mapping, refusing unknown keys.
+
+        ``field`` is where this object sits in the enclosing spec
+        (``roles.worker``), so errors carry the full dotted path.
+        """
+        _check(
+            isinstance(data, Mapping),
+            field or "spec",
+            f"{data!r} is a {type(data).__name__}, not a mapping; give {cls.__name__} as a dict of fields",
+        )
+        assert isinstance(data, Mapping)
+        known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+        for key in data:
+            _check(
+                key in known,
+                _join(field, str(key)),
+                f"unknown key {key!r} in {cls.__name__}; known keys are {', '.join(known)}",
+            )
+        with _at(field):
+            return cls(**data)
+
+
+@dataclass
+class PythonEnv(_Spec):
+    """Which Python runs ``module``/``script`` roles on the cluster nodes.
+
+    Give at most one of ``interpreter`` (a python already installed on every
+    node) or ``archive`` (a venv-pack/conda-pack file shipped with the job and
+    unpacked as ``environment``).  Neither means "the same interpreter path as
+    the submitting side" (``sys.executable``), resolved later by the hook,
+    which suits clusters whose nodes share an image with the Airflow workers.
+    """
+
+    interpreter: str | None = None
+    archive: str | None = None
+
+    def validate(self) -> None:
+        fix = "give the python's full path on the nodes, like '/usr/bin/python3'"
+        self.interpreter = _optional_text(self.interpreter, "interpreter", fix)
+        if self.interpreter is not None:
+            absolute = self.interpreter.startswith("/")
+            _check(absolute, "interpreter", f"{self.interpreter!r} is not an absolute path; {fix}")
+        fix = "give a .tar.gz, .tgz or .zip made by venv-pack/conda-pack, as a local absolute path or hdfs:// URL"
+        self.archive = None if self.archive is None else _location(self.archive, "archive", fix)
+        if self.archive is not None:
+            _check(self.archive.endswith(_ARCHIVE_SUFFIXES), "archive", f"{self.archive!r} is not an archive; {fix}")
+            _check(
+                self.interpreter is None,
+                "archive",
+                f"{self.archive!r} given together with interpreter {self.interpreter!r}; give exactly one of them",
+            )
+
+    def python_command(self) -> str:
+        """The python to put at the head of a role's argv ("" = let the hook choose)."""
+        if self.interpreter:
+            return self.interpreter
+        if self.archive:
+            return f"./{ARCHIVE_ALIAS}/bin/python"
+        return ""
+
+
+@dataclass
+class RoleSpec(_Spec):
+    """One TensorFlow task type (``worker``, ``ps``, ...): how many, how big, what to run.
+
+    The program is exactly one of ``command`` (a full argument list, run
+    without a shell so no quoting surprises), ``module`` (``python -m``) or
+    ``script`` (a ``.py`` path; relative paths must be shipped with ``files``).
+    ``args`` go after ``module``/``script``.  ``memory`` accepts strings such
+    as ``"4 GiB"`` and is normalised to MiB.
+    """
+
+    instances: int = 1
+    memory: int = 1024
+    vcores: int = 1
+    gpus: int = 0
+    node_label: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    command: list[str] | None = None
+    module: str | None = None
+    script: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        self.instances = _int(self.instances, "instances", 1, "ask for at least 1 instance or remove the role")
+        self.memory = parse_memory_mib(self.memory, "memory")
+        self.vcores = _int(self.vcores, "vcores", 1, "ask for at least 1 vcore")
+        self.gpus = _int(self.gpus, "gpus", 0, "use 0 for CPU-only tasks")
+        self.node_label = _optional_text(self.node_label, "node_label", "give a YARN node label name or null")
+        self.env = _env(self.env, "env")
+        self.args = _str_list(self.args, "args", "['--epochs', '3']")
+        self._validate_program()
+
+    def _validate_program(self) -> None:
+        fix = "set exactly one of command, module or script"
+        programs = {"command": self.command, "module": self.module, "script": self.script}
+        given = [f"{k} {v!r}" for k, v in programs.items() if v is not None]
+        _check(len(given) > 0, "command", f"no program given; {fix}")
+        _check(len(given) == 1, "command", f"{' and '.join(given)} both given; {fix}")
+        if isinstance(self.command, str):
+            _fail(
+                "command",
+                f"{self.command!r} is a string; pass a list like {self.command.split()!r}"
+                " (no shell is used, so a string would not be split into arguments)",
+            )
+        if self.command is not None:
+            self.command = _str_list(self.command, "command", "['python', 'train.py']")
+            _check(
+                len(self.command) > 0,
+                "command",
+                "[] is empty; give the program and its arguments, like ['python', 'train.py']",
+            )
+            _check(not self.args, "args", f"{self.args!r} given with command; append them to command instead")
+        elif self.module is not None:
+            self.module = _text(self.module, "module", "give a dotted module name like 'trainer.main'")
+            _check(
+                bool(_MODULE.match(self.module)),
+                "module",
+                f"{self.module!r} is not a dotted Python module name; give one like 'trainer.main'",
+            )
+        else:
+            fix = "give a .py path relative to the container working directory (shipped with files) or absolute"
+            path = _text(self.script, "script", fix)
+            _check(path.endswith(".py"), "script", f"{path!r} is not a .py file; {fix}")
+            self.script = path if path.startswith("/") else _relative_path(path, "script", "the script")
+
+    def argv(self, python: str) -> list[str]:
+        """The full argument list of one task; ``python`` comes from ``PythonEnv.python_command()``.
+
+        ``-u`` keeps stdout unbuffered so logs reach YARN as they happen, not when the task dies.
+        """
+        if self.command is not None:
+            return list(self.command)
+        _check(
+            bool(python),
+            "python",
+            f"{python!r} is not an interpreter; pass PythonEnv.python_command() or sys.executable",
+        )
+        target = ["-m", self.module] if self.module is not None else [str(self.script)]
+        return [python, "-u", *target, *self.args]
+
+
+@dataclass
+class CheckpointSpec(_Spec):
+    """Where checkpoints live, so that a restarted attempt resumes instead of starting over.
+
+    User code writes into ``local_dir`` inside the container; the runtime
+    uploads it to ``dir`` on HDFS every ``poll_interval`` seconds, keeping the
+    newest ``keep``, and fails the job if uploads keep failing for
+    ``upload_failure_window`` seconds (training on without saving is wasted).
+    """
+
+    dir: str | None = None
+    warm_start_from: str | None = None
+    keep: int = 3
+    upload_failure_window: float = 600.0
+    poll_interval: float = 2.0
+    model_dir: str | None = None
+    local_dir: str = "checkpoints"
+
+    def validate(self) -> None:
+        self.dir = _hdfs_path(self.dir, "dir")
+        self.warm_start_from = _hdfs_path(self.warm_start_from, "warm_start_from")
+        self.model_dir = _hdfs_path(self.model_dir, "model_dir")
+        self.keep = _int(self.keep, "keep", 1, "keep at least the newest checkpoint")
+        self.upload_failure_window = _seconds(self.upload_failure_window, "upload_failure_window")
+        self.poll_interval = _seconds(self.poll_interval, "poll_interval")
+        self.local_dir = _relative_path(self.local_dir, "local_dir", "checkpoints")
+
+
+@dataclass
+class Acls(_Spec):
+    """YARN application ACLs: who besides the submitter may view logs or kill the job."""
+
+    view_users: list[str] = field(default_factory=list)
+    modify_users: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        for name in ("view_users", "modify_users"):
+            users = _str_list(getattr(self, name), name, "['alice', 'bob']")
+            for i, user in enumerate(users):
+                # YARN ACL strings are "user1,user2 group1": commas and spaces are separators.
+                _check(
+                    user != "" and not re.search(r"[,\s]", user),
+                    f"{name}[{i}]",
+                    f"{user!r} is not a user name; give one user per list item, without commas or spaces",
+                )
+            setattr(self, name, users)
+
+
+@dataclass
+class JobSpec(_Spec):
+    """A whole distributed training job: roles, Python, files, timeouts and policies.
+
+    Nested fields accept either model objects or their dict form, so the
+    operator can take plain kwargs and a YAML file can be loaded as is.
+    """
+
+    name: str = "tony"
+    queue: str = "default"
+    tags: list[str] = field(default_factory=list)
+    roles: dict[str, RoleSpec] = field(default_factory=dict)
+    python: PythonEnv = field(default_factory=PythonEnv)
+    files: dict[str, str] = field(default_factory=dict)
+    heartbeat_interval: float = 1.0
+    heartbeat_timeout: float = 25.0
+    registration_timeout: float = 300.0
+    deadline: float | None = None
+    startup_timeout: float = 600.0
+    progress_stall_timeout: float | None = None
+    success_policy: str = "chief"
+    untracked_roles: list[str] = field(default_factory=lambda: ["ps", "tensorboard"])
+    acls: Acls = field(default_factory=Acls)
+    am_memory: int = 512
+    am_vcores: int = 1
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    env: dict[str, str] = field(default_factory=dict)
+
+    _NESTED: ClassVar[dict[str, type[_Spec]]] = {"python": PythonEnv, "acls": Acls, "checkpoint": CheckpointSpec}
+
+    # -- validation --------------------------------------------------------- #
+    def validate(self) -> None:
+        self.name = _text(self.name, "name", "give a name of 1-100 characters on one line")
+        _check(
+            len(self.name) <= _MAX_NAME_LEN,
+            "name",
+            f"{self.name!r} is {len(self.name)} characters; shorten it to at most {_MAX_NAME_LEN}",
+        )
+        self.queue = _text(self.queue, "queue", "give a YARN queue name like 'default'")
+        self.tags = self._validated_tags()
+        for name, cls in self._NESTED.items():
+            value = _coerce(getattr(self, name), cls, name)
+            with _at(name):
+                value.validate()
+            setattr(self, name, value)
+        self.roles = self._validated_roles()
+        self.files = self._validated_files()
+        self.env = _env(self.env, "env")
+        self._validate_timeouts()
+        self._validate_tracking()
+        self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
+        self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
+
+    def _validated_tags(self) -> list[str]:
+        """YARN tags: <= 10, ASCII, <= 100 chars; lowercased because YARN stores them lowercased.
+
+        Normalising here means a tag we later search for (e.g. to find an
+        already-submitted run) matches what the ResourceManager reports.
+        """
+        tags = _str_list(self.tags, "tags", "['team-a', 'nightly']")
+        out: list[str] = []
+        fix = f"give 1-{_MAX_TAG_LEN} ASCII characters without commas"
+        for i, tag in enumerate(tags):
+            _text(tag, f"tags[{i}]", fix)
+            ok = len(tag) <= _MAX_TAG_LEN and tag.isascii() and "," not in tag
+            _check(ok, f"tags[{i}]", f"{tag!r} is not a valid YARN tag; {fix}")
+            if tag.lower() not in out:
+                out.append(tag.lower())
+        _check(
+            len(out) <= _MAX_TAGS,
+            "tags",
+            f"{len(out)} tags given {out!r}; YARN accepts at most {_MAX_TAGS}, drop some",
+        )
+        return out
+
+    def _validated_roles(self) -> dict[str, RoleSpec]:
+        _check(isinstance(self.roles, Mapping), "roles", f"{self.roles!r} is not a mapping; give {{'worker': {{...}}}}")
+        roles: dict[str, RoleSpec] = {}
+        for name, role in self.roles.items():
+            where = f"roles.{name}"
+            _check(
+                isinstance(name, str) and bool(_ROLE_NAME.match(name)),
+                where,
+                f"{name!r} is not a valid role name;"
+                " use 1-32 lowercase letters, digits, '_' or '-', starting with a letter",
+            )
+            role = _coerce(role, RoleSpec, where)
+            with _at(where):
+                role.validate()
+            roles[name] = role
+        _check(
+            any(r in roles for r in _DECIDING_ROLES),
+            "roles",
+            f"{sorted(roles)!r} has no 'chief' or 'worker'; add a 'worker' (or 'chief') role that runs your training",
+        )
+        for name in _SINGLETON_ROLES:
+            if name in roles:
+                n = roles[name].instances
+                _check(
+                    n == 1,
+                    f"roles.{name}.instances",
+                    f"{n} {name}s requested; there can be only one {name}, use workers for more",
+                )
+        return roles
+
+    def _validated_files(self) -> dict[str, str]:
+        _check(
+            isinstance(self.files, Mapping),
+            "files",
+            f"{self.files!r} is not a mapping; give {{'train.py': '/local/path/train.py'}}",
+        )
+        files: dict[str, str] = {}
+        for dest, src in self.files.items():
+            where = f"files.{dest}"
+            dest_norm = _relative_path(dest, where, "the shipped file")
+            # YARN localises each resource as one link in the working directory.
+            _check("/" not in dest_norm, where, f"{dest!r} has a directory part; YARN ships files by "
+                   "plain name: use a name like 'train.py' (ship a directory as an archive)")
+            files[dest_norm] = _location(src, where, "give a local absolute path or hdfs:// URL as the source")
+        return files
+
+    def _validate_timeouts(self) -> None:
+        for name in ("heartbeat_interval", "heartbeat_timeout", "registration_timeout", "startup_timeout"):
+            setattr(self, name, _seconds(getattr(self, name), name))
+        for name in ("deadline", "progress_stall_timeout"):
+            setattr(self, name, _optional_seconds(getattr(self, name), name))
+        # Two missed heartbeats must not kill a task: one late beat is normal under GC or load.
+        _check(
+            self.heartbeat_timeout > 2 * self.heartbeat_interval,
+            "heartbeat_timeout",
+            f"{self.heartbeat_timeout} s must be > 2 x heartbeat_interval ({self.heartbeat_interval} s);"
+            f" raise it above {2 * self.heartbeat_interval} s or lower heartbeat_interval",
+        )
+
+    def _validate_tracking(self) -> None:
+        self.success_policy = _text(self.success_policy, "success_policy", "use 'chief' or 'all_workers'")
+        _check(
+            self.success_policy in SUCCESS_POLICIES,
+            "success_policy",
+            f"{self.success_policy!r} is not a success policy; use one of {', '.join(map(repr, SUCCESS_POLICIES))}",
+        )
+        self.untracked_roles = _str_list(self.untracked_roles, "untracked_roles", "['ps', 'tensorboard']")
+        tracked = self.tracked_roles()
+        _check(
+            any(r in tracked for r in _DECIDING_ROLES),
+            "untracked_roles",
+            f"{self.untracked_roles!r} untracks every chief/worker role; keep 'chief' or 'worker' tracked,"
+            " or nothing would decide whether the job succeeded",
+        )
+        decider = self.decider_task().split(":")[0]
+        _check(
+            self.success_policy != "chief" or decider in tracked,
+            "untracked_roles",
+            f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
+            f" 'chief'; remove {decider!r} from untracked_roles",
+        )
+
+    # -- convenience -------------------------------------------------------- #
+    def role_names(self) -> list[str]:
+        """Role names in the canonical order: chief, worker, ps, evaluator, then others A-Z."""
+        rank = {name: i for i, name in enumerate(ROLE_ORDER)}
+        return sorted(self.roles, key=lambda r: (rank.get(r, len(rank)), r))
+
+    def tracked_roles(self) -> list[str]:
+        """Roles whose exit counts toward success (``ps``/``tensorboard`` run forever, so not them)."""
+        return [r for r in self.role_names() if r not in self.untracked_roles]
+
+    def task_ids(self) -> list[str]:
+        """Every task as ``"role:index"``, in a deterministic order both sides agree on."""
+        return [f"{r}:{i}" for r in self.role_names() for i in range(self.roles[r].instances)]
+
+    def decider_task(self) -> str:
+        """The task whose result decides success under the ``chief`` policy."""
+        return "chief:0" if "chief" in self.roles else "worker:0"
+
+    def role_env(self, role: str) -> dict[str, str]:
+        """Job-wide ``env`` overlaid with the role's own ``env`` (the role wins)."""
+        return {**self.env, **self.roles[role].env}
+
+    # -- serialisation ------------------------------------------------------ #
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON is how the hook hands the spec to the application master (stdlib-only on both ends)."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        """Parse and validate; a syntax error is reported as ``SpecError('spec', ...)``."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            _fail("spec", f"not valid JSON ({err}); check the document's syntax")
+        return cls.from_dict(data)
+
+    def to_yaml(self) -> str:
+        """YAML in field order, for humans keeping job definitions next to their DAGs."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> JobSpec:
+        """``yaml.safe_load`` only: a job file must never be able to construct Python objects."""
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            _fail("spec", f"not valid YAML ({err}); check the document's syntax")
+        return cls.from_dict(data)
+
+
+# --------------------------------------------------------------------------- #
+# Checks against the world outside the spec
+# --------------------------------------------------------------------------- #
+@dataclass
+class ClusterInfo:
+    """What the ResourceManager says about the cluster; filled by other code from its REST API.
+
+    Kept as pure data so the checks below are testable without a cluster.
+    """
+
+    max_memory_mb: int
+    max_vcores: int
+    resource_types: list[str]
+    queues: list[str]
+    total_memory_mb: int
+    total_vcores: int
+    node_labels: list[str] = field(default_factory=list)
+
+
+def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
+    """Reject requests YARN could never satisfy, before submitting.
+
+    Why: YARN does not fail an impossible request, it leaves the application
+    ACCEPTED or the containers pending until some timeout; checking here
+    turns a silent hang into a message that says what to change.
+    """
+    def fits(value: int, maximum: int, field_: str, unit: str, knob: str) -> None:
+        _check(
+            value <= maximum,
+            field_,
+            f"{value} {unit} is above the cluster's maximum container size of {maximum} {unit}; lower it,"
+            f" or ask the YARN admin to raise {knob}",
+        )
+
+    mb, vc = "yarn.scheduler.maximum-allocation-mb", "yarn.scheduler.maximum-allocation-vcores"
+    fits(spec.am_memory, cluster.max_memory_mb, "am_memory", "MiB", mb)
+    fits(spec.am_vcores, cluster.max_vcores, "am_vcores", "vcores", vc)
+    for name in spec.role_names():
+        role, where = spec.roles[name], f"roles.{name}"
+        fits(role.memory, cluster.max_memory_mb, f"{where}.memory", "MiB", mb)
+        fits(role.vcores, cluster.max_vcores, f"{where}.vcores", "vcores", vc)
+        _check(
+            role.gpus == 0 or "yarn.io/gpu" in cluster.resource_types,
+            f"{where}.gpus",
+            f"{role.gpus} GPUs requested but the cluster has no GPU resource type (yarn.io/gpu) among"
+            f" {cluster.resource_types!r}; set gpus=0 or submit to a GPU cluster",
+        )
+        _check(
+            role.node_label is None or role.node_label in cluster.node_labels,
+            f"{where}.node_label",
+            f"{role.node_label!r} is not a node label of this cluster (known: {cluster.node_labels!r});"
+            " remove node_label or ask the YARN admin to add the label",
+        )
+    # A queue given as a full path ("root.a.b") is matched by its leaf name; an
+    # empty list means the queues could not be read, which must not block submits.
+    _check(
+        not cluster.queues or spec.queue in cluster.queues or spec.queue.rsplit(".", 1)[-1] in cluster.queues,
+        "queue",
+        f"{spec.queue!r} is not a queue of this cluster; use one of {', '.join(map(repr, cluster.queues))}",
+    )
+    # TensorFlow needs every task up at once, so a job larger than the whole
+    # cluster would wait for registration_timeout and then fail.
+    need_mb = spec.am_memory + sum(r.instances * r.memory for r in spec.roles.values())
+    need_vc = spec.am_vcores + sum(r.instances * r.vcores for r in spec.roles.values())
+    _check(
+        not cluster.total_memory_mb or need_mb <= cluster.total_memory_mb,
+        "roles",
+        f"the job needs {need_mb} MiB in total (all tasks + AM) but the cluster has"
+        f" {cluster.total_memory_mb} MiB; lower instances or memory",
+    )
+    _check(
+        not cluster.total_vcores or need_vc <= cluster.total_vcores,
+        "roles",
+        f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has"
+        f" {cluster.total_vcores}; lower instances or vcores",
+    )
+
+
+def validate_local_files(spec: JobSpec) -> None:
+    """Check that everything to be shipped from this machine exists here.
+
+    Why: a missing file otherwise surfaces as a localisation failure inside
+    YARN, after the job was queued, with a Java stack trace instead of a path.
+    HDFS sources are not checked (that needs a cluster connection).
+    """
+    for dest, src in spec.files.items():
+        _check(
+            _is_hdfs(src) or os.path.exists(src),
+            f"files.{dest}",
+            f"{src!r} file not found on this machine;"
+            " fix the source path, or upload it to HDFS and use an hdfs:// URL",
+        )
+    archive = spec.python.archive
+    _check(
+        archive is None or _is_hdfs(archive) or os.path.isfile(archive),
+        "python.archive",
+        f"{archive!r} file not found on this machine; build it with venv-pack/conda-pack or fix the path",
+    )
+    for name in spec.role_names():
+        script = spec.roles[name].script
+        if script is None:
+            continue
+        where = f"roles.{name}.script"
+        if script.startswith("/"):
+            _check(
+                os.path.isfile(script),
+                where,
+                f"{script!r} file not found on this machine;"
+                " fix the path (an absolute script is shipped from here)",
+            )
+        else:
+            _check(
+                _is_shipped(script, spec.files),
+                where,
+                f"{script!r} file not found among the shipped files {sorted(spec.files)!r}; add it to files,"
+                f" e.g. files={{{script!r}: '/local/path/{posixpath.basename(script)}'}}, or ship its directory",
+            )
+
+
+def _is_shipped(script: str, files: Mapping[str, str]) -> bool:
+    """Whether a relative script is a ``files`` key or lies under a shipped directory."""
+    if script in files:
+        return True
+    for dest, src in files.items():
+        if not script.startswith(dest + "/"):
+            continue
+        if _is_hdfs(src):
+            return True  # cannot look inside HDFS from here; trust it
+        if os.path.isfile(os.path.join(src, script[len(dest) + 1:])):
+            return True
+    return False

@@ -1,0 +1,318 @@
+"""The AM's bookkeeping and failure policy, as pure logic.
+
+Everything here takes the current time as an argument and touches no network,
+so the rules (who decides success, when a silent task counts as lost, what a
+deadline does) get table-driven unit tests, and the AM loop in ``am.py`` is
+only input/output around a ``JobTracker``.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK
+from airflow_provider_tony.runtime.gpu import assign_gpus
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
+
+# Roles whose address every TensorFlow member needs, so rendezvous waits for
+# them even when untracked (a ps is untracked but must be in the cluster).
+RENDEZVOUS_ROLES = frozenset(TF_CLUSTER_ROLES) | {"evaluator"}
+
+
+class TaskState(str, enum.Enum):
+    PENDING = "PENDING"  # no registration yet (container requested or starting)
+    REGISTERED = "REGISTERED"  # executor registered, waiting for the cluster spec
+    RUNNING = "RUNNING"  # user code started (first heartbeat after the cluster spec)
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"  # stopped by the AM (untracked role, or after the job ended)
+    LOST = "LOST"  # missed heartbeats, or the container ended without an exit record
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST)
+
+
+class AppState(str, enum.Enum):
+    REGISTERING = "REGISTERING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+@dataclass
+class Verdict:
+    """How the job ends; ``retryable`` tells Airflow a retry may succeed."""
+
+    succeeded: bool
+    diagnostics: str
+    retryable: bool = False
+
+    @property
+    def final_status(self) -> str:
+        return "SUCCEEDED" if self.succeeded else "FAILED"
+
+
+@dataclass
+class Task:
+    task_id: str
+    role: str
+    index: int
+    tracked: bool
+    state: TaskState = TaskState.PENDING
+    host: str | None = None
+    port: int | None = None
+    container_id: str | None = None
+    gpus_local: list[str] = field(default_factory=list)
+    gpus_pinned: list[str] | None = None
+    gpus: list[str] = field(default_factory=list)
+    gpus_wanted: int = 0
+    registered_at: float | None = None
+    hb_seq: Any = None
+    last_heartbeat: float | None = None  # AM monotonic clock when the seq last changed
+    exit_code: int | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    progress: dict[str, Any] | None = None
+    progress_key: Any = None
+    progress_changed_at: float | None = None
+    message: str = ""
+
+    def summary(self, now: float) -> dict[str, Any]:
+        return {
+            "state": self.state.value, "role": self.role, "index": self.index, "tracked": self.tracked,
+            "host": self.host, "port": self.port, "container_id": self.container_id, "gpus": self.gpus,
+            "seconds_since_heartbeat": None if self.last_heartbeat is None else round(now - self.last_heartbeat, 2),
+            "exit_code": self.exit_code, "progress": self.progress,
+            "stderr_tail": self.stderr_tail[-5:], "message": self.message,
+        }
+
+
+def _stderr_line(tail: list[str]) -> str:
+    lines = [line for line in tail if line.strip()]
+    return lines[-1].strip()[:500] if lines else "(no stderr)"
+
+
+class JobTracker:
+    """Registrations, heartbeats, exits and the failure policy of one job."""
+
+    def __init__(self, spec: JobSpec, now: float) -> None:
+        self.spec = spec
+        self.started = now
+        self.cluster_published_at: float | None = None
+        self.verdict: Verdict | None = None
+        self.events: list[str] = []
+        tracked = set(spec.tracked_roles())
+        self.tasks: dict[str, Task] = {}
+        for task_id in spec.task_ids():
+            role, index = parse_task_id(task_id)
+            self.tasks[task_id] = Task(task_id, role, index, tracked=role in tracked,
+                                       gpus_wanted=spec.roles[role].gpus)
+
+    # ------------------------------------------------------------ inputs
+
+    def register(self, task_id: str, info: dict[str, Any], now: float) -> None:
+        task = self.tasks.get(task_id)
+        if task is None or task.state != TaskState.PENDING:
+            return
+        task.state = TaskState.REGISTERED
+        task.host = str(info["host"])
+        task.port = int(info["port"])
+        task.container_id = info.get("container_id")
+        task.gpus_local = [str(g) for g in info.get("gpus_local") or []]
+        pinned = info.get("gpus_pinned")
+        task.gpus_pinned = None if pinned is None else [str(g) for g in pinned]
+        task.registered_at = now
+        task.last_heartbeat = now
+        self.events.append(f"{task_id} registered at {task.host}:{task.port}")
+
+    def rendezvous_tasks(self) -> list[Task]:
+        return [t for t in self.tasks.values() if t.tracked or t.role in RENDEZVOUS_ROLES]
+
+    def rendezvous_ready(self) -> bool:
+        return all(t.state != TaskState.PENDING for t in self.rendezvous_tasks())
+
+    def cluster_doc(self, now: float) -> dict[str, Any]:
+        """The cluster spec every executor waits for: addresses and GPU grants.
+
+        Tasks that register late (tensorboard) read the same document: it
+        holds every address known now, and all rendezvous tasks.
+        """
+        registered = [t for t in self.tasks.values() if t.host is not None]
+        node_gpus: dict[str, list[str]] = {}
+        for t in registered:
+            node_gpus.setdefault(t.host, [])
+            for g in t.gpus_local:
+                if g not in node_gpus[t.host]:
+                    node_gpus[t.host].append(g)
+        requests = [(t.task_id, t.host, t.gpus_wanted) for t in registered]
+        fixed = {t.task_id: t.gpus_pinned for t in registered if t.gpus_pinned}
+        grants = assign_gpus(requests, node_gpus, fixed)
+        for t in registered:
+            t.gpus = grants.get(t.task_id, [])
+        if self.cluster_published_at is None:
+            self.cluster_published_at = now
+            self.events.append(f"cluster spec published ({len(registered)} tasks)")
+        return {
+            "addresses": {t.task_id: f"{t.host}:{t.port}" for t in registered},
+            "gpus": {t.task_id: t.gpus for t in registered},
+            "num_tasks": {role: r.instances for role, r in self.spec.roles.items()},
+        }
+
+    def heartbeat(self, task_id: str, payload: dict[str, Any], now: float) -> None:
+        """Count a beat only when its sequence number moved (no clock comparison
+        across hosts: the AM times silence on its own monotonic clock)."""
+        task = self.tasks.get(task_id)
+        if task is None or task.state.finished:
+            return
+        seq = payload.get("seq")
+        if seq != task.hb_seq:
+            task.hb_seq = seq
+            task.last_heartbeat = now
+        if payload.get("user_started") and task.state == TaskState.REGISTERED:
+            task.state = TaskState.RUNNING
+            task.progress_changed_at = now
+            self.events.append(f"{task_id} started user code")
+        progress = payload.get("progress")
+        if progress is not None:
+            key = (progress.get("step"), progress.get("epoch"), progress.get("time"))
+            if key != task.progress_key:
+                task.progress_key = key
+                task.progress = progress
+                task.progress_changed_at = now
+
+    def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float) -> None:
+        task = self.tasks.get(task_id)
+        if task is None or task.state.finished:
+            return
+        task.exit_code = int(exit_code)
+        task.stderr_tail = list(stderr_tail)
+        task.state = TaskState.SUCCEEDED if exit_code == 0 else TaskState.FAILED
+        self.events.append(f"{task_id} exited with code {exit_code}")
+
+    def container_ended(self, task_id: str, message: str, now: float) -> None:
+        """The container is gone but its executor never reported an exit."""
+        task = self.tasks.get(task_id)
+        if task is None or task.state.finished:
+            return
+        task.state = TaskState.LOST
+        task.message = message or "container ended without reporting an exit code"
+        self.events.append(f"{task_id} container ended: {task.message}")
+
+    def stopped(self, task_id: str) -> None:
+        task = self.tasks[task_id]
+        if not task.state.finished:
+            task.state = TaskState.KILLED
+            task.message = "stopped by the application master"
+
+    # ------------------------------------------------------------ policy
+
+    def check(self, now: float) -> Verdict | None:
+        """Apply the failure policy; the first verdict sticks."""
+        if self.verdict is None:
+            self.verdict = self._decide(now)
+        return self.verdict
+
+    def _decide(self, now: float) -> Verdict | None:
+        spec = self.spec
+        for task in self.tasks.values():
+            fatal = task.tracked or task.role in TF_CLUSTER_ROLES
+            if task.state == TaskState.FAILED and fatal:
+                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {task.host}; "
+                               f"last stderr line: {_stderr_line(task.stderr_tail)}",
+                               retryable=task.exit_code in RETRYABLE_EXIT_CODES)
+            if task.state == TaskState.LOST and fatal:
+                return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True)
+        if self.cluster_published_at is None:
+            if now - self.started > spec.registration_timeout:
+                missing = [t.task_id for t in self.rendezvous_tasks() if t.state == TaskState.PENDING]
+                return Verdict(False, f"registration timeout ({spec.registration_timeout:g}s): tasks "
+                               f"{', '.join(missing)} never registered (no container was allocated "
+                               "or their executors did not start); the cluster may be too small for "
+                               "this job: lower instances/memory or use a bigger queue")
+        for task in self.tasks.values():
+            if task.state in (TaskState.REGISTERED, TaskState.RUNNING) and task.last_heartbeat is not None:
+                silent = now - task.last_heartbeat
+                if silent > spec.heartbeat_timeout and (task.tracked or task.role in TF_CLUSTER_ROLES):
+                    missed = int(silent / spec.heartbeat_interval)
+                    task.state = TaskState.LOST
+                    task.message = f"missed heartbeats for {silent:.1f}s"
+                    return Verdict(False, f"{task.task_id} on {task.host} missed heartbeats: silent for "
+                                   f"{silent:.1f}s (~{missed} beats of {spec.heartbeat_interval:g}s; timeout "
+                                   f"{spec.heartbeat_timeout:g}s); its executor is hung or its node is lost",
+                                   retryable=True)
+        stall = spec.progress_stall_timeout
+        if stall:
+            for task in self.tasks.values():
+                if (task.state == TaskState.RUNNING and task.tracked and task.progress is not None
+                        and task.progress_changed_at is not None and now - task.progress_changed_at > stall):
+                    step = task.progress.get("step")
+                    return Verdict(False, f"{task.task_id} progress stalled: no new step for "
+                                   f"{now - task.progress_changed_at:.1f}s (progress_stall_timeout {stall:g}s; "
+                                   f"last step {step}); a collective may be deadlocked", retryable=True)
+        if spec.deadline is not None and now - self.started > spec.deadline:
+            running = [t.task_id for t in self.tasks.values() if t.tracked and not t.state.finished]
+            return Verdict(False, f"deadline of {spec.deadline:g}s exceeded; still running: "
+                           f"{', '.join(running) or 'none'}")
+        return self._success()
+
+    def _success(self) -> Verdict | None:
+        tracked = [t for t in self.tasks.values() if t.tracked]
+        if self.spec.success_policy == "all_workers":
+            if tracked and all(t.state == TaskState.SUCCEEDED for t in tracked):
+                return Verdict(True, f"all {len(tracked)} tracked tasks succeeded")
+            return None
+        decider = self.tasks.get(self.spec.decider_task())
+        if decider is not None and decider.state == TaskState.SUCCEEDED:
+            return Verdict(True, f"{decider.task_id} succeeded")
+        return None
+
+    def to_stop(self) -> list[str]:
+        """Tasks still running once the verdict is in (untracked roles, siblings)."""
+        return [t.task_id for t in self.tasks.values() if not t.state.finished]
+
+    # ------------------------------------------------------------ reporting
+
+    def app_state(self) -> AppState:
+        if self.verdict is not None:
+            return AppState.SUCCEEDED if self.verdict.succeeded else AppState.FAILED
+        return AppState.RUNNING if self.cluster_published_at is not None else AppState.REGISTERING
+
+    def progress_fraction(self) -> float:
+        decider = self.tasks.get(self.spec.decider_task())
+        if self.verdict is not None:
+            return 1.0
+        if decider is not None and decider.progress:
+            step, total = decider.progress.get("step"), decider.progress.get("total_steps")
+            if isinstance(step, (int, float)) and isinstance(total, (int, float)) and total > 0:
+                return max(0.0, min(0.99, step / total))
+        tracked = [t for t in self.tasks.values() if t.tracked]
+        done = sum(t.state.finished for t in tracked)
+        return min(0.99, done / len(tracked)) if tracked else 0.0
+
+    def document(self, now: float, wall: float, seq: int, app_id: str) -> dict[str, Any]:
+        verdict = self.verdict
+        return {
+            "application_id": app_id,
+            "app_state": self.app_state().value,
+            "am_heartbeat": wall,
+            "seq": seq,
+            "elapsed": round(now - self.started, 2),
+            "final": verdict is not None,
+            "diagnostics": verdict.diagnostics if verdict else "",
+            "retryable": bool(verdict and verdict.retryable),
+            "progress": self.progress_fraction(),
+            "tasks": {tid: t.summary(now) for tid, t in self.tasks.items()},
+            "events": self.events[-50:],
+        }
+
+
+def final_diagnostics(verdict: Verdict, app_id: str) -> str:
+    """The string YARN keeps after the application is gone."""
+    text = verdict.diagnostics
+    if not verdict.succeeded:
+        if verdict.retryable:
+            text = f"{RETRYABLE_MARK} {text}"
+        text += f". Logs: yarn logs -applicationId {app_id}"
+    return text

@@ -1,0 +1,125 @@
+"""Turn a validated ``JobSpec`` into a skein ``ApplicationSpec``.
+
+The master runs the tony AM and each role is a skein service running the task
+executor. The runtime travels as a zip beside the job (``tony_runtime.zip`` on
+PYTHONPATH), so containers need neither this package nor Airflow installed:
+only Python with skein (and hdfs for checkpoints).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import shlex
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Mapping
+
+import skein
+
+import airflow_provider_tony
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.transport import encode_spec
+
+PACKAGE_DIR = Path(airflow_provider_tony.__file__).resolve().parent
+
+
+def runtime_zip_bytes() -> bytes:
+    """The package's top ``__init__`` and ``runtime/``: all a container imports."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        files = [PACKAGE_DIR / "__init__.py", *sorted((PACKAGE_DIR / "runtime").glob("*.py"))]
+        for path in files:
+            info = zipfile.ZipInfo(str(path.relative_to(PACKAGE_DIR.parent)), date_time=(2020, 1, 1, 0, 0, 0))
+            zf.writestr(info, path.read_bytes())
+    return buf.getvalue()
+
+
+def runtime_zip_path() -> Path:
+    """Written once per content hash, so repeated submits reuse one file."""
+    data = runtime_zip_bytes()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"tony-runtime-{digest}" / C.RUNTIME_ZIP
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return path
+
+
+def _launch_script(python: str, module: str) -> str:
+    """A two-line bash script; only quoted paths of ours go in it, never user input."""
+    return (
+        f'export PYTHONPATH="$PWD/{C.RUNTIME_ZIP}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+        f"exec {shlex.quote(python)} -u -m {module}\n"
+    )
+
+
+def _file(source: str, archive: bool = False) -> skein.File:
+    kind = "archive" if archive else "file"
+    if source.startswith("hdfs://"):
+        return skein.File(source=source, type=kind)
+    return skein.File(source=str(Path(source).resolve()), type=kind)
+
+
+def job_files(spec: JobSpec, python_archive_source: str | None) -> dict[str, skein.File]:
+    files = {C.RUNTIME_ZIP: skein.File(source=str(runtime_zip_path()), type="file")}
+    if python_archive_source:
+        files[C.ENV_ARCHIVE_DIR] = _file(python_archive_source, archive=True)
+    for dest, source in spec.files.items():
+        files[dest] = _file(source)
+    for role in spec.roles.values():
+        if role.script and role.script.startswith("/"):
+            files[Path(role.script).name] = _file(role.script)
+    return files
+
+
+def shipped_spec(spec: JobSpec) -> JobSpec:
+    """The spec as containers see it: absolute local scripts point at their shipped copy
+    (shipped by plain name: YARN localises files into the working directory)."""
+    data = spec.to_dict()
+    for role in data["roles"].values():
+        if role.get("script") and role["script"].startswith("/"):
+            role["script"] = Path(role["script"]).name
+    return JobSpec.from_dict(data)
+
+
+def build_application_spec(spec: JobSpec, *, python: str, python_archive_source: str | None = None,
+                           extra_env: Mapping[str, str] | None = None) -> skein.ApplicationSpec:
+    """``python`` is the interpreter command inside containers (an absolute path,
+    or ``./environment/bin/python`` for an archive shipped as ``environment``)."""
+    runtime_spec = shipped_spec(spec)
+    env = {C.ENV_JOB_SPEC: encode_spec(runtime_spec), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    files = job_files(spec, python_archive_source)
+    services = {}
+    for name, role in spec.roles.items():
+        services[name] = skein.Service(
+            instances=role.instances,
+            resources=skein.Resources(memory=f"{role.memory} MiB", vcores=role.vcores, gpus=role.gpus),
+            node_label=role.node_label or "",
+            max_restarts=0,
+            allow_failures=True,  # the tony AM, not skein, applies the failure policy
+            files=files,
+            env=env,
+            script=_launch_script(python, "airflow_provider_tony.runtime.executor"),
+        )
+    acls = skein.ACLs()
+    if spec.acls.view_users or spec.acls.modify_users:
+        acls = skein.ACLs(enable=True, view_users=list(spec.acls.view_users),
+                          modify_users=list(spec.acls.modify_users))
+    return skein.ApplicationSpec(
+        name=spec.name,
+        queue=spec.queue,
+        tags=list(spec.tags),
+        max_attempts=1,
+        acls=acls,
+        master=skein.Master(
+            resources=skein.Resources(memory=f"{spec.am_memory} MiB", vcores=spec.am_vcores),
+            files=files,
+            env=env,
+            script=_launch_script(python, "airflow_provider_tony.runtime.am"),
+        ),
+        services=services,
+    )
