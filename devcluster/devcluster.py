@@ -501,6 +501,7 @@ def env_lines(layout: Layout) -> list[str]:
         "TONY_WEBHDFS_URL": layout.webhdfs_url,
         "TONY_WEBHDFS_USER": user,
         "TONY_RM_URL": layout.rm_url,
+        "TONY_NM_URL": layout.nm_url,
         "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
         "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
     }

@@ -92,3 +92,17 @@ def app_tag(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[str]:
         with skein.Client() as client:
             for app in leftovers:
                 client.kill_application(app["id"])
+
+
+@pytest.fixture(scope="session")
+def tony_client(cluster: Cluster) -> Iterator["TonyClient"]:  # noqa: F821
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    with TonyClient.from_env() as client:
+        yield client
+
+
+@pytest.fixture
+def python_exe() -> str:
+    """The interpreter containers run: this venv's (it has skein, TensorFlow, the runtime)."""
+    return sys.executable

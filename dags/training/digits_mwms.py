@@ -1,0 +1,95 @@
+"""Train a small tf-keras classifier on scikit-learn's digits with MultiWorkerMirroredStrategy.
+
+Runs as every worker (and the chief, if any) of a TonY job: TF_CONFIG comes
+from the task executor. Uses tf-keras (Keras 2): Keras 3's ``fit`` does not
+run under MultiWorkerMirroredStrategy in TensorFlow 2.21. The data ships
+inside scikit-learn, so nothing is downloaded.
+
+    --epochs N --steps-per-epoch N --learning-rate F --partition S --model-dir PATH
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--steps-per-epoch", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--learning-rate", type=float, default=0.05)
+    p.add_argument("--partition", default="all", help="data partition label (e.g. a date); any text")
+    p.add_argument("--model-dir", default=None, help="where the chief saves the final model")
+    return p.parse_args(argv)
+
+
+def load_partition(partition: str):
+    """Digits, shuffled with a seed derived from the partition label."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    seed = int(hashlib.sha256(partition.encode()).hexdigest()[:8], 16)
+    order = np.random.default_rng(seed).permutation(len(x))
+    x = (x[order] / 16.0).astype("float32")
+    return x, y[order].astype("int64")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    import tensorflow as tf
+    import tf_keras
+
+    from airflow_provider_tony.runtime import progress
+
+    tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    cluster_hash = hashlib.sha256(json.dumps(tf_config.get("cluster", {}), sort_keys=True).encode()).hexdigest()[:12]
+    task = tf_config.get("task", {"type": "worker", "index": 0})
+    print(f"task {task} cluster {cluster_hash} partition {args.partition!r}", flush=True)
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    x, y = load_partition(args.partition)
+    split = int(len(x) * 0.8)
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
+    train = tf.data.Dataset.from_tensor_slices((x[:split], y[:split])).shuffle(2048, seed=1).repeat().batch(global_batch)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    train = train.with_options(options)
+
+    with strategy.scope():
+        model = tf_keras.Sequential([
+            tf_keras.layers.Input(shape=(64,)),
+            tf_keras.layers.Dense(64, activation="relu"),
+            tf_keras.layers.Dense(10, activation="softmax"),
+        ])
+        model.compile(optimizer=tf_keras.optimizers.SGD(learning_rate=args.learning_rate),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    total = args.epochs * args.steps_per_epoch
+    model.fit(train, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=2,
+              callbacks=[progress.keras_callback(every_n_steps=5, total_steps=total)])
+    loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
+    progress.report(step=total, epoch=args.epochs, total_steps=total, val_loss=float(loss),
+                    val_accuracy=float(accuracy), cluster_hash=cluster_hash,
+                    num_replicas=strategy.num_replicas_in_sync)
+    print(f"val_accuracy={accuracy:.4f} val_loss={loss:.4f}", flush=True)
+    is_chief = task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0
+                                                  and "chief" not in tf_config.get("cluster", {}))
+    model_dir = args.model_dir or os.environ.get("TONY_MODEL_DIR")
+    if model_dir:
+        # Every worker takes part in saving under MWMS; only the chief's copy is kept.
+        target = model_dir if is_chief else os.path.join(model_dir + "-workers", str(task.get("index")))
+        os.makedirs(target, exist_ok=True)
+        model.save(os.path.join(target, "model.keras"))
+        print(f"saved model to {target}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,64 @@
+"""A task that misbehaves on request, for the runtime's failure-policy tests.
+
+    behave.py MODE [--index I] [--code C] [--seconds S]
+
+Only the task whose TONY_TASK_INDEX equals --index misbehaves; the others
+sleep until stopped (so that their siblings' fate is decided by the AM).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from airflow_provider_tony.runtime import progress
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["ok", "exit", "stop-executor", "stall", "sleep", "tfconfig"])
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("--role", default="worker")
+    p.add_argument("--code", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=3600)
+    args = p.parse_args()
+    me = (os.environ["TONY_ROLE"], int(os.environ["TONY_TASK_INDEX"]))
+    chosen = me == (args.role, args.index)
+
+    if args.mode == "tfconfig":
+        raw = os.environ.get("TF_CONFIG")
+        cfg = json.loads(raw) if raw else None
+        progress.report(step=1, tf_config=json.dumps(cfg, sort_keys=True), cuda=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                        task_id=os.environ["TONY_TASK_ID"], cluster_spec=os.environ["TONY_CLUSTER_SPEC"])
+        time.sleep(2 * float(os.environ.get("BEHAVE_BEAT", "1")) + 0.5)  # let a heartbeat carry it
+        return 0
+    if args.mode == "ok":
+        progress.report(step=1)
+        return 0
+    if not chosen:
+        time.sleep(args.seconds)
+        return 0
+    if args.mode == "exit":
+        print(f"behave: {os.environ['TONY_TASK_ID']} giving up with code {args.code}", file=sys.stderr, flush=True)
+        return args.code
+    if args.mode == "stop-executor":
+        progress.report(step=1)
+        time.sleep(1.5)
+        os.kill(os.getppid(), signal.SIGSTOP)  # the task executor freezes; this process lives on
+        time.sleep(args.seconds)
+        return 0
+    if args.mode == "stall":
+        for step in range(1, 4):
+            progress.report(step=step)
+            time.sleep(0.5)
+        time.sleep(args.seconds)  # alive, heartbeating through the executor, but no progress
+        return 0
+    time.sleep(args.seconds)  # "sleep"
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The TonY runtime on the real local cluster: AM, executors, failure policy.
+
+Real YARN, real HDFS, real TensorFlow; jobs go through ``TonyClient``, the
+same path the operator and the CLI use.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.spec import JobSpec
+from tests._util import get_json, rm_app, rm_apps, wait_until
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINING = REPO / "dags" / "training"
+BEHAVE = str(Path(__file__).parent / "jobs" / "behave.py")
+
+
+def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
+    doc = {"name": "pytest-runtime", "roles": roles, "python": {"interpreter": python},
+           "heartbeat_interval": 0.5, "heartbeat_timeout": 6, "registration_timeout": 120, **extra}
+    return JobSpec.from_dict(doc)
+
+
+def run(client, spec: JobSpec, tag: str, **wait: Any):
+    app_id = client.submit(spec, extra_tags=[tag])
+    result = client.wait(app_id, poll_interval=0.5, emit=lambda line: print(line, flush=True), **wait)
+    return result
+
+
+def behave(mode: str, instances: int = 2, *args: str, memory: str = "256 MiB") -> dict[str, Any]:
+    return {"instances": instances, "memory": memory, "script": BEHAVE, "args": [mode, *args]}
+
+
+def assert_no_live_containers(app_id: str) -> None:
+    """The NodeManager runs no container of the application any more."""
+
+    def none_left() -> bool:
+        doc = get_json(f"{nm_url()}/ws/v1/node/containers") or {}
+        containers = (doc.get("containers") or {}).get("container") or []
+        suffix = app_id.split("_", 1)[1]
+        return not [c for c in containers if suffix in c["id"] and c["state"] not in ("COMPLETE", "DONE")]
+
+    wait_until(none_left, 30, f"no running container of {app_id}")
+
+
+def nm_url() -> str:
+    return os.environ["TONY_NM_URL"]
+
+
+@pytest.mark.slow
+def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": {"instances": 2, "memory": "1 GiB", "script": str(TRAINING / "digits_mwms.py"),
+                                       "args": ["--epochs", "3", "--steps-per-epoch", "25"]}},
+               heartbeat_interval=1, heartbeat_timeout=30)
+    result = run(tony_client, spec, app_tag)
+    assert result.succeeded, result.diagnostics
+    assert rm_app(tony_client.rm_url, result.app_id)["finalStatus"] == "SUCCEEDED"
+    tasks = result.am_state["tasks"]
+    metrics = [tasks[f"worker:{i}"]["progress"]["metrics"] for i in (0, 1)]
+    assert metrics[0]["num_replicas"] == 2
+    assert metrics[0]["cluster_hash"] == metrics[1]["cluster_hash"], "workers saw different TF_CONFIG clusters"
+    assert metrics[0]["val_accuracy"] > 0.3, f"no better than chance (0.1): {metrics[0]}"
+
+
+@pytest.mark.slow
+def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app_tag, python_exe) -> None:
+    script = str(TRAINING / "digits_ps.py")
+    spec = job(python_exe, {
+        "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60"]},
+        "worker": {"instances": 2, "memory": "1 GiB", "script": script},
+        "ps": {"memory": "768 MiB", "script": script},
+    }, heartbeat_interval=1, heartbeat_timeout=30)
+    result = run(tony_client, spec, app_tag)
+    assert result.succeeded, result.diagnostics
+    tasks = result.am_state["tasks"]
+    assert tasks["chief:0"]["state"] == "SUCCEEDED"
+    assert tasks["chief:0"]["progress"]["metrics"]["accuracy"] > 0.3
+    for stopped in ("ps:0", "worker:0", "worker:1"):
+        assert tasks[stopped]["state"] == "KILLED", (stopped, tasks[stopped])
+    assert_no_live_containers(result.app_id)
+
+
+def test_evaluator_is_outside_the_cluster(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": behave("tfconfig", 2), "evaluator": behave("tfconfig", 1)},
+               success_policy="all_workers")
+    result = run(tony_client, spec, app_tag)
+    assert result.succeeded, result.diagnostics
+    tasks = result.am_state["tasks"]
+    evaluator = json.loads(tasks["evaluator:0"]["progress"]["metrics"]["tf_config"])
+    worker = json.loads(tasks["worker:1"]["progress"]["metrics"]["tf_config"])
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert "evaluator" not in evaluator["cluster"]
+    assert evaluator["cluster"] == worker["cluster"]
+    assert worker["task"] == {"type": "worker", "index": 1}
+    assert tasks["worker:0"]["progress"]["metrics"]["cuda"] == "", "a task without GPUs must see none"
+
+
+def test_worker_exit_fails_the_job_with_its_diagnostics(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": behave("exit", 2, "--index", "1", "--code", "3")})
+    started = time.monotonic()
+    result = run(tony_client, spec, app_tag)
+    assert not result.succeeded
+    for needle in ("worker:1", "code 3", "behave: worker:1 giving up with code 3", "yarn logs -applicationId"):
+        assert needle in result.diagnostics, (needle, result.diagnostics)
+    assert result.am_state["tasks"]["worker:0"]["state"] == "KILLED"
+    print(f"exit -> job FAILED seen by the client after {time.monotonic() - started:.1f}s (incl. start-up)")
+    assert_no_live_containers(result.app_id)
+
+
+def test_frozen_executor_is_caught_by_heartbeat_timeout(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": behave("stop-executor", 2, "--index", "1")}, heartbeat_timeout=4)
+    result = run(tony_client, spec, app_tag)
+    assert not result.succeeded
+    assert "worker:1" in result.diagnostics and "missed heartbeats" in result.diagnostics, result.diagnostics
+    assert "[retryable]" in result.diagnostics
+    assert_no_live_containers(result.app_id)
+
+
+def test_progress_stall_is_detected(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": behave("stall", 2, "--index", "0")}, progress_stall_timeout=4)
+    result = run(tony_client, spec, app_tag)
+    assert not result.succeeded
+    assert "worker:0 progress stalled" in result.diagnostics, result.diagnostics
+
+
+def test_deadline_kills_a_long_job(tony_client, app_tag, python_exe) -> None:
+    spec = job(python_exe, {"worker": behave("sleep", 1)}, deadline=8)
+    result = run(tony_client, spec, app_tag)
+    assert not result.succeeded
+    assert "deadline of 8s exceeded" in result.diagnostics, result.diagnostics
+    assert_no_live_containers(result.app_id)
+
+
+def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app_tag, python_exe) -> None:
+    """Another application holds most of the node: ours can start only part of its tasks."""
+    info = tony_client.cluster_info()
+    hog_each = (info.total_memory_mb - 3 * 1024) // 2  # leaves room for our AM and ~2 workers, not 4
+    hog = job(python_exe, {"worker": behave("sleep", 2, memory=f"{hog_each} MiB")},
+              name="pytest-hog")
+    hog_id = tony_client.submit(hog, extra_tags=[app_tag])
+    wait_until(lambda: (tony_client.am_state(hog_id) or {}).get("app_state") == "RUNNING", 120, "the hog to run")
+    try:
+        spec = job(python_exe, {"worker": behave("ok", 4, memory="1 GiB")}, registration_timeout=15)
+        result = run(tony_client, spec, app_tag)
+    finally:
+        tony_client.kill(hog_id)
+    assert not result.succeeded
+    assert "registration timeout" in result.diagnostics and "never registered" in result.diagnostics
+    assert "worker:" in result.diagnostics.split("never registered")[0]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"roles": {"ps": {"script": BEHAVE}}}, "roles"),
+    ({"roles": {"chief": {"instances": 2, "script": BEHAVE}}}, "roles.chief.instances"),
+    ({"roles": {"worker": {"script": BEHAVE}, "evaluator": {"instances": 2, "script": BEHAVE}}}, "roles.evaluator.instances"),
+    ({"roles": {"worker": {"memory": 0, "script": BEHAVE}}}, "roles.worker.memory"),
+    ({"roles": {"worker": {"vcores": -1, "script": BEHAVE}}}, "roles.worker.vcores"),
+    ({"roles": {"worker": {"gpus": 1, "script": BEHAVE}}}, "roles.worker.gpus"),
+    ({"roles": {"worker": {"memory": "64 GiB", "script": BEHAVE}}}, "roles.worker.memory"),
+    ({"roles": {"worker": {"vcores": 64, "script": BEHAVE}}}, "roles.worker.vcores"),
+    ({"queue": "no-such-queue"}, "queue"),
+    ({"roles": {"worker": {"script": "/nonexistent/train.py"}}}, "roles.worker.script"),
+])
+def test_invalid_specs_never_reach_yarn(tony_client, python_exe, change, field) -> None:
+    before = len(rm_apps(tony_client.rm_url))
+    doc = {"name": "pytest-invalid", "roles": {"worker": {"script": BEHAVE}}, "python": {"interpreter": python_exe},
+           **change}
+    with pytest.raises(SpecError) as err:
+        tony_client.submit(JobSpec.from_dict(doc))
+    assert err.value.field == field, str(err.value)
+    assert len(rm_apps(tony_client.rm_url)) == before, "an invalid spec created a YARN application"
