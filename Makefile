@@ -47,9 +47,11 @@ test: venv cluster-up
 test-fast: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# The cluster stays up afterwards so the YARN pages can be browsed; stop it
+# with `make cluster-down`.
 demo: venv cluster-up
-	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m airflow_provider_tony.demo ) || rc=$$?; \
-	$(DEVCLUSTER) down; exit $$rc
+	$(CLUSTER_ENV) && $(PY) -m airflow_provider_tony submit dags/training/digits_mwms.yaml
+	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
 
 clean: cluster-down
 	rm -rf .devcluster

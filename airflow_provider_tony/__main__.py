@@ -12,15 +12,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from airflow_provider_tony.runtime.errors import TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient
 
 
+def load_job(path: str) -> JobSpec:
+    """Read a JobSpec YAML; a relative role script that exists beside the file
+    is made absolute, so a YAML next to its training script runs from anywhere."""
+    base = Path(path).resolve().parent
+    spec = JobSpec.from_yaml(Path(path).read_text())
+    data = spec.to_dict()
+    for role in data["roles"].values():
+        script = role.get("script")
+        if script and not script.startswith("/") and script not in data["files"] and (base / script).is_file():
+            role["script"] = str((base / script).resolve())
+    return JobSpec.from_dict(data)
+
+
 def _submit(client: TonyClient, args: argparse.Namespace) -> int:
-    with open(args.job) as fh:
-        spec = JobSpec.from_yaml(fh.read())
+    spec = load_job(args.job)
     app_id = client.submit(spec, extra_tags=args.tag)
     print(app_id, flush=True)
     try:

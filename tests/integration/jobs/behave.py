@@ -36,7 +36,8 @@ def main() -> int:
         time.sleep(2 * float(os.environ.get("BEHAVE_BEAT", "1")) + 0.5)  # let a heartbeat carry it
         return 0
     if args.mode == "ok":
-        progress.report(step=1)
+        progress.report(step=1, prefix=sys.prefix)
+        time.sleep(2 * float(os.environ.get("BEHAVE_BEAT", "1")) + 0.5)  # let a heartbeat carry it
         return 0
     if not chosen:
         time.sleep(args.seconds)
