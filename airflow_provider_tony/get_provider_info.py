@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_tony import __version__
+from airflow_provider_tony.connection import connection_form
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -24,5 +25,15 @@ def get_provider_info() -> dict[str, Any]:
                 "external-doc-url": "https://hadoop.apache.org/docs/stable/hadoop-yarn/hadoop-yarn-site/YARN.html",
                 "tags": ["apache", "ml"],
             }
+        ],
+        "operators": [{"integration-name": "Hadoop YARN (TonY)",
+                       "python-modules": ["airflow_provider_tony.operators.tony"]}],
+        "hooks": [{"integration-name": "Hadoop YARN (TonY)", "python-modules": ["airflow_provider_tony.hooks.yarn"]}],
+        "triggers": [{"integration-name": "Hadoop YARN (TonY)",
+                      "python-modules": ["airflow_provider_tony.triggers.tony"]}],
+        "connection-types": [connection_form()],
+        "extra-links": [
+            "airflow_provider_tony.links.YarnApplicationLink",
+            "airflow_provider_tony.links.TensorBoardLink",
         ],
     }

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime import hdfs_io
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -137,6 +138,31 @@ def run_user_process(argv: list[str], env: dict[str, str], cwd: Path, port_sock:
     return code, list(tail)
 
 
+def report_event(app: Any, task_id: str, message: str) -> None:
+    """A line for the AM's event list (and so for the Airflow log)."""
+    log.info("%s", message)
+    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = json.dumps({"message": message}).encode()
+
+
+def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], task_id: str, code: int,
+                 tail: list[str]) -> tuple[int, list[str]]:
+    """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS."""
+    local = workdir / "model"
+    target = spec.checkpoint.model_dir
+    if not local.is_dir() or not any(local.iterdir()):
+        report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
+        return code, tail
+    client = hdfs_io.client_from_env(env)
+    if client is None:
+        return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
+    try:
+        remote = hdfs_io.publish_dir(client, str(local), target, f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}")
+    except Exception as exc:  # noqa: BLE001 - becomes the task's failure
+        return 75, [*tail, f"model export to {target} failed: {exc}"]
+    report_event(app, task_id, f"{task_id} exported the model to {remote}")
+    return code, tail
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import skein  # noqa: PLC0415 - in-container dependency only
@@ -173,6 +199,8 @@ def main() -> int:
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     code, tail = run_user_process(argv, user_env, workdir, sock, heartbeat)
     log.info("%s user process exited with code %d", task_id, code)
+    if code == 0 and task_id == spec.decider_task() and spec.checkpoint.model_dir:
+        code, tail = export_model(app, spec, workdir, env, task_id, code, tail)
     heartbeat.stop_event.set()
     app.kv[C.kv_exit(task_id)] = json.dumps(
         {"exit_code": code, "stderr_tail": tail, "time": time.time()}).encode()

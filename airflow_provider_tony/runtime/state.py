@@ -69,6 +69,7 @@ class Task:
     gpus_pinned: list[str] | None = None
     gpus: list[str] = field(default_factory=list)
     gpus_wanted: int = 0
+    granted: bool = False  # its GPUs were published in the cluster document
     registered_at: float | None = None
     hb_seq: Any = None
     last_heartbeat: float | None = None  # AM monotonic clock when the seq last changed
@@ -147,10 +148,14 @@ class JobTracker:
                 if g not in node_gpus[t.host]:
                     node_gpus[t.host].append(g)
         requests = [(t.task_id, t.host, t.gpus_wanted) for t in registered]
+        # Grants already published are final (executors read the document
+        # once); a late task only gets what is still free.
         fixed = {t.task_id: t.gpus_pinned for t in registered if t.gpus_pinned}
+        fixed.update({t.task_id: t.gpus for t in registered if t.granted and t.gpus})
         grants = assign_gpus(requests, node_gpus, fixed)
         for t in registered:
             t.gpus = grants.get(t.task_id, [])
+            t.granted = True
         if self.cluster_published_at is None:
             self.cluster_published_at = now
             self.events.append(f"cluster spec published ({len(registered)} tasks)")
@@ -219,7 +224,7 @@ class JobTracker:
         for task in self.tasks.values():
             fatal = task.tracked or task.role in TF_CLUSTER_ROLES
             if task.state == TaskState.FAILED and fatal:
-                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {task.host}; "
+                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {task.host or 'an unregistered container'}; "
                                f"last stderr line: {_stderr_line(task.stderr_tail)}",
                                retryable=task.exit_code in RETRYABLE_EXIT_CODES)
             if task.state == TaskState.LOST and fatal:

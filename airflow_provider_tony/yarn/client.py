@@ -51,7 +51,7 @@ class JobResult:
 
 
 @dataclass
-class _Watch:
+class Watch:
     """Client-side memory of one application while we follow it."""
 
     last_state: str | None = None
@@ -78,13 +78,16 @@ class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
     def __init__(self, *, rm_url: str, webhdfs_url: str | None = None, webhdfs_user: str | None = None,
-                 base_path: str | None = None, skein_config: str | None = None) -> None:
+                 base_path: str | None = None, skein_config: str | None = None,
+                 principal: str | None = None, keytab: str | None = None) -> None:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         self.base_path = base_path or f"/user/{self.webhdfs_user}/tony"
         if skein_config:
             os.environ.setdefault("SKEIN_CONFIG", skein_config)
+        self._principal = principal
+        self._keytab = keytab  # a path; never logged
         self._skein: Any = None
         self._apps: dict[str, Any] = {}
 
@@ -111,7 +114,8 @@ class TonyClient:
             import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
 
             try:
-                self._skein = skein.Client()
+                kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
+                self._skein = skein.Client(**kwargs)
             except Exception as exc:  # noqa: BLE001 - skein raises several kinds
                 raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                                    f"and the ResourceManager up?): {exc}") from exc
@@ -227,11 +231,18 @@ class TonyClient:
             data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
             spec = JobSpec.from_dict(data)
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
-                                          extra_env={C.ENV_ATTEMPT: str(attempt)})
+                                          extra_env=self._container_env(attempt))
         try:
             return self.skein.submit(app_spec)
         except Exception as exc:  # noqa: BLE001
             raise ClusterError(f"YARN refused the application {spec.name!r}: {exc}") from exc
+
+    def _container_env(self, attempt: int) -> dict[str, str]:
+        env = {C.ENV_ATTEMPT: str(attempt)}
+        if self.webhdfs_url:
+            env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
+            env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
+        return env
 
     # ------------------------------------------------------------ inspect
 
@@ -291,7 +302,7 @@ class TonyClient:
 
     # ------------------------------------------------------------ follow
 
-    def poll(self, app_id: str, watch: _Watch, *, startup_timeout: float, am_stale_timeout: float,
+    def poll(self, app_id: str, watch: Watch, *, startup_timeout: float, am_stale_timeout: float,
              emit: Callable[[str], None]) -> JobResult | None:
         """One look at the application; a JobResult once it has ended."""
         rep = self.report(app_id)
@@ -329,7 +340,7 @@ class TonyClient:
         return JobResult(app_id, state, rep["final_status"], rep["diagnostics"], rep["tracking_url"], watch.am_state)
 
     @staticmethod
-    def _emit_progress(doc: dict[str, Any], watch: _Watch, emit: Callable[[str], None]) -> None:
+    def _emit_progress(doc: dict[str, Any], watch: Watch, emit: Callable[[str], None]) -> None:
         for task_id, task in sorted(doc.get("tasks", {}).items()):
             prog = task.get("progress") or {}
             line = f"{task_id} {task.get('state')}"
@@ -344,7 +355,7 @@ class TonyClient:
     def wait(self, app_id: str, *, poll_interval: float = 2.0, startup_timeout: float = 600.0,
              am_stale_timeout: float = 60.0, emit: Callable[[str], None] = print) -> JobResult:
         """Follow until the end, printing state changes and progress."""
-        watch = _Watch()
+        watch = Watch()
         while True:
             result = self.poll(app_id, watch, startup_timeout=startup_timeout,
                                am_stale_timeout=am_stale_timeout, emit=emit)

@@ -1,0 +1,298 @@
+"""``TonyOperator``: run one distributed TensorFlow job on YARN as an Airflow task.
+
+The job is one ``JobSpec`` (passed as a dict, a ``JobSpec`` or a YAML path), so
+every job parameter is declared once, in ``runtime/spec.py``, not repeated as
+thirty operator arguments. The operator renders it, validates it before
+anything is submitted, tags the application with the task's identity, and then
+either polls (durable: a restarted worker re-attaches) or defers to
+``TonyTrigger`` (the worker slot is freed). It never submits the same job twice
+for one task run: an application already running (or already succeeded) with
+the same dag_id / task_id / run_id / map_index is re-used.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, conf
+from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_provider_tony.hooks.yarn import YarnHook
+from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.triggers.tony import TonyTrigger
+from airflow_provider_tony.yarn.client import ACTIVE_YARN_STATES, JobResult
+
+INT_ROLE_FIELDS = ("instances", "vcores", "gpus")
+
+
+def _tag(prefix: str, value: object) -> str:
+    """A YARN tag (lower-cased by YARN, at most 100 chars, no commas)."""
+    text = f"{prefix}:{value}".lower().replace(",", "_")
+    if len(text) > 100:
+        text = f"{prefix}:sha1-{hashlib.sha1(str(value).encode()).hexdigest()}"
+    return text
+
+
+class TonyOperator(ResumableJobMixin, BaseOperator):
+    """Submit a TonY job to YARN and follow it to the end.
+
+    :param job: the job: a dict in ``JobSpec`` form, a ``JobSpec``, or the path of a JobSpec YAML
+        (relative paths are read from the DAG's folder). (templated: every string inside)
+    :param name: YARN application name; defaults to the job's, else ``<dag_id>.<task_id>``. (templated)
+    :param env: extra environment for every role, merged over the job's. (templated)
+    :param python: interpreter path or environment archive (``.tar.gz`` local or ``hdfs://``). (templated)
+    :param yarn_conn_id: the ``tony_yarn`` connection.
+    :param poll_interval: seconds between looks at YARN and the AM state.
+    :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
+        before the AM counts as hung (killed, task failed).
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param durable: re-attach to the running application after a worker restart or a retry.
+    """
+
+    template_fields: Sequence[str] = ("job", "name", "env", "python")
+    template_fields_renderers = {"job": "json", "env": "json"}
+    operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
+    external_id_key = "yarn_application_id"
+    ui_color = "#ffcc80"
+
+    def __init__(self, *, job: JobSpec | dict[str, Any] | str, name: str | None = None,
+                 env: dict[str, str] | None = None, python: str | None = None,
+                 yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
+                 am_stale_timeout: float = 120.0,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job.to_dict() if isinstance(job, JobSpec) else job
+        self.name = name
+        self.env = env
+        self.python = python
+        self.yarn_conn_id = yarn_conn_id
+        self.poll_interval = poll_interval
+        self.am_stale_timeout = am_stale_timeout
+        self.deferrable = deferrable
+        self._hook: YarnHook | None = None
+        self._app_id: str | None = None
+        self._spec: JobSpec | None = None
+        self._result: JobResult | None = None
+
+    @property
+    def hook(self) -> YarnHook:
+        if self._hook is None:
+            self._hook = YarnHook(self.yarn_conn_id)
+        return self._hook
+
+    # ------------------------------------------------------------ the spec
+
+    def _job_dict(self) -> dict[str, Any]:
+        if isinstance(self.job, str):
+            import yaml  # noqa: PLC0415
+
+            path = Path(self.job)
+            if not path.is_absolute() and self.dag and self.dag.fileloc:
+                path = Path(self.dag.fileloc).parent / path
+            try:
+                return yaml.safe_load(path.read_text())
+            except OSError as exc:
+                raise SpecError("job", f"{self.job!r} could not be read ({exc}); give a JobSpec dict "
+                                "or the path of a JobSpec YAML") from exc
+        if not isinstance(self.job, dict):
+            raise SpecError("job", f"{type(self.job).__name__} is not a JobSpec, dict or YAML path")
+        return copy.deepcopy(self.job)
+
+    def identity_tags(self, context: Any) -> list[str]:
+        """What a retry or a restarted worker matches on (never the try number)."""
+        ti = context["ti"]
+        return [_tag("tony-dag", ti.dag_id), _tag("tony-task", ti.task_id), _tag("tony-run", ti.run_id),
+                _tag("tony-map", getattr(ti, "map_index", -1))]
+
+    def build_spec(self, context: Any) -> JobSpec:
+        """Render-time values become a validated JobSpec (no cluster contact yet)."""
+        data = self._job_dict()
+        ti = context["ti"]
+        data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
+        if self.env:
+            data["env"] = {**(data.get("env") or {}), **self.env}
+        if self.python:
+            key = "archive" if self.python.endswith((".tar.gz", ".tgz", ".zip")) else "interpreter"
+            data["python"] = {key: self.python}
+        for role in (data.get("roles") or {}).values():
+            # Templates render to text: "{{ params.workers }}" arrives as "2".
+            for key in INT_ROLE_FIELDS:
+                if isinstance(role, dict) and isinstance(role.get(key), str) and role[key].strip().isdigit():
+                    role[key] = int(role[key])
+        data["tags"] = list(dict.fromkeys([*(data.get("tags") or []), "tony"]))
+        return JobSpec.from_dict(data)
+
+    # ------------------------------------------------------------ submit / re-attach
+
+    def _existing(self, context: Any) -> dict[str, Any] | None:
+        """This task run's application if one is running or has succeeded."""
+        apps = self.hook.find_by_tags(self.identity_tags(context), active_only=False)
+        for app in apps:  # newest first
+            if app["state"] in ACTIVE_YARN_STATES:
+                return app
+        if apps and apps[0]["state"] == "FINISHED" and apps[0].get("finalStatus") == "SUCCEEDED":
+            return apps[0]
+        return None
+
+    def submit_job(self, context: Any) -> str:
+        spec = self._spec or self.build_spec(context)
+        existing = self._existing(context)
+        if existing is not None:
+            self.log.info("re-attaching to %s (%s), submitted for this task run earlier; not submitting again",
+                          existing["id"], existing["state"])
+            app_id = existing["id"]
+        else:
+            ti = context["ti"]
+            try:
+                app_id = self.hook.submit(spec, attempt=int(ti.try_number or 1),
+                                          extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)])
+            except SpecError as exc:
+                raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
+            self.log.info("submitted %s (%s)", app_id, spec.name)
+        self._on_app(app_id, context)
+        return app_id
+
+    def _on_app(self, app_id: str, context: Any) -> None:
+        self._app_id = app_id
+        url = self.hook.get_conn().tracking_url(app_id)
+        context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
+        context["ti"].xcom_push(key="application_id", value=app_id)
+        self.log.info("YARN application page: %s", url)
+
+    # ------------------------------------------------------------ ResumableJobMixin
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        rep = self.hook.report(str(external_id))
+        if rep["state"] in ACTIVE_YARN_STATES:
+            return "RUNNING"
+        return "SUCCEEDED" if rep["final_status"] == "SUCCEEDED" else "FAILED"
+
+    def is_job_active(self, status: str) -> bool:
+        return status == "RUNNING"
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == "SUCCEEDED"
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+        app_id = str(external_id)
+        if self._app_id != app_id:
+            self._on_app(app_id, context)
+        spec = self._spec
+        try:
+            result = self.hook.get_conn().wait(
+                app_id, poll_interval=self.poll_interval, am_stale_timeout=self.am_stale_timeout,
+                startup_timeout=spec.startup_timeout if spec else 600.0, emit=self.log.info)
+        except BaseException:
+            # execution_timeout, SIGTERM, a lost RM connection: the job must not outlive the task.
+            self._kill_quietly(app_id)
+            raise
+        self._finish(result)
+
+    def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
+        app_id = str(external_id)
+        if self._result is None or self._result.app_id != app_id:  # re-used a succeeded application
+            if self._app_id != app_id:
+                self._on_app(app_id, context)
+            rep = self.hook.report(app_id)
+            self._result = JobResult(app_id, rep["state"], rep["final_status"], rep["diagnostics"],
+                                     rep["tracking_url"])
+        return self.xcom_result(self._result)
+
+    # ------------------------------------------------------------ entry points
+
+    def execute(self, context: Any) -> Any:
+        try:
+            self._spec = self.build_spec(context)
+        except SpecError as exc:
+            raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
+        if not self.deferrable:
+            return self.execute_resumable(context)
+        app_id = self.submit_job(context)
+        self.defer(trigger=TonyTrigger(app_id=app_id, yarn_conn_id=self.yarn_conn_id,
+                                       poll_interval=self.poll_interval,
+                                       startup_timeout=self._spec.startup_timeout,
+                                       am_stale_timeout=self.am_stale_timeout),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        self._app_id = event.get("app_id")
+        if event.get("status") != "done":
+            raise AirflowException(f"lost track of {self._app_id}: {event.get('message')}")
+        result = JobResult(**event["result"])
+        self._finish(result)
+        return self.xcom_result(result)
+
+    def on_kill(self) -> None:
+        if self._app_id:
+            self._kill_quietly(self._app_id)
+
+    # ------------------------------------------------------------ outcome
+
+    def _kill_quietly(self, app_id: str) -> None:
+        try:
+            self.hook.kill(app_id)
+            self.log.info("killed YARN application %s", app_id)
+        except Exception as exc:  # noqa: BLE001 - already gone is fine
+            self.log.warning("could not kill %s: %s", app_id, exc)
+
+    def _finish(self, result: JobResult) -> None:
+        self._result = result
+        if result.succeeded:
+            self.log.info("%s SUCCEEDED: %s", result.app_id, result.diagnostics)
+            return
+        self.log.error("%s %s: %s", result.app_id, result.final_status, result.diagnostics)
+        self._copy_failed_logs(result)
+        raise AirflowException(f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
+                               f"Logs: yarn logs -applicationId {result.app_id}")
+
+    def _copy_failed_logs(self, result: JobResult, wait: float = 20.0) -> None:
+        """Copy the failed containers' logs into the task log once YARN has aggregated them."""
+        failed = [tid for tid, t in ((result.am_state or {}).get("tasks") or {}).items()
+                  if t.get("state") in ("FAILED", "LOST")]
+        if not failed:
+            return
+        deadline = time.monotonic() + wait
+        logs: dict[str, str] = {}
+        while time.monotonic() < deadline and not logs:
+            try:
+                logs = self.hook.logs(result.app_id)
+            except Exception:  # noqa: BLE001 - aggregation still running
+                time.sleep(1.0)
+        wanted = {(result.am_state or {})["tasks"][t].get("container_id") for t in failed}
+        for container, text in logs.items():
+            if any(w and w in container for w in wanted) or any(t.replace(":", "_") in container for t in failed):
+                self.log.error("---- log of %s (last 60 lines) ----\n%s", container,
+                               "\n".join(text.splitlines()[-60:]))
+
+    def xcom_result(self, result: JobResult) -> dict[str, Any]:
+        """What downstream tasks read: ids, state, per-task summary, metrics, locations."""
+        state = result.am_state or {}
+        tasks = {tid: {"state": t.get("state"), "host": t.get("host"), "exit_code": t.get("exit_code")}
+                 for tid, t in (state.get("tasks") or {}).items()}
+        decider = None
+        if self._spec is not None:
+            decider = (state.get("tasks") or {}).get(self._spec.decider_task())
+        progress = (decider or {}).get("progress") or {}
+        spec = self._spec
+        return {
+            "application_id": result.app_id,
+            "tracking_url": result.tracking_url,
+            "final_state": result.final_status,
+            "yarn_state": result.yarn_state,
+            "diagnostics": result.diagnostics,
+            "tasks": tasks,
+            "metrics": progress.get("metrics") or {},
+            "step": progress.get("step"),
+            "checkpoint_dir": spec.checkpoint.dir if spec else None,
+            "model_dir": spec.checkpoint.model_dir if spec else None,
+        }
+
+
+__all__ = ["TonyOperator", "XCOM_TENSORBOARD_URL"]

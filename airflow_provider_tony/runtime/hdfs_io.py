@@ -1,0 +1,71 @@
+"""WebHDFS from inside containers: atomic publish of a local directory.
+
+TensorFlow 2.21 cannot write ``hdfs://`` paths, so the executor moves files
+with the ``hdfs`` package. A directory becomes visible under its final name
+only once complete (upload to a temporary sibling, then rename), so a reader
+never sees half a model or half a checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable, TypeVar
+
+from airflow_provider_tony.runtime import constants as C
+
+log = logging.getLogger("tony.hdfs")
+T = TypeVar("T")
+
+
+def client_from_env(env: dict[str, str] | None = None) -> Any | None:
+    """The WebHDFS client the submitting side configured, or None when it gave none."""
+    env = dict(os.environ) if env is None else env
+    url = env.get(C.ENV_WEBHDFS_URL)
+    if not url:
+        return None
+    from hdfs import InsecureClient  # noqa: PLC0415 - in-container dependency only
+
+    return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)
+
+
+def hdfs_path(location: str) -> str:
+    """``hdfs://nn:8020/a/b`` or ``/a/b`` -> ``/a/b`` (WebHDFS takes paths)."""
+    if location.startswith("hdfs://"):
+        rest = location[len("hdfs://"):]
+        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
+    return location
+
+
+def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_delay: float = 1.0) -> T:
+    """Exponential backoff for a flaky NameNode; the last error propagates."""
+    delay = first_delay
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - hdfs raises many kinds; re-raised at the end
+            if attempt == attempts:
+                raise
+            log.warning("%s failed (attempt %d/%d): %s; retrying in %.1fs", what, attempt, attempts, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")
+
+
+def publish_dir(client: Any, local_dir: str, remote: str, tag: str) -> str:
+    """Upload ``local_dir`` as ``remote``: temporary name first, then rename into place.
+
+    An existing ``remote`` is moved aside (``<remote>.previous``) only after
+    the new copy is complete, so the old one is never lost to a failed upload.
+    """
+    remote = hdfs_path(remote).rstrip("/")
+    tmp = f"{remote}.tmp-{tag}"
+    parent = remote.rsplit("/", 1)[0] or "/"
+    with_retries(f"mkdir {parent}", lambda: client.makedirs(parent))
+    with_retries(f"upload {local_dir}", lambda: client.upload(tmp, local_dir, overwrite=True, n_threads=1))
+    if client.status(remote, strict=False) is not None:
+        previous = f"{remote}.previous"
+        client.delete(previous, recursive=True)
+        client.rename(remote, previous)
+    client.rename(tmp, remote)
+    return remote

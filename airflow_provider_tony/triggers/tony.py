@@ -1,0 +1,70 @@
+"""The deferrable half of ``TonyOperator``: polls on the triggerer, frees the worker slot.
+
+It carries only primitives, polls with the same ``TonyClient.poll`` the
+synchronous path uses, and yields exactly one event with what it saw; the
+operator's ``execute_complete`` decides success or failure.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_tony.hooks.yarn import YarnHook
+from airflow_provider_tony.yarn.client import Watch
+
+
+class TonyTrigger(BaseTrigger):
+    """Wait for YARN application ``app_id`` to end.
+
+    :param app_id: the YARN application id.
+    :param yarn_conn_id: the ``tony_yarn`` connection.
+    :param poll_interval: seconds between polls.
+    :param startup_timeout: seconds the application may stay ACCEPTED.
+    :param am_stale_timeout: seconds without a new AM state while RUNNING before it counts as hung.
+    """
+
+    def __init__(self, *, app_id: str, yarn_conn_id: str, poll_interval: float, startup_timeout: float,
+                 am_stale_timeout: float) -> None:
+        super().__init__()
+        self.app_id = app_id
+        self.yarn_conn_id = yarn_conn_id
+        self.poll_interval = float(poll_interval)
+        self.startup_timeout = float(startup_timeout)
+        self.am_stale_timeout = float(am_stale_timeout)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return ("airflow_provider_tony.triggers.tony.TonyTrigger", {
+            "app_id": self.app_id, "yarn_conn_id": self.yarn_conn_id, "poll_interval": self.poll_interval,
+            "startup_timeout": self.startup_timeout, "am_stale_timeout": self.am_stale_timeout})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        hook = YarnHook(self.yarn_conn_id)
+        watch = Watch()
+        try:
+            while True:
+                try:
+                    result = await asyncio.to_thread(
+                        hook.get_conn().poll, self.app_id, watch, startup_timeout=self.startup_timeout,
+                        am_stale_timeout=self.am_stale_timeout, emit=self.log.info)
+                except Exception as exc:  # noqa: BLE001 - reported, the operator decides
+                    yield TriggerEvent({"status": "error", "app_id": self.app_id, "message": str(exc)})
+                    return
+                if result is not None:
+                    yield TriggerEvent({"status": "done", "app_id": self.app_id,
+                                        "result": dataclasses.asdict(result)})
+                    return
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await asyncio.to_thread(hook.close)
+
+    async def on_kill(self) -> None:
+        """Marked failed/cleared while deferred: the YARN application must not outlive the task."""
+        hook = YarnHook(self.yarn_conn_id)
+        try:
+            await asyncio.to_thread(hook.kill, self.app_id)
+            self.log.info("killed %s", self.app_id)
+        finally:
+            await asyncio.to_thread(hook.close)

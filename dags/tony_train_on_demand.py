@@ -1,0 +1,59 @@
+"""Train on demand from the Airflow UI: fill the trigger form, get a model.
+
+Every value is checked twice: by the form's JSON schema before the run is
+created, and by the operator (JobSpec validation and the cluster's limits)
+before anything reaches YARN. Values reach the training script as arguments
+of an argument list, never through a shell.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Param, task
+
+from airflow_provider_tony.operators.tony import TonyOperator
+
+TRAINING = Path(__file__).resolve().parent / "training"
+
+with DAG(
+    dag_id="tony_train_on_demand",
+    schedule=None,
+    catchup=False,
+    tags=["tony", "training", "on-demand"],
+    doc_md=__doc__,
+    params={
+        "workers": Param(2, type="integer", minimum=1, maximum=4, title="Workers",
+                         description="TensorFlow workers (1-4)"),
+        "epochs": Param(3, type="integer", minimum=1, maximum=20, title="Epochs"),
+        "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"),
+        "strategy": Param("multi_worker_mirrored", enum=["multi_worker_mirrored", "parameter_server"],
+                          title="Distribution strategy"),
+        "dataset_date": Param("2026-11-01", type="string", format="date", title="Dataset date",
+                              description="Which daily partition to train on (YYYY-MM-DD)"),
+        "run_label": Param("adhoc", type="string", minLength=1, maxLength=64, title="Run label",
+                           description="Free text shown in the job name and passed to the script"),
+    },
+) as dag:
+
+    @task
+    def build_job(params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JobSpec for the chosen strategy; the operator validates it again."""
+        assert params is not None
+        common = ["--learning-rate", str(params["learning_rate"])]
+        if params["strategy"] == "parameter_server":
+            script = str(TRAINING / "digits_ps.py")
+            roles = {
+                "chief": {"memory": "1 GiB", "script": script,
+                          "args": ["--steps", str(20 * int(params["epochs"])), *common]},
+                "worker": {"instances": int(params["workers"]), "memory": "1 GiB", "script": script},
+                "ps": {"memory": "768 MiB", "script": script},
+            }
+        else:
+            roles = {"worker": {"instances": int(params["workers"]), "memory": "1 GiB",
+                                "script": str(TRAINING / "digits_mwms.py"),
+                                "args": ["--epochs", str(params["epochs"]), "--steps-per-epoch", "20",
+                                         "--partition", f"{params['dataset_date']}/{params['run_label']}", *common]}}
+        return {"name": "on-demand-digits", "roles": roles, "heartbeat_timeout": 60, "deadline": 3600}
+
+    TonyOperator(task_id="train", job=build_job(), poll_interval=2.0)
