@@ -12,6 +12,7 @@ the same dag_id / task_id / run_id / map_index is re-used.
 from __future__ import annotations
 
 import copy
+import json
 import hashlib
 import time
 from pathlib import Path
@@ -80,6 +81,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._app_id: str | None = None
         self._spec: JobSpec | None = None
         self._result: JobResult | None = None
+        self._tensorboard_url = ""
 
     @property
     def hook(self) -> YarnHook:
@@ -164,7 +166,16 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         url = self.hook.get_conn().tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
         context["ti"].xcom_push(key="application_id", value=app_id)
+        context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value="")  # set once the role serves
+        self._tensorboard_url = ""
         self.log.info("YARN application page: %s", url)
+
+    def _on_state(self, context: Any, doc: dict[str, Any]) -> None:
+        url = self.hook.get_conn().tensorboard_url(doc)
+        if url and url != self._tensorboard_url:
+            self._tensorboard_url = url
+            context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=url)
+            self.log.info("TensorBoard: %s", url)
 
     # ------------------------------------------------------------ ResumableJobMixin
 
@@ -188,7 +199,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         try:
             result = self.hook.get_conn().wait(
                 app_id, poll_interval=self.poll_interval, am_stale_timeout=self.am_stale_timeout,
-                startup_timeout=spec.startup_timeout if spec else 600.0, emit=self.log.info)
+                startup_timeout=spec.startup_timeout if spec else 600.0, emit=self.log.info,
+                on_state=lambda doc: self._on_state(context, doc))
         except BaseException:
             # execution_timeout, SIGTERM, a lost RM connection: the job must not outlive the task.
             self._kill_quietly(app_id)
@@ -226,6 +238,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if event.get("status") != "done":
             raise AirflowException(f"lost track of {self._app_id}: {event.get('message')}")
         result = JobResult(**event["result"])
+        self._tensorboard_url = ""
+        self._on_state(context, result.am_state or {})
         self._finish(result)
         return self.xcom_result(result)
 
@@ -273,6 +287,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def xcom_result(self, result: JobResult) -> dict[str, Any]:
         """What downstream tasks read: ids, state, per-task summary, metrics, locations."""
+        value = self._xcom_result(result)
+        self.log.info("result: %s", json.dumps(value, sort_keys=True, default=str))
+        return value
+
+    def _xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or {}
         tasks = {tid: {"state": t.get("state"), "host": t.get("host"), "exit_code": t.get("exit_code")}
                  for tid, t in (state.get("tasks") or {}).items()}

@@ -258,6 +258,14 @@ class TonyClient:
     def tracking_url(self, app_id: str) -> str:
         return f"{self.rm_url}/cluster/app/{app_id}"
 
+    @staticmethod
+    def tensorboard_url(am_state: dict[str, Any] | None) -> str:
+        """Where the job's ``tensorboard`` role serves (its registered port), or ""."""
+        task = ((am_state or {}).get("tasks") or {}).get("tensorboard:0") or {}
+        if task.get("host") and task.get("port") and task.get("state") == "RUNNING":
+            return f"http://{task['host']}:{task['port']}/"
+        return ""
+
     def am_state(self, app_id: str) -> dict[str, Any] | None:
         """The AM's state document, or None while it is not (or no longer) published."""
         try:
@@ -303,7 +311,8 @@ class TonyClient:
     # ------------------------------------------------------------ follow
 
     def poll(self, app_id: str, watch: Watch, *, startup_timeout: float, am_stale_timeout: float,
-             emit: Callable[[str], None]) -> JobResult | None:
+             emit: Callable[[str], None],
+             on_state: Callable[[dict[str, Any]], None] | None = None) -> JobResult | None:
         """One look at the application; a JobResult once it has ended."""
         rep = self.report(app_id)
         state = rep["state"]
@@ -325,6 +334,8 @@ class TonyClient:
                 watch.am_state = doc
                 if doc.get("seq") != watch.last_seq:
                     watch.last_seq, watch.seq_changed_at = doc.get("seq"), now
+                    if on_state is not None:
+                        on_state(doc)
                 self._emit_progress(doc, watch, emit)
                 if doc.get("final"):
                     self.ack_final(app_id)
@@ -353,12 +364,13 @@ class TonyClient:
                 emit(line)
 
     def wait(self, app_id: str, *, poll_interval: float = 2.0, startup_timeout: float = 600.0,
-             am_stale_timeout: float = 60.0, emit: Callable[[str], None] = print) -> JobResult:
+             am_stale_timeout: float = 60.0, emit: Callable[[str], None] = print,
+             on_state: Callable[[dict[str, Any]], None] | None = None) -> JobResult:
         """Follow until the end, printing state changes and progress."""
         watch = Watch()
         while True:
             result = self.poll(app_id, watch, startup_timeout=startup_timeout,
-                               am_stale_timeout=am_stale_timeout, emit=emit)
+                               am_stale_timeout=am_stale_timeout, emit=emit, on_state=on_state)
             if result is not None:
                 return result
             time.sleep(poll_interval)

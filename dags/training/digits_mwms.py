@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
               callbacks=[progress.keras_callback(every_n_steps=5, total_steps=total)])
     loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
     progress.report(step=total, epoch=args.epochs, total_steps=total, val_loss=float(loss),
-                    val_accuracy=float(accuracy), cluster_hash=cluster_hash,
+                    val_accuracy=float(accuracy), cluster_hash=cluster_hash, partition=args.partition,
                     num_replicas=strategy.num_replicas_in_sync)
     print(f"val_accuracy={accuracy:.4f} val_loss={loss:.4f}", flush=True)
     is_chief = task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0

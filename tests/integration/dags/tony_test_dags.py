@@ -1,0 +1,35 @@
+"""DAGs only the tests run: a failing job and a job that runs until it is killed.
+
+``deferrable`` follows ``[operators] default_deferrable`` (set per test run
+through ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``), so one DAG serves both modes.
+"""
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_tony.operators.tony import TonyOperator
+
+BEHAVE = str(Path(__file__).resolve().parent.parent / "jobs" / "behave.py")
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def behave_job(*args: str, **extra: object) -> dict:
+    return {"roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": list(args)}},
+            "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 10,
+            **extra}
+
+
+with DAG("tony_test_fail", schedule=None, start_date=START, catchup=False):
+    TonyOperator(task_id="train", job=behave_job("exit", "--index", "1", "--code", "3"), poll_interval=1.0)
+
+with DAG("tony_test_ok", schedule=None, start_date=START, catchup=False):
+    TonyOperator(task_id="train", job=behave_job("ok", **{"success_policy": "all_workers"}), poll_interval=1.0)
+
+with DAG("tony_test_slow", schedule=None, start_date=START, catchup=False):
+    TonyOperator(task_id="train", job=behave_job("sleep"), poll_interval=1.0,
+                 execution_timeout=timedelta(seconds=45))

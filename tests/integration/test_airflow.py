@@ -1,0 +1,209 @@
+"""The provider in real Airflow (``airflow dags test`` processes) against the real local cluster."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests._util import rm_apps, wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_DAGS = Path(__file__).parent / "dags" / "tony_test_dags.py"
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+ACTIVE = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+
+
+@pytest.fixture(scope="module")
+def airflow_env(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("airflow_home")
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+           "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False"}
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    return env
+
+
+def dag_tag(dag_id: str) -> str:
+    return f"tony-dag:{dag_id}"
+
+
+@pytest.fixture
+def kill_dag_apps(cluster) -> Iterator[list[str]]:
+    """DAG ids whose applications must not outlive the test."""
+    dags: list[str] = []
+    yield dags
+    import skein
+
+    for dag_id in dags:
+        left = rm_apps(cluster.rm_url, states=ACTIVE, tag=dag_tag(dag_id))
+        if left:
+            with skein.Client() as client:
+                for app in left:
+                    client.kill_application(app["id"])
+
+
+def dags_test(env: dict[str, str], dag_id: str, *, dagfile: Path | None = None, conf: dict | None = None,
+              logical_date: str | None = None, deferrable: bool = False, timeout: float = 600) -> str:
+    cmd = [AIRFLOW, "dags", "test", dag_id]
+    if logical_date:
+        cmd.append(logical_date)
+    if dagfile:
+        cmd += ["--dagfile-path", str(dagfile)]
+    if conf is not None:
+        cmd += ["--conf", json.dumps(conf)]
+    run_env = {**env, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable)}
+    if dagfile:  # Airflow wants the file inside the dags folder (bundle)
+        run_env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dagfile.parent)
+    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout)
+    return proc.stdout + proc.stderr
+
+
+def run_state(output: str) -> str:
+    found = re.findall(r"DagRun Finished: .*?state=(\w+)", output)
+    assert found, f"the DAG run never finished:\n{output[-4000:]}"
+    return found[-1]
+
+
+def result_of(output: str) -> dict:
+    found = re.findall(r"result: (\{.*\})", output)
+    assert found, f"no operator result logged:\n{output[-4000:]}"
+    return json.loads(found[-1].split(" [airflow")[0].rsplit("}", 1)[0] + "}")
+
+
+def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps) -> None:
+    kill_dag_apps.append("tony_nightly_retrain")
+    out = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00")
+    assert run_state(out) == "success", out[-4000:]
+    result = result_of(out)
+    app_id = result["application_id"]
+    assert result["final_state"] == "SUCCEEDED"
+    assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
+    assert result["metrics"]["val_accuracy"] > 0.3
+    assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "KILLED")
+    # The data partition comes from the run's data interval, in the DAG's timezone.
+    assert result["metrics"]["partition"] == "2026-11-02"
+    assert result["model_dir"].endswith("/tony/models/digits/2026-11-02")
+    from hdfs import InsecureClient
+
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    assert "model.keras" in hdfs.list(result["model_dir"])
+    # The extra link's target: the RM page of exactly this application.
+    with urllib.request.urlopen(result["tracking_url"], timeout=10) as page:  # noqa: S310 - loopback
+        assert app_id in page.read().decode()
+
+
+def test_param_values_reach_the_script_as_literal_text(airflow_env, kill_dag_apps) -> None:
+    kill_dag_apps.append("tony_train_on_demand")
+    marker = Path(f"/tmp/tony-owned-{uuid.uuid4().hex[:8]}")
+    label = f"1; touch {marker} $(touch {marker}) `touch {marker}`"
+    out = dags_test(airflow_env, "tony_train_on_demand",
+                    conf={"workers": 2, "epochs": 1, "dataset_date": "2026-11-03", "run_label": label})
+    assert run_state(out) == "success", out[-4000:]
+    assert result_of(out)["metrics"]["partition"] == f"2026-11-03/{label}"
+    assert not marker.exists(), "a param value was executed by a shell"
+
+
+def test_out_of_range_param_is_rejected_before_yarn(airflow_env, cluster) -> None:
+    before = len(rm_apps(cluster.rm_url, tag=dag_tag("tony_train_on_demand")))
+    out = dags_test(airflow_env, "tony_train_on_demand", conf={"workers": 1000})
+    assert "1000" in out and ("maximum" in out or "ParamValidationError" in out), out[-3000:]
+    assert len(rm_apps(cluster.rm_url, tag=dag_tag("tony_train_on_demand"))) == before
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
+def test_modes_succeed_and_fail_alike(airflow_env, kill_dag_apps, deferrable: bool) -> None:
+    kill_dag_apps += ["tony_test_ok", "tony_test_fail"]
+    ok = dags_test(airflow_env, "tony_test_ok", dagfile=TEST_DAGS, deferrable=deferrable)
+    assert run_state(ok) == "success", ok[-4000:]
+    assert result_of(ok)["final_state"] == "SUCCEEDED"
+    failed = dags_test(airflow_env, "tony_test_fail", dagfile=TEST_DAGS, deferrable=deferrable)
+    assert run_state(failed) == "failed", failed[-4000:]
+    for needle in ("worker:1 exited with code 3", "behave: worker:1 giving up with code 3",
+                   "yarn logs -applicationId"):
+        assert needle in failed, (needle, failed[-4000:])
+    assert ("Pausing task as DEFERRED" in ok or "TonyTrigger" in ok) == deferrable
+
+
+def test_execution_timeout_kills_the_application(airflow_env, cluster, kill_dag_apps) -> None:
+    kill_dag_apps.append("tony_test_slow")
+    out = dags_test(airflow_env, "tony_test_slow", dagfile=TEST_DAGS)
+    assert run_state(out) == "failed"
+    app_id = re.findall(r"submitted (application_\d+_\d+)", out)[-1]
+    app = wait_until(lambda: (a := [x for x in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_slow"))
+                                    if x["id"] == app_id]) and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
+                     and a[0], 30, f"{app_id} to end")
+    assert app["state"] == "KILLED", app
+    assert "killed YARN application" in out
+
+
+def test_reattach_after_the_worker_dies(airflow_env, cluster, kill_dag_apps) -> None:
+    """Kill the process running the task mid-job; running it again must attach, not resubmit."""
+    kill_dag_apps.append("tony_test_slow")
+    logical_date = "2026-11-04T00:00:00+00:00"
+    env = {**airflow_env, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS.parent)}
+    cmd = [AIRFLOW, "dags", "test", "tony_test_slow", logical_date, "--dagfile-path", str(TEST_DAGS)]
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        running = wait_until(lambda: [a for a in rm_apps(cluster.rm_url, states="RUNNING",
+                                                         tag=dag_tag("tony_test_slow"))], 120, "the application")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the worker dies without any cleanup
+        first.wait(timeout=30)
+    app_id = running[0]["id"]
+    assert [a["id"] for a in rm_apps(cluster.rm_url, states=ACTIVE, tag=dag_tag("tony_test_slow"))] == [app_id]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert f"re-attaching to {app_id}" in text or "Reconnecting to existing job" in text, text[-4000:]
+    ever = [a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_slow"))
+            if "tony-run:manual__2026-11-04" in a.get("applicationTags", "")]
+    assert ever == [app_id], f"a second application was submitted: {ever}"
+
+
+def test_hparam_sweep_maps_one_application_per_rate(airflow_env, cluster, kill_dag_apps) -> None:
+    kill_dag_apps.append("tony_hparam_sweep")
+    started = time.time() * 1000
+    out = dags_test(airflow_env, "tony_hparam_sweep", timeout=900)
+    assert run_state(out) == "success", out[-4000:]
+    apps = [a for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_hparam_sweep")) if a["startedTime"] >= started]
+    maps = sorted(t for a in apps for t in a["applicationTags"].split(",") if t.startswith("tony-map:"))
+    assert maps == ["tony-map:0", "tony-map:1", "tony-map:2"]
+    assert all(a["finalStatus"] == "SUCCEEDED" for a in apps)
+
+
+def test_connection_type_and_test_connection(airflow_env) -> None:
+    code = (
+        "import json\n"
+        "from airflow_provider_tony.hooks.yarn import YarnHook\n"
+        "from airflow.providers_manager import ProvidersManager\n"
+        "pm = ProvidersManager()\n"
+        "hook = pm.hooks.get('tony_yarn')\n"
+        "widgets = sorted(k for k in pm.connection_form_widgets if k.startswith('extra__tony_yarn__'))\n"
+        "print(json.dumps({'hook': hook.hook_class_name if hook else None, 'widgets': widgets,\n"
+        "                  'ok': YarnHook('tony_yarn_default').test_connection(),\n"
+        "                  'bad': YarnHook('tony_bad').test_connection()}))\n"
+    )
+    env = {**airflow_env, "AIRFLOW_CONN_TONY_BAD": json.dumps({"conn_type": "tony_yarn", "host": "127.0.0.1",
+                                                               "port": 9})}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["hook"] == "airflow_provider_tony.hooks.yarn.YarnHook"
+    assert "extra__tony_yarn__hadoop_conf_dir" in doc["widgets"] and "extra__tony_yarn__keytab" in doc["widgets"]
+    ok, message = doc["ok"]
+    assert ok and "1 active node(s)" in message, message
+    bad_ok, bad_message = doc["bad"]
+    assert not bad_ok and "127.0.0.1:9" in bad_message and "unreachable" in bad_message
