@@ -191,7 +191,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == "SUCCEEDED"
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:
+        """Follow to the end; returns the XCom result (the mixin returns it as is on reconnect)."""
         app_id = str(external_id)
         if self._app_id != app_id:
             self._on_app(app_id, context)
@@ -206,15 +207,17 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self._kill_quietly(app_id)
             raise
         self._finish(result)
+        return self.xcom_result(result)
 
     def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
         app_id = str(external_id)
-        if self._result is None or self._result.app_id != app_id:  # re-used a succeeded application
-            if self._app_id != app_id:
-                self._on_app(app_id, context)
-            rep = self.hook.report(app_id)
-            self._result = JobResult(app_id, rep["state"], rep["final_status"], rep["diagnostics"],
-                                     rep["tracking_url"])
+        if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
+            return self._xcom_result(self._result)
+        # Re-used an application that had already succeeded: YARN's report is what is left.
+        if self._app_id != app_id:
+            self._on_app(app_id, context)
+        rep = self.hook.report(app_id)
+        self._result = JobResult(app_id, rep["state"], rep["final_status"], rep["diagnostics"], rep["tracking_url"])
         return self.xcom_result(self._result)
 
     # ------------------------------------------------------------ entry points

@@ -54,20 +54,23 @@ class ApplicationMaster:
     # ---------------------------------------------------------------- input
 
     def read_store(self, now: float) -> None:
+        """One read of the store, applied in causal order: a task's last
+        heartbeat (with its progress) before its exit record."""
         store = self.app.kv.get_prefix(C.KV_PREFIX)
-        for key, raw in store.items():
-            if key.startswith(C.KV_REGISTER_PREFIX):
-                self.tracker.register(C.task_id_of(key, C.KV_REGISTER_PREFIX), _decode(raw), now)
-        for key, raw in store.items():
-            if key.startswith(C.KV_HEARTBEAT_PREFIX):
-                self.tracker.heartbeat(C.task_id_of(key, C.KV_HEARTBEAT_PREFIX), _decode(raw), now)
-            elif key.startswith(C.KV_EXIT_PREFIX):
-                doc = _decode(raw)
-                self.tracker.exited(C.task_id_of(key, C.KV_EXIT_PREFIX), int(doc.get("exit_code", 1)),
-                                    doc.get("stderr_tail") or [], now)
-            elif key.startswith(C.KV_EVENT_PREFIX):
-                self.tracker.events.append(_decode(raw).get("message", ""))
-                del self.app.kv[key]
+
+        def under(prefix: str) -> list[tuple[str, dict[str, Any]]]:
+            return [(C.task_id_of(k, prefix), _decode(v)) for k, v in sorted(store.items()) if k.startswith(prefix)]
+
+        for task_id, doc in under(C.KV_REGISTER_PREFIX):
+            self.tracker.register(task_id, doc, now)
+        for task_id, doc in under(C.KV_HEARTBEAT_PREFIX):
+            self.tracker.heartbeat(task_id, doc, now)
+        for key, doc in under(C.KV_EVENT_PREFIX):
+            self.tracker.events.append(doc.get("message", ""))
+            del self.app.kv[C.KV_EVENT_PREFIX + key]
+        for task_id, doc in under(C.KV_EXIT_PREFIX):
+            self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
+                                progress=doc.get("progress"))
 
     def check_containers(self, now: float) -> None:
         """Containers that ended without an exit record: killed, OOM, lost node."""
@@ -83,7 +86,8 @@ class ApplicationMaster:
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             if raw is not None:
                 doc = _decode(raw)
-                self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now)
+                self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
+                                    progress=doc.get("progress"))
             else:
                 self.tracker.container_ended(
                     task_id, f"container {container.yarn_container_id} {container.state}: "

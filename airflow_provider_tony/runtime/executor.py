@@ -202,8 +202,11 @@ def main() -> int:
     if code == 0 and task_id == spec.decider_task() and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail)
     heartbeat.stop_event.set()
+    # The exit record carries the last progress too: the script's final
+    # report (its metrics) often lands after the last heartbeat.
     app.kv[C.kv_exit(task_id)] = json.dumps(
-        {"exit_code": code, "stderr_tail": tail, "time": time.time()}).encode()
+        {"exit_code": code, "stderr_tail": tail, "time": time.time(),
+         "progress": progress_api.read(workdir / "progress.json")}).encode()
     return 0
 
 

@@ -187,10 +187,13 @@ class JobTracker:
                 task.progress = progress
                 task.progress_changed_at = now
 
-    def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float) -> None:
+    def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float,
+               progress: dict[str, Any] | None = None) -> None:
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
+        if progress is not None:
+            task.progress = progress
         task.exit_code = int(exit_code)
         task.stderr_tail = list(stderr_tail)
         task.state = TaskState.SUCCEEDED if exit_code == 0 else TaskState.FAILED

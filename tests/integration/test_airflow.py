@@ -106,8 +106,8 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps) 
 
 def test_param_values_reach_the_script_as_literal_text(airflow_env, kill_dag_apps) -> None:
     kill_dag_apps.append("tony_train_on_demand")
-    marker = Path(f"/tmp/tony-owned-{uuid.uuid4().hex[:8]}")
-    label = f"1; touch {marker} $(touch {marker}) `touch {marker}`"
+    marker = Path(f"/tmp/owned{uuid.uuid4().hex[:6]}")
+    label = f"1; touch {marker} $(touch {marker})`id`"  # within the form's 64 characters
     out = dags_test(airflow_env, "tony_train_on_demand",
                     conf={"workers": 2, "epochs": 1, "dataset_date": "2026-11-03", "run_label": label})
     assert run_state(out) == "success", out[-4000:]
@@ -149,28 +149,34 @@ def test_execution_timeout_kills_the_application(airflow_env, cluster, kill_dag_
 
 
 def test_reattach_after_the_worker_dies(airflow_env, cluster, kill_dag_apps) -> None:
-    """Kill the process running the task mid-job; running it again must attach, not resubmit."""
-    kill_dag_apps.append("tony_test_slow")
-    logical_date = "2026-11-04T00:00:00+00:00"
-    env = {**airflow_env, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS.parent)}
-    cmd = [AIRFLOW, "dags", "test", "tony_test_slow", logical_date, "--dagfile-path", str(TEST_DAGS)]
+    """Kill the process running the task mid-job; the next try attaches instead of resubmitting."""
+    kill_dag_apps.append("tony_test_medium")
+    env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS.parent)}
+    run_id = f"reattach-{uuid.uuid4().hex[:8]}"
+    subprocess.run([AIRFLOW, "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run([AIRFLOW, "dags", "trigger", "tony_test_medium", "--run-id", run_id], env=env, check=True,
+                   capture_output=True, timeout=300)
+    cmd = [AIRFLOW, "tasks", "test", "tony_test_medium", "train", run_id]
+    run_tag = f"tony-run:{run_id}"
+
+    def ours(states: str | None = None) -> list[dict]:
+        return [a for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag("tony_test_medium"))
+                if run_tag in a.get("applicationTags", "").split(",")]
+
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     try:
-        running = wait_until(lambda: [a for a in rm_apps(cluster.rm_url, states="RUNNING",
-                                                         tag=dag_tag("tony_test_slow"))], 120, "the application")
+        running = wait_until(lambda: ours("RUNNING"), 120, "the application to run")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies without any cleanup
         first.wait(timeout=30)
     app_id = running[0]["id"]
-    assert [a["id"] for a in rm_apps(cluster.rm_url, states=ACTIVE, tag=dag_tag("tony_test_slow"))] == [app_id]
+    assert [a["id"] for a in ours(ACTIVE)] == [app_id], "the application must survive its worker"
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
     assert f"re-attaching to {app_id}" in text or "Reconnecting to existing job" in text, text[-4000:]
-    ever = [a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_slow"))
-            if "tony-run:manual__2026-11-04" in a.get("applicationTags", "")]
-    assert ever == [app_id], f"a second application was submitted: {ever}"
+    assert result_of(text)["final_state"] == "SUCCEEDED"
+    assert [a["id"] for a in ours()] == [app_id], "a second application was submitted"
 
 
 def test_hparam_sweep_maps_one_application_per_rate(airflow_env, cluster, kill_dag_apps) -> None:

@@ -33,3 +33,7 @@ with DAG("tony_test_ok", schedule=None, start_date=START, catchup=False):
 with DAG("tony_test_slow", schedule=None, start_date=START, catchup=False):
     TonyOperator(task_id="train", job=behave_job("sleep"), poll_interval=1.0,
                  execution_timeout=timedelta(seconds=45))
+
+with DAG("tony_test_medium", schedule=None, start_date=START, catchup=False):
+    TonyOperator(task_id="train", job=behave_job("sleep", "--seconds", "25", success_policy="all_workers"),
+                 poll_interval=1.0)
