@@ -14,7 +14,7 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 .PHONY: help venv cluster-up cluster-down cluster-status cluster-env test test-fast demo clean
 
 help:
-	@echo "make demo            run the example training job on the local YARN cluster"
+	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only, no cluster"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
@@ -47,10 +47,12 @@ test: venv cluster-up
 test-fast: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# Runs the example DAG with `airflow dags test`; the same job outside Airflow:
+#   python -m airflow_provider_tony submit dags/training/digits_mwms.yaml
 # The cluster stays up afterwards so the YARN pages can be browsed; stop it
 # with `make cluster-down`.
 demo: venv cluster-up
-	$(CLUSTER_ENV) && $(PY) -m airflow_provider_tony submit dags/training/digits_mwms.yaml
+	$(CLUSTER_ENV) && $(PY) scripts/demo.py
 	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
 
 clean: cluster-down
