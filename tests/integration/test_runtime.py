@@ -26,7 +26,7 @@ BEHAVE = str(Path(__file__).parent / "jobs" / "behave.py")
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
     doc = {"name": "pytest-runtime", "roles": roles, "python": {"interpreter": python},
-           "heartbeat_interval": 0.5, "heartbeat_timeout": 6, "registration_timeout": 120, **extra}
+           "heartbeat_interval": 0.5, "heartbeat_timeout": 10, "registration_timeout": 120, **extra}
     return JobSpec.from_dict(doc)
 
 
@@ -117,7 +117,7 @@ def test_worker_exit_fails_the_job_with_its_diagnostics(tony_client, app_tag, py
 
 
 def test_frozen_executor_is_caught_by_heartbeat_timeout(tony_client, app_tag, python_exe) -> None:
-    spec = job(python_exe, {"worker": behave("stop-executor", 2, "--index", "1")}, heartbeat_timeout=4)
+    spec = job(python_exe, {"worker": behave("stop-executor", 2, "--index", "1")}, heartbeat_timeout=5)
     result = run(tony_client, spec, app_tag)
     assert not result.succeeded
     assert "worker:1" in result.diagnostics and "missed heartbeats" in result.diagnostics, result.diagnostics
