@@ -124,6 +124,6 @@ class YarnHook(BaseHook):
     def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[dict[str, Any]]:
         return self.get_conn().find_by_tags(tags, active_only=active_only)
 
-    def logs(self, app_id: str) -> dict[str, str]:
-        return self.get_conn().logs(app_id)
+    def container_logs(self, container_id: str, host: str) -> dict[str, str]:
+        return self.get_conn().container_logs(container_id, host)
 

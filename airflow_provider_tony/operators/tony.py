@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import hashlib
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,6 +48,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param name: YARN application name; defaults to the job's, else ``<dag_id>.<task_id>``. (templated)
     :param env: extra environment for every role, merged over the job's. (templated)
     :param python: interpreter path or environment archive (``.tar.gz`` local or ``hdfs://``). (templated)
+    :param checkpoint_dir: HDFS directory for this task run's checkpoints; default
+        ``<connection base_path>/checkpoints/<dag_id>/<task_id>/<run_id>[/map-<i>]``, the same for
+        every try, so a retry resumes. (templated)
+    :param warm_start_from: HDFS checkpoint directory of another run to start from when this run
+        has none yet (e.g. yesterday's). (templated)
     :param yarn_conn_id: the ``tony_yarn`` connection.
     :param poll_interval: seconds between looks at YARN and the AM state.
     :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
@@ -56,7 +61,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
-    template_fields: Sequence[str] = ("job", "name", "env", "python")
+    template_fields: Sequence[str] = ("job", "name", "env", "python", "checkpoint_dir", "warm_start_from")
     template_fields_renderers = {"job": "json", "env": "json"}
     operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
     external_id_key = "yarn_application_id"
@@ -64,6 +69,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def __init__(self, *, job: JobSpec | dict[str, Any] | str, name: str | None = None,
                  env: dict[str, str] | None = None, python: str | None = None,
+                 checkpoint_dir: str | None = None, warm_start_from: str | None = None,
                  yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
                  am_stale_timeout: float = 120.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -73,6 +79,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.name = name
         self.env = env
         self.python = python
+        self.checkpoint_dir = checkpoint_dir
+        self.warm_start_from = warm_start_from
         self.yarn_conn_id = yarn_conn_id
         self.poll_interval = poll_interval
         self.am_stale_timeout = am_stale_timeout
@@ -129,7 +137,21 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 if isinstance(role, dict) and isinstance(role.get(key), str) and role[key].strip().isdigit():
                     role[key] = int(role[key])
         data["tags"] = list(dict.fromkeys([*(data.get("tags") or []), "tony"]))
+        checkpoint = dict(data.get("checkpoint") or {})
+        checkpoint["dir"] = self.checkpoint_dir or checkpoint.get("dir") or self.default_checkpoint_dir(context)
+        if self.warm_start_from:
+            checkpoint["warm_start_from"] = self.warm_start_from
+        data["checkpoint"] = checkpoint
         return JobSpec.from_dict(data)
+
+    def default_checkpoint_dir(self, context: Any) -> str:
+        """Stable across the tries of one task run (HDFS names allow no ':')."""
+        ti = context["ti"]
+        parts = [ti.dag_id, ti.task_id, ti.run_id]
+        if getattr(ti, "map_index", -1) not in (None, -1):
+            parts.append(f"map-{ti.map_index}")
+        safe = [re.sub(r"[^A-Za-z0-9._-]", "_", str(p)) for p in parts]
+        return "/".join([self.hook.base_path.rstrip("/"), "checkpoints", *safe])
 
     # ------------------------------------------------------------ submit / re-attach
 
@@ -269,23 +291,19 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         raise AirflowException(f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
                                f"Logs: yarn logs -applicationId {result.app_id}")
 
-    def _copy_failed_logs(self, result: JobResult, wait: float = 20.0) -> None:
-        """Copy the failed containers' logs into the task log once YARN has aggregated them."""
-        failed = [tid for tid, t in ((result.am_state or {}).get("tasks") or {}).items()
-                  if t.get("state") in ("FAILED", "LOST")]
-        if not failed:
-            return
-        deadline = time.monotonic() + wait
-        logs: dict[str, str] = {}
-        while time.monotonic() < deadline and not logs:
+    def _copy_failed_logs(self, result: JobResult) -> None:
+        """Copy the failed containers' logs into the task log, where the cluster serves them."""
+        tasks = (result.am_state or {}).get("tasks") or {}
+        for task_id, task in sorted(tasks.items()):
+            if task.get("state") not in ("FAILED", "LOST") or not task.get("container_id"):
+                continue
             try:
-                logs = self.hook.logs(result.app_id)
-            except Exception:  # noqa: BLE001 - aggregation still running
-                time.sleep(1.0)
-        wanted = {(result.am_state or {})["tasks"][t].get("container_id") for t in failed}
-        for container, text in logs.items():
-            if any(w and w in container for w in wanted) or any(t.replace(":", "_") in container for t in failed):
-                self.log.error("---- log of %s (last 60 lines) ----\n%s", container,
+                logs = self.hook.container_logs(task["container_id"], task.get("host") or "")
+            except Exception as exc:  # noqa: BLE001 - the diagnostics above already say what failed
+                self.log.warning("could not fetch the logs of %s: %s", task_id, exc)
+                continue
+            for name, text in logs.items():
+                self.log.error("---- %s %s (%s), last 60 lines ----\n%s", task_id, name, task["container_id"],
                                "\n".join(text.splitlines()[-60:]))
 
     def xcom_result(self, result: JobResult) -> dict[str, Any]:
@@ -296,7 +314,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def _xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or {}
-        tasks = {tid: {"state": t.get("state"), "host": t.get("host"), "exit_code": t.get("exit_code")}
+        tasks = {tid: {"state": t.get("state"), "host": t.get("host"), "exit_code": t.get("exit_code"),
+                       "restored_step": t.get("restored_step")}
                  for tid, t in (state.get("tasks") or {}).items()}
         decider = None
         if self._spec is not None:
@@ -312,6 +331,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             "tasks": tasks,
             "metrics": progress.get("metrics") or {},
             "step": progress.get("step"),
+            "events": [e for e in state.get("events", []) if "checkpoint" in e or "model" in e],
             "checkpoint_dir": spec.checkpoint.dir if spec else None,
             "model_dir": spec.checkpoint.model_dir if spec else None,
         }

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_tony.runtime import checkpoint
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
 from airflow_provider_tony.runtime import progress as progress_api
@@ -34,6 +35,7 @@ from airflow_provider_tony.runtime.tf_config import tf_config_env
 
 log = logging.getLogger("tony.executor")
 STDERR_TAIL_LINES = 20
+RESTORING_ROLES = frozenset({"chief", "worker"})
 
 
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
@@ -88,12 +90,14 @@ class Heartbeat(threading.Thread):
         self.interval = interval
         self.progress_file = progress_file
         self.user_started = False
+        self.restored_step: int | None = None
         self.stop_event = threading.Event()
         self.seq = 0
 
     def beat(self) -> None:
         self.seq += 1
         payload = {"seq": self.seq, "time": time.time(), "user_started": self.user_started,
+                   "restored_step": self.restored_step,
                    "progress": progress_api.read(self.progress_file)}
         self.app.kv[self.key] = json.dumps(payload).encode()
 
@@ -114,28 +118,61 @@ def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
         tail.append(raw.decode(errors="replace").rstrip("\n"))
 
 
-def run_user_process(argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket,
-                     heartbeat: Heartbeat) -> tuple[int, list[str]]:
-    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-    port_sock.close()  # released at the last moment: the user's server binds it next
-    try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=None,
-                                stderr=subprocess.PIPE)  # never a shell: argv is a list
-    except OSError as exc:
-        return 127, [f"could not start {argv[0]!r}: {exc}"]
-    heartbeat.user_started = True
-    pump = threading.Thread(target=_pump_stderr, args=(proc.stderr, tail), daemon=True)
-    pump.start()
+class UserProcess:
+    """The user's command: started without a shell, stderr teed and tailed."""
 
-    def forward(signum: int, _frame: Any) -> None:
-        proc.send_signal(signum)
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket) -> None:
+        self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.extra: list[str] = []
+        port_sock.close()  # released at the last moment: the user's server binds it next
+        try:
+            self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=None,
+                                         stderr=subprocess.PIPE)  # never a shell: argv is a list
+        except OSError as exc:
+            self.extra.append(f"could not start {argv[0]!r}: {exc}")
+            return
+        self.pump = threading.Thread(target=_pump_stderr, args=(self.proc.stderr, self.tail), daemon=True)
+        self.pump.start()
+        signal.signal(signal.SIGTERM, lambda signum, _frame: self.proc and self.proc.send_signal(signum))
 
-    signal.signal(signal.SIGTERM, forward)
-    code = proc.wait()
-    pump.join(timeout=5)
-    if code < 0:  # killed by a signal: report it the way a shell would
-        code = 128 - code
-    return code, list(tail)
+    def fail(self, message: str) -> None:
+        """Stop the user code for a reason of ours (e.g. checkpoints cannot be saved)."""
+        self.extra.append(message)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def wait(self) -> tuple[int, list[str]]:
+        if self.proc is None:
+            return 127, self.extra
+        code = self.proc.wait()
+        self.pump.join(timeout=5)
+        if code < 0:  # killed by a signal: report it the way a shell would
+            code = 128 - code
+        if self.extra and code == 0 or self.extra and code == 143:
+            code = 75  # ours, and retryable
+        return code, [*self.tail, *self.extra]
+
+
+def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path,
+            user_env: dict[str, str]) -> int | None:
+    """Bring back the newest complete checkpoint (this job's, else the warm start's)."""
+    user_env[C.ENV_RESTORED_STEP] = ""
+    user_env[C.ENV_RESTORED_FROM] = ""
+    if hdfs is None or role not in RESTORING_ROLES and role not in spec.tracked_roles():
+        return None
+    sources = [spec.checkpoint.dir] + ([spec.checkpoint.warm_start_from] if spec.checkpoint.warm_start_from else [])
+    started = time.monotonic()
+    found = checkpoint.restore_latest(hdfs, sources, ckpt_dir)
+    if found is None:
+        report_event(app, task_id, f"{task_id} found no checkpoint in {', '.join(sources)}: starting fresh")
+        return None
+    step, source = found
+    user_env[C.ENV_RESTORED_STEP] = str(step)
+    user_env[C.ENV_RESTORED_FROM] = source
+    report_event(app, task_id, f"{task_id} restored checkpoint step {step} from {source} "
+                 f"in {time.monotonic() - started:.2f}s")
+    return step
 
 
 def report_event(app: Any, task_id: str, message: str) -> None:
@@ -194,11 +231,31 @@ def main() -> int:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
+    ckpt_dir = workdir / spec.checkpoint.local_dir
+    hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
+    restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
+    heartbeat.restored_step = restored
     argv = spec.roles[role].argv(spec.python.python_command() or sys.executable)
     log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, argv[:3],
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
-    code, tail = run_user_process(argv, user_env, workdir, sock, heartbeat)
+    user = UserProcess(argv, user_env, workdir, sock)
+    heartbeat.user_started = True
+    sync = None
+    if hdfs is not None and task_id == spec.decider_task():
+        sync = checkpoint.CheckpointSync(
+            hdfs, ckpt_dir, spec.checkpoint.dir, keep=spec.checkpoint.keep,
+            poll_interval=spec.checkpoint.poll_interval, window=spec.checkpoint.upload_failure_window,
+            tag=f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}", start_after_step=restored if restored is not None else -1,
+            on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"), on_fatal=user.fail)
+        sync.start()
+    code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
+    if sync is not None:
+        # A failed script's last complete checkpoint is worth saving too (bounded wait).
+        window = spec.checkpoint.upload_failure_window if code == 0 else min(30.0, spec.checkpoint.upload_failure_window)
+        if not sync.flush(timeout=window) and code == 0:
+            code, tail = 75, [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: "
+                              f"{sync.last_error}"]
     if code == 0 and task_id == spec.decider_task() and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail)
     heartbeat.stop_event.set()

@@ -79,6 +79,7 @@ class Task:
     progress_key: Any = None
     progress_changed_at: float | None = None
     message: str = ""
+    restored_step: int | None = None
 
     def summary(self, now: float) -> dict[str, Any]:
         return {
@@ -86,7 +87,7 @@ class Task:
             "host": self.host, "port": self.port, "container_id": self.container_id, "gpus": self.gpus,
             "seconds_since_heartbeat": None if self.last_heartbeat is None else round(now - self.last_heartbeat, 2),
             "exit_code": self.exit_code, "progress": self.progress,
-            "stderr_tail": self.stderr_tail[-5:], "message": self.message,
+            "stderr_tail": self.stderr_tail[-5:], "message": self.message, "restored_step": self.restored_step,
         }
 
 
@@ -171,6 +172,8 @@ class JobTracker:
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
+        if payload.get("restored_step") is not None:
+            task.restored_step = payload["restored_step"]
         seq = payload.get("seq")
         if seq != task.hb_seq:
             task.hb_seq = seq

@@ -59,6 +59,7 @@ class Watch:
     seq_changed_at: float = field(default_factory=time.monotonic)
     accepted_since: float | None = None
     progress: dict[str, Any] = field(default_factory=dict)
+    events_seen: set[str] = field(default_factory=set)
     am_state: dict[str, Any] | None = None
 
 
@@ -301,12 +302,35 @@ class TonyClient:
         found = [a for a in apps if wanted <= set((a.get("applicationTags") or "").split(","))]
         return sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
 
-    def logs(self, app_id: str) -> dict[str, str]:
-        """Aggregated container logs (available once the application ended)."""
+    def container_logs(self, container_id: str, host: str) -> dict[str, str]:
+        """A container's log files as its NodeManager serves them (REST), by file name.
+
+        Works while the NodeManager keeps them (``yarn.nodemanager.log.retain-seconds``
+        when log aggregation is off); an empty dict when it no longer does.
+        """
+        nodes = (self._rm_get("nodes").get("nodes") or {}).get("node") or []
+        address = next((n["nodeHTTPAddress"] for n in nodes if n.get("nodeHostName") == host), None)
+        if address is None:
+            return {}
+        base = f"http://{address}/ws/v1/node"
         try:
-            return dict(self.skein.application_logs(app_id))
-        except Exception as exc:  # noqa: BLE001
-            raise ClusterError(f"logs of {app_id} not available yet: {exc}") from exc
+            with urllib.request.urlopen(f"{base}/containers/{container_id}/logs", timeout=15) as resp:  # noqa: S310
+                listing = json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
+        if isinstance(infos, dict):
+            infos = [infos]
+        out = {}
+        # skein writes each service's stdout+stderr to <service>.log.
+        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
+            url = f"{base}/containerlogs/{container_id}/{name}"
+            try:
+                with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - the cluster's NM
+                    out[name] = resp.read().decode(errors="replace")
+            except (urllib.error.URLError, OSError):
+                continue
+        return out
 
     # ------------------------------------------------------------ follow
 
@@ -352,6 +376,10 @@ class TonyClient:
 
     @staticmethod
     def _emit_progress(doc: dict[str, Any], watch: Watch, emit: Callable[[str], None]) -> None:
+        for event in doc.get("events", []):  # restores, checkpoint uploads, model export
+            if event not in watch.events_seen and ("checkpoint" in event or "model" in event):
+                watch.events_seen.add(event)
+                emit(event)
         for task_id, task in sorted(doc.get("tasks", {}).items()):
             prog = task.get("progress") or {}
             line = f"{task_id} {task.get('state')}"

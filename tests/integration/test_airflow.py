@@ -131,7 +131,7 @@ def test_modes_succeed_and_fail_alike(airflow_env, kill_dag_apps, deferrable: bo
     failed = dags_test(airflow_env, "tony_test_fail", dagfile=TEST_DAGS, deferrable=deferrable)
     assert run_state(failed) == "failed", failed[-4000:]
     for needle in ("worker:1 exited with code 3", "behave: worker:1 giving up with code 3",
-                   "yarn logs -applicationId"):
+                   "yarn logs -applicationId", "---- worker:1 worker.log"):
         assert needle in failed, (needle, failed[-4000:])
     assert ("Pausing task as DEFERRED" in ok or "TonyTrigger" in ok) == deferrable
 

@@ -37,3 +37,13 @@ with DAG("tony_test_slow", schedule=None, start_date=START, catchup=False):
 with DAG("tony_test_medium", schedule=None, start_date=START, catchup=False):
     TonyOperator(task_id="train", job=behave_job("sleep", "--seconds", "25", success_policy="all_workers"),
                  poll_interval=1.0)
+
+COUNT_STEPS = str(Path(__file__).resolve().parent.parent / "jobs" / "count_steps.py")
+# Resume: S=60 steps, a checkpoint every C=10, the first try dies after K=35.
+with DAG("tony_test_resume", schedule=None, start_date=START, catchup=False,
+         default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}):
+    TonyOperator(task_id="train", poll_interval=1.0, job={
+        "roles": {"worker": {"memory": "1 GiB", "script": COUNT_STEPS,
+                             "args": ["--steps", "60", "--every", "10", "--fail-at", "35"]}},
+        "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 20,
+        "checkpoint": {"poll_interval": 0.5}})
