@@ -512,7 +512,9 @@ def env_lines(layout: Layout) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "env"])
+    parser.add_argument("command", choices=["up", "down", "status", "env", "stop"])
+    parser.add_argument("daemon", nargs="?", choices=[d.name for d in DAEMONS],
+                        help="with `stop`: stop only this daemon (`up` starts it again); for outage tests")
     args = parser.parse_args(argv)
     layout = Layout.from_env()
     try:
@@ -520,6 +522,14 @@ def main(argv: list[str] | None = None) -> int:
             up(layout)
         elif args.command == "down":
             down(layout)
+        elif args.command == "stop":
+            if not args.daemon:
+                parser.error("stop needs a daemon name")
+            daemon = next(d for d in DAEMONS if d.name == args.daemon)
+            pid = running_pid(layout, daemon)
+            if pid is not None:
+                _stop_pid(pid)
+            _pid_file(layout, daemon).unlink(missing_ok=True)
         elif args.command == "status":
             return 0 if print_status(layout) else 3
         else:

@@ -75,8 +75,13 @@ def main(argv: list[str]) -> int:
     model.fit(train, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=2,
               callbacks=[progress.keras_callback(every_n_steps=5, total_steps=total)])
     loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
+    # A fingerprint of the trained model, to check a reloaded copy predicts the same.
+    probs = model.predict(x[split:split + 20], verbose=0)
+    fingerprint = {"pred_head": ",".join(str(int(i)) for i in probs.argmax(axis=1)),
+                   "prob_mean": float(probs.max(axis=1).mean())}
     progress.report(step=total, epoch=args.epochs, total_steps=total, val_loss=float(loss),
                     val_accuracy=float(accuracy), cluster_hash=cluster_hash, partition=args.partition,
+                    **fingerprint,
                     num_replicas=strategy.num_replicas_in_sync)
     print(f"val_accuracy={accuracy:.4f} val_loss={loss:.4f}", flush=True)
     is_chief = task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0

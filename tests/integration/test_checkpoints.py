@@ -1,0 +1,161 @@
+"""Retries resume from HDFS checkpoints: real cluster, real HDFS, real TensorFlow."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_name
+from airflow_provider_tony.runtime.spec import JobSpec
+from tests._util import wait_until
+from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS = Path(__file__).parent / "jobs"
+TEST_DAGS = Path(__file__).parent / "dags" / "tony_test_dags.py"
+DEVCLUSTER = [sys.executable, str(REPO / "devcluster" / "devcluster.py")]
+
+
+@pytest.fixture
+def hdfs(cluster) -> Any:
+    from hdfs import InsecureClient
+
+    return InsecureClient(cluster.webhdfs_url, user=cluster.user)
+
+
+@pytest.fixture
+def ckpt_dir(hdfs) -> Any:
+    path = f"/tmp/pytest-ckpt-{uuid.uuid4().hex[:8]}"
+    yield path
+    hdfs.delete(path, recursive=True)
+
+
+def count_job(python: str, ckpt: str, *args: str, **checkpoint: Any) -> JobSpec:
+    return JobSpec.from_dict({
+        "name": "pytest-checkpoints",
+        "roles": {"worker": {"memory": "1 GiB", "script": str(JOBS / "count_steps.py"), "args": list(args)}},
+        "python": {"interpreter": python}, "heartbeat_interval": 0.5, "heartbeat_timeout": 60,
+        "checkpoint": {"dir": ckpt, "poll_interval": 0.5, **checkpoint},
+    })
+
+
+def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> None:  # noqa: F811
+    """S=60 steps, a checkpoint every C=10, the first try exits (retryable) after K=35."""
+    kill_dag_apps.append("tony_test_resume")
+    out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS)
+    assert run_state(out) == "success", out[-4000:]
+    assert out.count("submitted application_") == 2, "expected exactly one retry"
+    # First try, from the AM state the operator logged: it trained up to K and failed.
+    first = re.findall(r"worker:0 FAILED step (\d+) .*?trained=(\d+)", out)
+    assert first and first[-1] == ("35", "35"), first
+    assert "[retryable] worker:0 exited with code 75" in out
+    # Second try: restored by the executor (not by trusting the script) from >= K - C.
+    result = result_of(out)
+    restored = result["tasks"]["worker:0"]["restored_step"]
+    assert restored is not None and 35 - 10 <= restored <= 35, restored
+    assert any(f"restored checkpoint step {restored}" in e for e in result["events"]), result["events"]
+    assert result["step"] == 60 and result["metrics"]["start_step"] == restored
+    total = 35 + result["metrics"]["trained"]
+    assert total <= 60 + 10, f"{total} steps trained over both tries"
+    assert result["checkpoint_dir"].startswith("/user/") and "/checkpoints/tony_test_resume/train/" in result[
+        "checkpoint_dir"]
+
+
+def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
+    # A complete checkpoint at step 10, made by a real run...
+    first = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "10", "--every", "10"),
+                                                extra_tags=[app_tag]), poll_interval=0.5)
+    assert first.succeeded, first.diagnostics
+    assert remote_checkpoints(hdfs, ckpt_dir) == [10]
+    # ...and a half-uploaded one at step 50, as an uploader killed mid-file leaves it.
+    partial = f"{ckpt_dir}/.tmp-{remote_name(50)}-killed"
+    hdfs.write(f"{partial}/checkpoint", data=b'model_checkpoint_path: "ckpt-50"\n')
+    hdfs.write(f"{partial}/ckpt-50.index", data=b"\x00" * 10)
+    result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"),
+                                                 extra_tags=[app_tag]), poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    worker = result.am_state["tasks"]["worker:0"]
+    assert worker["restored_step"] == 10
+    assert worker["progress"]["metrics"]["start_step"] == 10
+    assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
+
+
+def _namenode(action: str) -> None:
+    cmd = [*DEVCLUSTER, "stop", "namenode"] if action == "stop" else [*DEVCLUSTER, "up"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+
+
+def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
+    spec = count_job(python_exe, ckpt_dir, "--steps", "60", "--every", "10", "--sleep", "0.4",
+                     upload_failure_window=120, keep=10)
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
+    _namenode("stop")
+    try:
+        wait_until(lambda: ((tony_client.am_state(app_id) or {}).get("tasks", {}).get("worker:0", {})
+                            .get("progress") or {}).get("step", 0) >= 45, 120, "training to go on without HDFS")
+    finally:
+        _namenode("up")
+    result = tony_client.wait(app_id, poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    steps = remote_checkpoints(hdfs, ckpt_dir)
+    assert steps[-1] == 60, f"the missed checkpoints were not uploaded after HDFS came back: {steps}"
+
+
+def test_long_hdfs_outage_fails_as_retryable(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
+    spec = count_job(python_exe, ckpt_dir, "--steps", "400", "--every", "10", "--sleep", "0.2",
+                     upload_failure_window=8)
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
+    _namenode("stop")
+    try:
+        state = wait_until(lambda: (doc := tony_client.am_state(app_id)) and doc.get("final") and doc, 120,
+                           "the job to give up")
+    finally:
+        _namenode("up")
+    result = tony_client.wait(app_id, poll_interval=0.5)
+    assert not result.succeeded
+    assert "upload_failure_window" in state["diagnostics"] and state["retryable"], state["diagnostics"]
+    assert "[retryable]" in result.diagnostics
+
+
+def test_final_model_loads_back_with_the_same_predictions(tony_client, app_tag, python_exe, hdfs, ckpt_dir,
+                                                          tmp_path: Path) -> None:
+    model_dir = f"{ckpt_dir}/model"
+    spec = JobSpec.from_dict({
+        "name": "pytest-model-export",
+        "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
+                             "args": ["--epochs", "2", "--steps-per-epoch", "10", "--partition", "model-test"]}},
+        "python": {"interpreter": python_exe}, "heartbeat_timeout": 60,
+        "checkpoint": {"dir": f"{ckpt_dir}/ckpt", "model_dir": model_dir},
+    })
+    result = tony_client.wait(tony_client.submit(spec, extra_tags=[app_tag]), poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    reported = result.am_state["tasks"]["worker:0"]["progress"]["metrics"]
+    hdfs.download(f"{model_dir}/model.keras", str(tmp_path / "model.keras"))
+    code = (
+        "import json, os, sys\n"
+        "os.environ['TF_USE_LEGACY_KERAS'] = '1'\n"
+        f"sys.path.insert(0, {str(REPO / 'dags' / 'training')!r})\n"
+        "import tf_keras\n"
+        "from digits_mwms import load_partition\n"
+        "x, y = load_partition('model-test')\n"
+        "split = int(len(x) * 0.8)\n"
+        f"model = tf_keras.models.load_model({str(tmp_path / 'model.keras')!r})\n"
+        "probs = model.predict(x[split:split + 20], verbose=0)\n"
+        "print(json.dumps({'pred_head': ','.join(str(int(i)) for i in probs.argmax(axis=1)),\n"
+        "                  'prob_mean': float(probs.max(axis=1).mean())}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    fresh = json.loads(out.stdout.strip().splitlines()[-1])
+    assert fresh["pred_head"] == reported["pred_head"]
+    assert abs(fresh["prob_mean"] - reported["prob_mean"]) < 1e-5
