@@ -314,6 +314,11 @@ def start_daemon(layout: Layout, daemon: Daemon, jhome: Path, env: dict[str, str
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, cwd=layout.home, start_new_session=True)
     _pid_file(layout, daemon).write_text(f"{proc.pid}\n")
+    # Until the child has exec'd java its cmdline is still ours, and
+    # running_pid() would take the new daemon for a dead one.
+    deadline = time.monotonic() + 10
+    while daemon.main_class not in _cmdline(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     return proc.pid
 
 

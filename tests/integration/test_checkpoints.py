@@ -90,7 +90,8 @@ def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, 
 
 def _namenode(action: str) -> None:
     cmd = [*DEVCLUSTER, "stop", "namenode"] if action == "stop" else [*DEVCLUSTER, "up"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"devcluster {action} failed: {proc.stderr[-3000:]}"
 
 
 def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
