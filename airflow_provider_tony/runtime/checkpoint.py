@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, with_retries
 
+__all__ = ["CheckpointSync", "DirSync", "LocalCheckpoint", "find_local", "hdfs_path", "remote_checkpoints",
+           "remote_name", "restore_latest", "upload"]
+
 log = logging.getLogger("tony.checkpoint")
 
 REMOTE_RE = re.compile(r"^ckpt-(\d{12})$")
@@ -218,3 +221,55 @@ class CheckpointSync(threading.Thread):
                 return False
             time.sleep(delay)
             delay = min(delay * 2, 15.0)
+
+
+class DirSync(threading.Thread):
+    """Mirror a directory of growing files (TensorBoard events) to or from HDFS.
+
+    ``push``: local -> HDFS, each file re-uploaded when its size changed (event
+    files only grow). Pull (``push=False``): HDFS -> local, for the tensorboard
+    role. Best effort: HDFS trouble is logged and retried on the next round.
+    """
+
+    def __init__(self, client: Any, local_dir: Path, remote_dir: str, *, interval: float, push: bool) -> None:
+        super().__init__(name="tony-dir-sync", daemon=True)
+        self.client = client
+        self.local_dir = local_dir
+        self.remote_dir = hdfs_path(remote_dir).rstrip("/")
+        self.interval = interval
+        self.push = push
+        self.sizes: dict[str, int] = {}
+        self.stop_event = threading.Event()
+
+    def sync_once(self) -> int:
+        moved = 0
+        if self.push:
+            files = [p for p in self.local_dir.rglob("*") if p.is_file()] if self.local_dir.is_dir() else []
+            for path in files:
+                rel = str(path.relative_to(self.local_dir))
+                size = path.stat().st_size
+                if self.sizes.get(rel) != size:
+                    self.client.upload(f"{self.remote_dir}/{rel}", str(path), overwrite=True)
+                    self.sizes[rel], moved = size, moved + 1
+        else:
+            if self.client.status(self.remote_dir, strict=False) is None:
+                return 0
+            for root, _dirs, names in self.client.walk(self.remote_dir):
+                for name in names:
+                    remote = f"{root}/{name}"
+                    rel = remote[len(self.remote_dir) + 1:]
+                    size = self.client.status(remote)["length"]
+                    if self.sizes.get(rel) != size:
+                        target = self.local_dir / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        self.client.download(remote, str(target), overwrite=True)
+                        self.sizes[rel], moved = size, moved + 1
+        return moved
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.sync_once()
+            except Exception as exc:  # noqa: BLE001 - best effort, retried next round
+                log.warning("syncing %s: %s", self.remote_dir, exc)
+            self.stop_event.wait(self.interval)

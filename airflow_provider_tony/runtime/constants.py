@@ -22,6 +22,9 @@ ENV_PROGRESS_FILE = "TONY_PROGRESS_FILE"
 ENV_CHECKPOINT_DIR = "TONY_CHECKPOINT_DIR"  # local directory user code writes checkpoints to
 ENV_RESTORED_STEP = "TONY_RESTORED_STEP"  # step of the checkpoint restored there, "" if none
 ENV_RESTORED_FROM = "TONY_RESTORED_FROM"  # HDFS path it came from
+ENV_RESTORED_KIND = "TONY_RESTORED_KIND"  # "resume" (this job's own) or "warm_start" (another run's)
+ENV_TENSORBOARD_DIR = "TONY_TENSORBOARD_DIR"  # local directory for TensorBoard event files
+ENV_PORT = "TONY_PORT"  # the port the executor reserved for this task (the user's server binds it)
 ENV_MODEL_DIR = "TONY_MODEL_DIR"  # local directory for the final model
 ENV_TF_CONFIG = "TF_CONFIG"
 ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
@@ -61,6 +64,7 @@ def task_id_of(key: str, prefix: str) -> str:
 
 # Files inside every container's working directory.
 RUNTIME_ZIP = "tony_runtime.zip"
+TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
 ENV_ARCHIVE_DIR = "environment"
 
 # Exit codes that mean "try again" (preemption, OOM kill, SIGTERM) as in

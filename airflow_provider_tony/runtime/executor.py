@@ -75,6 +75,7 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
         C.ENV_PROGRESS_FILE: str(workdir / "progress.json"),
         C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
         C.ENV_MODEL_DIR: str(workdir / "model"),
+        C.ENV_TENSORBOARD_DIR: str(workdir / "tensorboard"),
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -159,6 +160,7 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
     """Bring back the newest complete checkpoint (this job's, else the warm start's)."""
     user_env[C.ENV_RESTORED_STEP] = ""
     user_env[C.ENV_RESTORED_FROM] = ""
+    user_env[C.ENV_RESTORED_KIND] = ""
     if hdfs is None or role not in RESTORING_ROLES and role not in spec.tracked_roles():
         return None
     sources = [spec.checkpoint.dir] + ([spec.checkpoint.warm_start_from] if spec.checkpoint.warm_start_from else [])
@@ -170,6 +172,8 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
     step, source = found
     user_env[C.ENV_RESTORED_STEP] = str(step)
     user_env[C.ENV_RESTORED_FROM] = source
+    own = checkpoint.hdfs_path(spec.checkpoint.dir).rstrip("/") + "/"
+    user_env[C.ENV_RESTORED_KIND] = "resume" if source.startswith(own) else "warm_start"
     report_event(app, task_id, f"{task_id} restored checkpoint step {step} from {source} "
                  f"in {time.monotonic() - started:.2f}s")
     return step
@@ -231,6 +235,7 @@ def main() -> int:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
+    user_env[C.ENV_PORT] = str(registration["port"])
     ckpt_dir = workdir / spec.checkpoint.local_dir
     hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
@@ -245,9 +250,15 @@ def main() -> int:
         sync = checkpoint.CheckpointSync(
             hdfs, ckpt_dir, spec.checkpoint.dir, keep=spec.checkpoint.keep,
             poll_interval=spec.checkpoint.poll_interval, window=spec.checkpoint.upload_failure_window,
-            tag=f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}", start_after_step=restored if restored is not None else -1,
+            tag=f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}",
+            # A warm start's steps belong to another run: ours count from scratch.
+            start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
             on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"), on_fatal=user.fail)
         sync.start()
+        tb_sync = checkpoint.DirSync(hdfs, workdir / "tensorboard",
+                                     f"{checkpoint.hdfs_path(spec.checkpoint.dir).rstrip('/')}/{C.TENSORBOARD_SUBDIR}",
+                                     interval=max(5.0, spec.checkpoint.poll_interval), push=True)
+        tb_sync.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
     if sync is not None:

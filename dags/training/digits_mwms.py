@@ -27,6 +27,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--partition", default="all", help="data partition label (e.g. a date); any text")
     p.add_argument("--model-dir", default=None, help="where the chief saves the final model")
+    p.add_argument("--linger", type=float, default=0.0, help="seconds to stay up after training (demos)")
     return p.parse_args(argv)
 
 
@@ -72,8 +73,30 @@ def main(argv: list[str]) -> int:
         model.compile(optimizer=tf_keras.optimizers.SGD(learning_rate=args.learning_rate),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     total = args.epochs * args.steps_per_epoch
-    model.fit(train, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=2,
-              callbacks=[progress.keras_callback(every_n_steps=5, total_steps=total)])
+    # Checkpoints go to $TONY_CHECKPOINT_DIR (the executor uploads the chief's to
+    # HDFS and restores the newest before a retry starts). Each worker writes
+    # its own local copy: under MWMS every worker must take part in saving.
+    epoch_var = tf.Variable(0, dtype=tf.int64)
+    state = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch_var)
+    ckpt_dir = os.environ.get("TONY_CHECKPOINT_DIR")
+    manager = tf.train.CheckpointManager(state, ckpt_dir, max_to_keep=2) if ckpt_dir else None
+    if manager is not None and manager.latest_checkpoint:
+        if os.environ.get("TONY_RESTORED_KIND") == "warm_start":
+            tf.train.Checkpoint(model=model).restore(manager.latest_checkpoint).expect_partial()
+            print(f"warm start: weights from {os.environ.get('TONY_RESTORED_FROM')}", flush=True)
+        else:
+            state.restore(manager.latest_checkpoint)
+            print(f"resumed after epoch {int(epoch_var.numpy())}", flush=True)
+    callbacks = [progress.keras_callback(every_n_steps=5, total_steps=total)]
+    if os.environ.get("TONY_TENSORBOARD_DIR"):
+        callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=os.environ["TONY_TENSORBOARD_DIR"],
+                                                        update_freq="epoch"))
+    for epoch in range(int(epoch_var.numpy()), args.epochs):
+        model.fit(train, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=args.steps_per_epoch, verbose=2,
+                  callbacks=callbacks)
+        epoch_var.assign(epoch + 1)
+        if manager is not None:
+            manager.save(checkpoint_number=(epoch + 1) * args.steps_per_epoch)
     loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
     # A fingerprint of the trained model, to check a reloaded copy predicts the same.
     probs = model.predict(x[split:split + 20], verbose=0)
@@ -93,6 +116,10 @@ def main(argv: list[str]) -> int:
         os.makedirs(target, exist_ok=True)
         model.save(os.path.join(target, "model.keras"))
         print(f"saved model to {target}", flush=True)
+    if args.linger:
+        import time
+
+        time.sleep(args.linger)  # e.g. to look at TensorBoard before the job ends
     return 0
 
 

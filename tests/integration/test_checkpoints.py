@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,46 @@ def test_final_model_loads_back_with_the_same_predictions(tony_client, app_tag, 
     fresh = json.loads(out.stdout.strip().splitlines()[-1])
     assert fresh["pred_head"] == reported["pred_head"]
     assert abs(fresh["prob_mean"] - reported["prob_mean"]) < 1e-5
+
+
+def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_exe, ckpt_dir) -> None:
+    spec = JobSpec.from_dict({
+        "name": "pytest-tensorboard",
+        "roles": {
+            "worker": {"instances": 1, "memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
+                       "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "60"]},
+            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+        },
+        "python": {"interpreter": python_exe}, "heartbeat_timeout": 60,
+        "checkpoint": {"dir": ckpt_dir, "poll_interval": 1},
+    })
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    url = wait_until(lambda: tony_client.tensorboard_url(tony_client.am_state(app_id)), 180, "TensorBoard to run")
+
+    def runs() -> list:
+        try:
+            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:  # noqa: S310 - loopback
+                return json.load(resp)
+        except OSError:
+            return []
+
+    found = wait_until(runs, 120, "the chief's event files to reach TensorBoard")
+    assert any("train" in run for run in found), found
+    tony_client.kill(app_id)
+
+
+def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, cluster) -> None:  # noqa: F811
+    """Day 1 trains from scratch and leaves checkpoints; day 2 starts from day 1's weights."""
+    kill_dag_apps.append("tony_nightly_retrain")
+    base = "/user/root/tony/checkpoints/digits"
+    for day in ("2026-10-01", "2026-10-02"):
+        hdfs.delete(f"{base}/{day}", recursive=True)
+    day1 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
+    assert run_state(day1) == "success", day1[-3000:]
+    assert remote_checkpoints(hdfs, f"{base}/2026-10-01"), "day 1 left no checkpoint"
+    day2 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
+    assert run_state(day2) == "success", day2[-3000:]
+    result = result_of(day2)
+    assert any(f"from {base}/2026-10-01/ckpt-" in e for e in result["events"]), result["events"]
+    assert result["checkpoint_dir"] == f"{base}/2026-10-02"
+    assert remote_checkpoints(hdfs, f"{base}/2026-10-02")[-1] == 75, "day 2 trained all its epochs itself"
