@@ -105,6 +105,8 @@ class JobTracker:
         self.cluster_published_at: float | None = None
         self.verdict: Verdict | None = None
         self.events: list[str] = []
+        # Seconds after the AM started at which milestones were reached (benchmarks, logs).
+        self.timeline: dict[str, float] = {}
         tracked = set(spec.tracked_roles())
         self.tasks: dict[str, Task] = {}
         for task_id in spec.task_ids():
@@ -159,6 +161,7 @@ class JobTracker:
             t.granted = True
         if self.cluster_published_at is None:
             self.cluster_published_at = now
+            self.timeline["cluster_published"] = round(now - self.started, 3)
             self.events.append(f"cluster spec published ({len(registered)} tasks)")
         return {
             "addresses": {t.task_id: f"{t.host}:{t.port}" for t in registered},
@@ -182,6 +185,8 @@ class JobTracker:
             task.state = TaskState.RUNNING
             task.progress_changed_at = now
             self.events.append(f"{task_id} started user code")
+            if all(t.state != TaskState.REGISTERED and t.state != TaskState.PENDING for t in self.rendezvous_tasks()):
+                self.timeline.setdefault("all_user_started", round(now - self.started, 3))
         progress = payload.get("progress")
         if progress is not None:
             key = (progress.get("step"), progress.get("epoch"), progress.get("time"))
@@ -223,6 +228,8 @@ class JobTracker:
         """Apply the failure policy; the first verdict sticks."""
         if self.verdict is None:
             self.verdict = self._decide(now)
+            if self.verdict is not None:
+                self.timeline["verdict"] = round(now - self.started, 3)
         return self.verdict
 
     def _decide(self, now: float) -> Verdict | None:
@@ -316,6 +323,8 @@ class JobTracker:
             "progress": self.progress_fraction(),
             "tasks": {tid: t.summary(now) for tid, t in self.tasks.items()},
             "events": self.events[-50:],
+            "timeline": dict(self.timeline),
+            "am_started_wall": round(wall - (now - self.started), 3),
         }
 
 
