@@ -82,6 +82,8 @@ def find_local(local_dir: Path) -> LocalCheckpoint | None:
             continue
         prefix = match.group(1)
         prefix = os.path.relpath(prefix, state.parent) if os.path.isabs(prefix) else prefix
+        if prefix.startswith(".."):
+            continue  # points outside the checkpoint folder: not ours to ship
         step = _STEP_RE.search(prefix)
         files = _complete_files(state.parent, prefix)
         if step is None or files is None:
@@ -118,6 +120,9 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
         client.makedirs(remote_dir)
+        # A failed earlier try may have left this very name behind: uploading
+        # onto it would nest the new copy inside the old partial one.
+        client.delete(tmp, recursive=True)
         client.upload(tmp, staging, overwrite=True, n_threads=1)
     if client.status(final, strict=False) is not None:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)

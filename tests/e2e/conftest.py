@@ -1,0 +1,85 @@
+"""The Airflow stack (PostgreSQL + api-server, scheduler, dag-processor, triggerer) for browser tests.
+
+Started here and stopped at the end of the session; deferrable by default so
+that runs go through the real triggerer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@dataclass
+class Stack:
+    url: str
+    user: str
+    password: str
+    token: str
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{self.url}/api/v2{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+            return json.load(resp)
+
+
+@pytest.fixture(scope="session")
+def airflow_stack(cluster) -> Iterator[Stack]:
+    env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
+    up = subprocess.run([*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True,
+                        timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr[-4000:]
+        exports = subprocess.run([*STACK, "env"], capture_output=True, text=True, check=True).stdout
+        port = next(line.split("=", 1)[1] for line in exports.splitlines() if "AIRFLOW__API__PORT" in line)
+        url = f"http://127.0.0.1:{port.strip(chr(39))}"
+        home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
+        password = json.loads((home / "passwords.json").read_text())["admin"]
+        req = urllib.request.Request(f"{url}/auth/token", data=json.dumps(
+            {"username": "admin", "password": password}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+            token = json.load(resp)["access_token"]
+        yield Stack(url=url, user="admin", password=password, token=token)
+    finally:
+        subprocess.run([*STACK, "down"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def shots_dir() -> Path:
+    path = REPO / "test-artifacts" / "screenshots"
+    path.mkdir(parents=True, exist_ok=True)
+    print(f"\nscreenshots go to {path}")
+    return path
+
+
+@pytest.fixture
+def page(airflow_stack: Stack) -> Iterator[Any]:
+    """A logged-in Chromium page (Debian's chromium: browser downloads do not work here)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{airflow_stack.url}/")
+        page.get_by_label("Username").fill(airflow_stack.user)
+        page.get_by_label("Password").fill(airflow_stack.password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{airflow_stack.url}/")
+        yield page
+        browser.close()

@@ -1,0 +1,705 @@
+"""Checkpoint sync between local disk and HDFS (``runtime/checkpoint.py``), without a cluster.
+
+HDFS is an in-memory-ish fake backed by a temporary directory; it follows the
+semantics of ``hdfs.Client`` (2.7) that matter here: ``upload``/``download``
+into an existing directory put the source *inside* it, ``rename`` onto an
+existing directory moves into it, ``status(strict=False)`` gives None when
+missing. Time is a fake clock patched into the modules, so nothing sleeps.
+Checkpoints are TensorFlow's on-disk format written by hand (no TensorFlow).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from airflow_provider_tony.runtime import checkpoint, hdfs_io
+from airflow_provider_tony.runtime.checkpoint import (
+    CheckpointSync,
+    DirSync,
+    find_local,
+    remote_checkpoints,
+    remote_name,
+    restore_latest,
+    upload,
+)
+
+REMOTE = "/user/alice/job/ckpts"
+WARM = "/user/alice/other/ckpts"
+
+# --------------------------------------------------------------------------- #
+# fakes
+# --------------------------------------------------------------------------- #
+
+
+class FakeHdfsError(Exception):
+    pass
+
+
+class FakeHdfs:
+    """The calls ``checkpoint.py`` makes on ``hdfs.Client``, on a local directory tree."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.calls: list[tuple[str, str]] = []
+        self.broken: set[str] = set()  # method names that raise (NameNode down)
+        self.fail_times: dict[str, int] = {}  # method name -> raise this many more times
+        self.crash_upload_after: int | None = None  # write N files, then die without cleanup (once)
+
+    def _p(self, path: str) -> Path:
+        assert path.startswith("/"), path
+        return self.root / path.lstrip("/")
+
+    def _enter(self, name: str, path: str) -> None:
+        self.calls.append((name, path))
+        if name in self.broken:
+            raise FakeHdfsError(f"{name} {path}: NameNode unreachable")
+        if self.fail_times.get(name):
+            self.fail_times[name] -= 1
+            raise FakeHdfsError(f"{name} {path}: transient")
+
+    def count(self, name: str) -> int:
+        return sum(1 for call, _ in self.calls if call == name)
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        self._enter("status", path)
+        p = self._p(path)
+        if not p.exists():
+            if strict:
+                raise FakeHdfsError(f"File does not exist: {path}")
+            return None
+        kind = "DIRECTORY" if p.is_dir() else "FILE"
+        return {"type": kind, "length": 0 if p.is_dir() else p.stat().st_size, "pathSuffix": ""}
+
+    def list(self, path: str) -> list[str]:
+        self._enter("list", path)
+        p = self._p(path)
+        if not p.is_dir():
+            raise FakeHdfsError(f"{path} does not exist or is not a directory")
+        return sorted(os.listdir(p))
+
+    def makedirs(self, path: str, permission: Any = None) -> None:
+        self._enter("makedirs", path)
+        self._p(path).mkdir(parents=True, exist_ok=True)
+
+    def upload(self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False,
+               **kwargs: Any) -> str:
+        self._enter("upload", hdfs_path)
+        target = self._p(hdfs_path)
+        if target.is_dir():  # hdfs.Client: "If it already exists and is a directory, files will be uploaded inside"
+            target = target / os.path.basename(local_path)
+        if target.exists():
+            if not overwrite:
+                raise FakeHdfsError(f"Remote path {hdfs_path} already exists.")
+            _remove(target)
+        src = Path(local_path)
+        pairs = [(f, target / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()] \
+            if src.is_dir() else [(src, target)]
+        for i, (file, dst) in enumerate(pairs):
+            if self.crash_upload_after == i:
+                self.crash_upload_after = None
+                raise FakeHdfsError("connection reset mid-upload (and the cleanup failed too)")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, dst)
+        return hdfs_path
+
+    def download(self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False,
+                 **kwargs: Any) -> str:
+        self._enter("download", hdfs_path)
+        src = self._p(hdfs_path)
+        if not src.exists():
+            raise FakeHdfsError(f"File does not exist: {hdfs_path}")
+        local = Path(os.path.realpath(local_path))
+        if local.is_dir():  # hdfs.Client: "If it already exists and is a directory, ... inside of it"
+            local = local / src.name
+        if local.exists():
+            if not overwrite:
+                raise FakeHdfsError(f"Path {local} already exists.")
+            _remove(local)
+        elif not local.parent.is_dir():
+            raise FakeHdfsError(f"Parent directory of {local} does not exist.")
+        if src.is_dir():
+            shutil.copytree(src, local)
+        else:
+            shutil.copyfile(src, local)
+        return str(local)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._enter("rename", src)
+        source, target = self._p(src), self._p(dst)
+        if target.is_dir():  # WebHDFS RENAME onto a directory moves into it
+            target = target / source.name
+        if not source.exists() or target.exists() or not target.parent.is_dir():
+            raise FakeHdfsError(f"Unable to rename {src} to {dst}.")
+        source.rename(target)
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        self._enter("delete", path)
+        p = self._p(path)
+        if not p.exists():
+            return False
+        if p.is_dir() and any(p.iterdir()) and not recursive:
+            raise FakeHdfsError(f"{path} is non empty")
+        _remove(p)
+        return True
+
+    def walk(self, path: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        self._enter("walk", path)
+        top = self._p(path)
+        if not top.exists():
+            raise FakeHdfsError(f"File does not exist: {path}")
+        for dirpath, dirs, files in os.walk(top):
+            dirs.sort()
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            yield "/" + rel, list(dirs), sorted(files)
+
+    # test-side views
+    def tree(self, path: str) -> dict[str, bytes]:
+        return tree(self._p(path))
+
+    def put(self, path: str, data: bytes) -> None:
+        target = self._p(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _remove(p: Path) -> None:
+    shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+class Clock:
+    """``time`` for the modules under test: monotonic by hand, sleep only records."""
+
+    def __init__(self, t: float = 1000.0, tick: float = 0.0) -> None:
+        self.t, self.tick = t, tick
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        now = self.t
+        self.t += self.tick
+        return now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+
+# --------------------------------------------------------------------------- #
+# helpers and fixtures
+# --------------------------------------------------------------------------- #
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` as ``{relative posix path: bytes}`` ({} when missing)."""
+    if not root.is_dir():
+        return {}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_state(state_dir: Path, prefix: str, *older: str) -> None:
+    """TensorFlow's ``checkpoint`` state file naming ``prefix`` as the latest."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f'model_checkpoint_path: "{prefix}"'] + [f'all_model_checkpoint_paths: "{p}"' for p in (*older, prefix)]
+    (state_dir / "checkpoint").write_text("\n".join(lines) + "\n")
+
+
+def write_ckpt(state_dir: Path, step: int, *, shards: int = 1, skip: tuple[str, ...] = (), state: bool = True,
+               data: bytes | None = None) -> list[str]:
+    """Files of checkpoint ``ckpt-<step>`` (minus the names in ``skip``); the state file names it."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    prefix = f"ckpt-{step}"
+    names = [f"{prefix}.index"] + [f"{prefix}.data-{i:05d}-of-{shards:05d}" for i in range(shards)]
+    for name in names:
+        if name not in skip:
+            (state_dir / name).write_bytes(data if data is not None else f"{name} payload".encode())
+    if state:
+        write_state(state_dir, prefix)
+    return names
+
+
+def ckpt_names(step: int, shards: int = 1) -> set[str]:
+    prefix = f"ckpt-{step}"
+    return {f"{prefix}.index"} | {f"{prefix}.data-{i:05d}-of-{shards:05d}" for i in range(shards)}
+
+
+def state_text(step: int) -> bytes:
+    return f'model_checkpoint_path: "ckpt-{step}"\nall_model_checkpoint_paths: "ckpt-{step}"\n'.encode()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeHdfs:
+    return FakeHdfs(tmp_path / "hdfs")
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Path:
+    """``$TONY_CHECKPOINT_DIR``: its parent (the container's work dir) exists, it need not."""
+    (tmp_path / "work").mkdir()
+    return tmp_path / "work" / "ckpt"
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Clock:
+    fake_time = Clock()
+    monkeypatch.setattr(checkpoint, "time", fake_time)
+    monkeypatch.setattr(hdfs_io, "time", fake_time)
+    # staging folders land under tmp_path, so a test can see nothing leaks outside it
+    (tmp_path / "systmp").mkdir()
+    monkeypatch.setattr(checkpoint.tempfile, "tempdir", str(tmp_path / "systmp"))
+    return fake_time
+
+
+def publish(fake: FakeHdfs, local: Path, step: int, remote: str = REMOTE, keep: int = 10, tag: str = "1-1",
+            **kwargs: Any) -> str:
+    """Write checkpoint ``step`` locally and upload it (the usual way a remote checkpoint appears)."""
+    write_ckpt(local, step, **kwargs)
+    found = find_local(local)
+    assert found is not None and found.step == step
+    return upload(fake, found, local, remote, keep=keep, tag=tag)
+
+
+def make_sync(fake: FakeHdfs, local: Path, events: list[str], fatal: list[str] | None = None,
+              **kwargs: Any) -> CheckpointSync:
+    options: dict[str, Any] = {"keep": 3, "poll_interval": 0.0, "window": 60.0, "tag": "1-4242"}
+    options.update(kwargs)
+    return CheckpointSync(fake, local, REMOTE, on_event=events.append,
+                          on_fatal=(fatal if fatal is not None else []).append, **options)
+
+
+# --------------------------------------------------------------------------- #
+# find_local
+# --------------------------------------------------------------------------- #
+
+
+def test_find_local_missing_or_empty_dir_is_none(local: Path) -> None:
+    assert find_local(local) is None
+    local.mkdir(parents=True)
+    assert find_local(local) is None
+
+
+def test_find_local_single_complete_checkpoint(local: Path) -> None:
+    write_ckpt(local, 20)
+    found = find_local(local)
+    assert found is not None
+    assert (found.step, found.state_dir, found.prefix) == (20, local, "ckpt-20")
+    assert found.files == (Path("ckpt-20.data-00000-of-00001"), Path("ckpt-20.index"))
+
+
+def test_find_local_multi_shard_complete(local: Path) -> None:
+    write_ckpt(local, 7, shards=3)
+    found = find_local(local)
+    assert found is not None and found.step == 7
+    assert {f.name for f in found.files} == ckpt_names(7, shards=3)
+
+
+@pytest.mark.parametrize(("top", "chief", "want_dir"), [(10, 20, "chief"), (30, 20, ".")])
+def test_find_local_newest_of_several_state_files(local: Path, top: int, chief: int, want_dir: str) -> None:
+    # tf-keras BackupAndRestore keeps its state file in <backup_dir>/chief/
+    write_ckpt(local, top)
+    write_ckpt(local / "chief", chief)
+    found = find_local(local)
+    assert found is not None
+    assert found.step == max(top, chief)
+    assert found.state_dir == local / want_dir
+    assert found.prefix == f"ckpt-{max(top, chief)}"
+
+
+@pytest.mark.parametrize("skip", [
+    pytest.param(("ckpt-30.index",), id="missing-index"),
+    pytest.param(("ckpt-30.data-00001-of-00002",), id="missing-second-shard"),
+    pytest.param(("ckpt-30.data-00000-of-00002", "ckpt-30.data-00001-of-00002"), id="no-shards"),
+])
+def test_find_local_incomplete_latest_is_skipped_and_not_replaced_by_older(local: Path, skip: tuple[str, ...]) -> None:
+    # What the code does: only the prefix the state file names counts. ckpt-20
+    # is complete on disk, but the state file names ckpt-30, so nothing is found.
+    write_ckpt(local, 20)
+    write_ckpt(local, 30, shards=2, skip=skip)
+    assert find_local(local) is None
+
+
+def test_find_local_older_complete_chosen_when_its_state_file_names_it(local: Path) -> None:
+    write_ckpt(local, 20)
+    write_ckpt(local, 30, shards=2, skip=("ckpt-30.data-00001-of-00002",), state=False)  # still being written
+    write_state(local, "ckpt-20")
+    found = find_local(local)
+    assert found is not None and found.step == 20
+
+
+def test_find_local_incomplete_in_one_state_dir_complete_in_another(local: Path) -> None:
+    write_ckpt(local, 20)
+    write_ckpt(local / "chief", 30, skip=("ckpt-30.index",))
+    found = find_local(local)
+    assert found is not None and (found.step, found.state_dir) == (20, local)
+
+
+def test_find_local_absolute_prefix_inside_dir(local: Path) -> None:
+    write_ckpt(local, 20, state=False)
+    write_state(local, str(local / "ckpt-20"))
+    found = find_local(local)
+    assert found is not None
+    assert (found.step, found.prefix) == (20, "ckpt-20")
+    assert {f.as_posix() for f in found.files} == ckpt_names(20)
+
+
+def test_find_local_absolute_prefix_in_subdir(local: Path) -> None:
+    write_ckpt(local / "sub", 20, state=False)
+    write_state(local, str(local / "sub" / "ckpt-20"))
+    found = find_local(local)
+    assert found is not None
+    assert (found.step, found.state_dir, found.prefix) == (20, local, "sub/ckpt-20")
+    assert {f.as_posix() for f in found.files} == {f"sub/{n}" for n in ckpt_names(20)}
+
+
+@pytest.mark.parametrize("content", [
+    "",
+    "garbage\n",
+    'all_model_checkpoint_paths: "ckpt-20"\n',  # no model_checkpoint_path line
+    'model_checkpoint_path: "model"\n',  # no step number in the prefix
+])
+def test_find_local_unusable_state_file(local: Path, content: str) -> None:
+    write_ckpt(local, 20, state=False)
+    (local / "model.index").write_bytes(b"i")
+    (local / "model.data-00000-of-00001").write_bytes(b"d")
+    (local / "checkpoint").write_text(content)
+    assert find_local(local) is None
+
+
+def test_find_local_ignores_directory_named_checkpoint(local: Path) -> None:
+    (local / "checkpoint").mkdir(parents=True)
+    write_ckpt(local / "chief", 5)
+    found = find_local(local)
+    assert found is not None and found.step == 5
+
+
+def test_find_local_ignores_checkpoint_outside_local_dir(local: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    write_ckpt(elsewhere, 20, state=False)
+    write_state(local, str(elsewhere / "ckpt-20"))
+    assert find_local(local) is None
+
+
+# --------------------------------------------------------------------------- #
+# remote_checkpoints
+# --------------------------------------------------------------------------- #
+
+
+def test_remote_checkpoints_missing_dir(fake: FakeHdfs) -> None:
+    assert remote_checkpoints(fake, REMOTE) == []
+    assert fake.count("list") == 0
+
+
+def test_remote_checkpoints_sorted_and_filtered(fake: FakeHdfs) -> None:
+    for name in ["ckpt-000000000020", "ckpt-000000000003", "ckpt-000000000100",
+                 ".tmp-ckpt-000000000500-1-99", "ckpt-20", "ckpt-0000000000200", "ckpt-000000000020.previous",
+                 "tensorboard", "checkpoint"]:
+        fake.put(f"{REMOTE}/{name}/x", b"x")
+    assert remote_checkpoints(fake, REMOTE) == [3, 20, 100]
+    assert remote_checkpoints(fake, f"hdfs://nn:8020{REMOTE}") == [3, 20, 100]
+
+
+def test_remote_name_is_twelve_digits() -> None:
+    assert remote_name(20) == "ckpt-000000000020"
+    assert checkpoint.REMOTE_RE.match(remote_name(123456789012))
+
+
+# --------------------------------------------------------------------------- #
+# upload
+# --------------------------------------------------------------------------- #
+
+
+def test_upload_publishes_only_the_latest_prefix(fake: FakeHdfs, local: Path) -> None:
+    write_ckpt(local, 10)
+    write_ckpt(local, 20, state=False)
+    write_state(local, "ckpt-20", "ckpt-10")
+    found = find_local(local)
+    assert found is not None
+    final = upload(fake, found, local, f"hdfs://nn:8020{REMOTE}/", keep=3, tag="1-7")
+    assert final == f"{REMOTE}/ckpt-000000000020"
+    content = fake.tree(final)
+    assert set(content) == {"checkpoint"} | ckpt_names(20)
+    assert content["checkpoint"] == state_text(20)
+    for name in ckpt_names(20):
+        assert content[name] == (local / name).read_bytes()
+    assert fake.list(REMOTE) == ["ckpt-000000000020"]
+
+
+def test_upload_keeps_state_subdir_layout(fake: FakeHdfs, local: Path) -> None:
+    write_ckpt(local / "chief", 20)
+    found = find_local(local)
+    assert found is not None
+    final = upload(fake, found, local, REMOTE, keep=3, tag="t")
+    assert set(fake.tree(final)) == {f"chief/{n}" for n in {"checkpoint"} | ckpt_names(20)}
+
+
+def test_upload_same_step_twice_keeps_first(fake: FakeHdfs, local: Path) -> None:
+    first = publish(fake, local, 20, data=b"first", tag="1-1")
+    second = publish(fake, local, 20, data=b"second", tag="2-2")  # a retry of the same step
+    assert first == second == f"{REMOTE}/ckpt-000000000020"
+    assert fake.tree(first)["ckpt-20.index"] == b"first"
+    assert fake.list(REMOTE) == ["ckpt-000000000020"]  # no .tmp- left behind
+
+
+def test_upload_prunes_to_newest_keep(fake: FakeHdfs, local: Path) -> None:
+    fake.put(f"{REMOTE}/tensorboard/events", b"e")
+    for step in (10, 20, 30, 40):
+        publish(fake, local, step, keep=2)
+    assert remote_checkpoints(fake, REMOTE) == [30, 40]
+    assert sorted(fake.list(REMOTE)) == ["ckpt-000000000030", "ckpt-000000000040", "tensorboard"]
+
+
+def test_upload_older_step_never_displaces_newer(fake: FakeHdfs, local: Path) -> None:
+    publish(fake, local, 30, keep=1)
+    publish(fake, local, 20, keep=1)
+    assert remote_checkpoints(fake, REMOTE) == [30]
+
+
+def test_upload_failure_leaves_nothing_published(fake: FakeHdfs, local: Path) -> None:
+    write_ckpt(local, 20)
+    found = find_local(local)
+    assert found is not None
+    fake.broken.add("upload")
+    with pytest.raises(FakeHdfsError):
+        upload(fake, found, local, REMOTE, keep=3, tag="t")
+    assert remote_checkpoints(fake, REMOTE) == []
+
+
+def test_upload_retry_after_crash_without_cleanup_publishes_clean_checkpoint(fake: FakeHdfs, local: Path) -> None:
+    write_ckpt(local, 20)
+    sync = make_sync(fake, local, [])
+    fake.crash_upload_after = 1  # one file written, then the connection (and the cleanup) fails
+    assert sync.sync_once() is False
+    assert sync.sync_once() is True  # next poll: HDFS is back
+    assert fake.tree(f"{REMOTE}/ckpt-000000000020") == {"checkpoint": state_text(20),
+                                                          **{n: (local / n).read_bytes() for n in ckpt_names(20)}}
+
+
+def test_upload_writes_nothing_outside_staging(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    publish(fake, local / "chief", 20)
+    assert list((tmp_path / "systmp").iterdir()) == []  # the staging folder was removed
+
+
+# --------------------------------------------------------------------------- #
+# restore_latest
+# --------------------------------------------------------------------------- #
+
+
+def test_restore_latest_newest_complete_skipping_tmp(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    publish(fake, source, 10)
+    publish(fake, source, 20)
+    fake.put(f"{REMOTE}/.tmp-ckpt-000000000030-1-1/ckpt-30.index", b"half")  # an upload that never finished
+    deletes_before = fake.count("delete")
+    assert restore_latest(fake, [REMOTE], local) == (20, f"{REMOTE}/ckpt-000000000020")
+    assert tree(local) == {"checkpoint": state_text(20), **{n: (source / n).read_bytes() for n in ckpt_names(20)}}
+    found = find_local(local)
+    assert found is not None and found.step == 20
+    assert sorted(p.name for p in local.parent.iterdir()) == ["ckpt"]  # no tony-restore- temporary left
+    assert fake.count("delete") == deletes_before  # restore never modifies HDFS
+
+
+def test_restore_latest_keeps_subdir_layout(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    write_ckpt(tmp_path / "src" / "chief", 20)
+    found = find_local(tmp_path / "src")
+    assert found is not None
+    upload(fake, found, tmp_path / "src", REMOTE, keep=3, tag="t")
+    assert restore_latest(fake, [f"hdfs://nn:8020{REMOTE}/"], local) == (20, f"{REMOTE}/ckpt-000000000020")
+    assert set(tree(local)) == {f"chief/{n}" for n in {"checkpoint"} | ckpt_names(20)}
+    found = find_local(local)
+    assert found is not None and (found.step, found.state_dir) == (20, local / "chief")
+
+
+@pytest.mark.parametrize("own_dir", ["missing", "only-tmp", "empty"])
+def test_restore_latest_falls_back_to_warm_start(fake: FakeHdfs, local: Path, tmp_path: Path, own_dir: str) -> None:
+    if own_dir == "only-tmp":
+        fake.put(f"{REMOTE}/.tmp-ckpt-000000000090-1-1/checkpoint", b"x")
+    elif own_dir == "empty":
+        fake.makedirs(REMOTE)
+    publish(fake, tmp_path / "src", 50, remote=WARM)
+    assert restore_latest(fake, [REMOTE, WARM], local) == (50, f"{WARM}/ckpt-000000000050")
+    found = find_local(local)
+    assert found is not None and found.step == 50
+
+
+def test_restore_latest_prefers_own_dir(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    publish(fake, tmp_path / "warm", 500, remote=WARM)
+    publish(fake, tmp_path / "own", 5)
+    assert restore_latest(fake, [REMOTE, WARM], local) == (5, f"{REMOTE}/ckpt-000000000005")
+    assert fake.count("download") == 1
+
+
+def test_restore_latest_none_anywhere(fake: FakeHdfs, local: Path) -> None:
+    assert restore_latest(fake, [REMOTE, WARM], local) is None
+    assert restore_latest(fake, [], local) is None
+    assert fake.count("download") == 0
+
+
+def test_restore_latest_retries_transient_errors(fake: FakeHdfs, local: Path, tmp_path: Path, clock: Clock) -> None:
+    publish(fake, tmp_path / "src", 20)
+    fake.fail_times = {"list": 1, "download": 2}
+    assert restore_latest(fake, [REMOTE], local) == (20, f"{REMOTE}/ckpt-000000000020")
+    assert clock.sleeps == [1.0, 1.0, 2.0]  # backoff per operation, on the patched clock
+    found = find_local(local)
+    assert found is not None and found.step == 20
+
+
+# --------------------------------------------------------------------------- #
+# CheckpointSync
+# --------------------------------------------------------------------------- #
+
+
+def test_sync_once_nothing_local(fake: FakeHdfs, local: Path) -> None:
+    events: list[str] = []
+    sync = make_sync(fake, local, events)
+    assert sync.sync_once() is True
+    assert (fake.count("upload"), events, sync.pending_since) == (0, [], None)
+
+
+def test_sync_once_uploads_each_new_checkpoint_once(fake: FakeHdfs, local: Path) -> None:
+    events: list[str] = []
+    sync = make_sync(fake, local, events)
+    write_ckpt(local, 20)
+    assert sync.sync_once() is True
+    assert sync.uploaded_step == 20
+    assert remote_checkpoints(fake, REMOTE) == [20]
+    assert sync.sync_once() is True  # nothing new
+    assert fake.count("upload") == 1
+    assert len(events) == 1 and "step 20" in events[0] and "ckpt-000000000020" in events[0]
+    write_ckpt(local, 30)
+    assert sync.sync_once() is True
+    assert remote_checkpoints(fake, REMOTE) == [20, 30]
+    assert fake.count("upload") == 2 and len(events) == 2
+
+
+def test_sync_once_failure_pending_and_overdue_after_window(fake: FakeHdfs, local: Path, clock: Clock) -> None:
+    events: list[str] = []
+    sync = make_sync(fake, local, events, window=60.0)
+    write_ckpt(local, 20)
+    fake.broken.add("upload")
+    clock.t = 100.0
+    assert sync.sync_once() is False
+    assert sync.pending_since == 100.0
+    assert "FakeHdfsError" in sync.last_error and "NameNode unreachable" in sync.last_error
+    assert not sync.overdue()
+    clock.t = 130.0
+    assert sync.sync_once() is False
+    assert sync.pending_since == 100.0  # the first failure starts the window
+    clock.t = 160.0
+    assert not sync.overdue()  # exactly the window: not yet
+    clock.t = 160.5
+    assert sync.overdue()
+    assert events == [] and sync.uploaded_step == -1
+    fake.broken.clear()
+    assert sync.sync_once() is True
+    assert (sync.pending_since, sync.overdue(), sync.uploaded_step, len(events)) == (None, False, 20, 1)
+
+
+def test_sync_once_failure_leaves_no_published_checkpoint(fake: FakeHdfs, local: Path) -> None:
+    write_ckpt(local, 20)
+    fake.broken.add("rename")
+    sync = make_sync(fake, local, [])
+    assert sync.sync_once() is False
+    assert remote_checkpoints(fake, REMOTE) == []
+
+
+def test_flush_fails_while_hdfs_is_down_then_succeeds(fake: FakeHdfs, local: Path, clock: Clock) -> None:
+    events: list[str] = []
+    sync = make_sync(fake, local, events)
+    write_ckpt(local, 20)
+    fake.broken.add("upload")
+    assert sync.flush(timeout=0) is False
+    assert sync.stop_event.is_set()
+    assert clock.sleeps == []
+    fake.broken.clear()
+    assert sync.flush(timeout=0) is True
+    assert remote_checkpoints(fake, REMOTE) == [20] and len(events) == 1
+
+
+def test_flush_retries_with_backoff_until_timeout(fake: FakeHdfs, local: Path, clock: Clock) -> None:
+    sync = make_sync(fake, local, [])
+    write_ckpt(local, 20)
+    fake.fail_times = {"upload": 2}
+    assert sync.flush(timeout=10) is True
+    assert clock.sleeps == [1.0, 2.0]
+    assert remote_checkpoints(fake, REMOTE) == [20]
+
+
+def test_start_after_step_suppresses_reupload(fake: FakeHdfs, local: Path) -> None:
+    events: list[str] = []
+    sync = make_sync(fake, local, events, start_after_step=20)
+    write_ckpt(local, 20)  # the restored checkpoint, already on HDFS
+    assert sync.sync_once() is True
+    assert fake.count("upload") == 0 and events == []
+    write_ckpt(local, 30)
+    assert sync.sync_once() is True
+    assert remote_checkpoints(fake, REMOTE) == [30]
+
+
+def test_run_calls_on_fatal_once_when_overdue(fake: FakeHdfs, local: Path, clock: Clock) -> None:
+    fatal: list[str] = []
+    clock.tick = 1.0  # each look at the clock is a second later
+    sync = make_sync(fake, local, [], fatal, window=5.0)
+    write_ckpt(local, 20)
+    fake.broken.add("upload")
+    sync.run()  # in this thread: poll_interval 0 means no waiting between rounds
+    assert sync.failed is True
+    assert len(fatal) == 1
+    assert "upload_failure_window" in fatal[0] and REMOTE in fatal[0] and "NameNode unreachable" in fatal[0]
+
+
+def test_run_stops_when_asked(fake: FakeHdfs, local: Path) -> None:
+    sync = make_sync(fake, local, [])
+    write_ckpt(local, 20)
+    sync.stop_event.set()
+    sync.run()
+    assert fake.count("upload") == 0
+
+
+# --------------------------------------------------------------------------- #
+# DirSync
+# --------------------------------------------------------------------------- #
+
+TB = "/user/alice/job/ckpts/tensorboard"
+
+
+def test_dirsync_push_uploads_new_and_grown_files_only(fake: FakeHdfs, tmp_path: Path) -> None:
+    logdir = tmp_path / "tb"
+    (logdir / "train").mkdir(parents=True)
+    (logdir / "train" / "events.1").write_bytes(b"abc")
+    (logdir / "events.2").write_bytes(b"xy")
+    sync = DirSync(fake, logdir, f"hdfs://nn:8020{TB}/", interval=5.0, push=True)
+    assert sync.sync_once() == 2
+    assert fake.tree(TB) == {"train/events.1": b"abc", "events.2": b"xy"}
+    assert sync.sync_once() == 0
+    assert fake.count("upload") == 2
+    with (logdir / "train" / "events.1").open("ab") as f:
+        f.write(b"def")
+    (logdir / "validation").mkdir()
+    (logdir / "validation" / "events.3").write_bytes(b"v")
+    assert sync.sync_once() == 2
+    assert fake.tree(TB) == {"train/events.1": b"abcdef", "events.2": b"xy", "validation/events.3": b"v"}
+    assert fake.count("upload") == 4
+
+
+def test_dirsync_push_missing_local_dir(fake: FakeHdfs, tmp_path: Path) -> None:
+    assert DirSync(fake, tmp_path / "nope", TB, interval=5.0, push=True).sync_once() == 0
+    assert fake.calls == []
+
+
+def test_dirsync_pull_downloads_changed_files_only(fake: FakeHdfs, tmp_path: Path) -> None:
+    logdir = tmp_path / "tb"
+    sync = DirSync(fake, logdir, TB, interval=5.0, push=False)
+    assert sync.sync_once() == 0  # nothing on HDFS yet
+    fake.put(f"{TB}/train/events.1", b"abc")
+    fake.put(f"{TB}/events.2", b"xy")
+    assert sync.sync_once() == 2
+    assert tree(logdir) == {"train/events.1": b"abc", "events.2": b"xy"}
+    assert sync.sync_once() == 0
+    assert fake.count("download") == 2
+    fake.put(f"{TB}/train/events.1", b"abcdef")
+    assert sync.sync_once() == 1
+    assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"xy"}
+    assert fake.count("download") == 3
