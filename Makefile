@@ -11,13 +11,14 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 
-.PHONY: help venv cluster-up cluster-down cluster-status cluster-env test test-fast demo clean
+.PHONY: help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only, no cluster"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
+	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,6 +45,15 @@ test: venv cluster-up
 	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest $(PYTEST_ARGS) ) || rc=$$?; \
 	$(DEVCLUSTER) down; exit $$rc
 
+# Airflow as users run it (PostgreSQL, api-server, scheduler, dag-processor,
+# triggerer), pointed at dags/ and the local cluster. The e2e tests start
+# and stop their own.
+airflow-up: venv cluster-up
+	$(CLUSTER_ENV) && $(PYTHON) devcluster/airflow_stack.py up --python $(PY)
+
+airflow-down:
+	$(PYTHON) devcluster/airflow_stack.py down
+
 test-fast: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
@@ -55,5 +65,5 @@ demo: venv cluster-up
 	$(CLUSTER_ENV) && $(PY) scripts/demo.py
 	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
 
-clean: cluster-down
+clean: airflow-down cluster-down
 	rm -rf .devcluster
