@@ -27,6 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from devcluster import is_alive  # noqa: E402 - the sibling launcher's process helper
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 PG_BIN = Path("/usr/lib/postgresql")
 USER, PASSWORD = "admin", "admin"
@@ -79,18 +81,11 @@ def airflow_env(lay: dict[str, object]) -> dict[str, str]:
     }
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _pid(home: Path, name: str) -> int | None:
     path = home / "run" / f"{name}.pid"
     if path.exists():
         pid = int(path.read_text())
-        if _alive(pid):
+        if is_alive(pid):
             return pid
     return None
 
@@ -178,9 +173,9 @@ def down() -> None:
             except ProcessLookupError:
                 pass
             deadline = time.monotonic() + 30
-            while _alive(pid) and time.monotonic() < deadline:
+            while is_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _alive(pid):
+            if is_alive(pid):
                 os.killpg(pid, signal.SIGKILL)
         (home / "run" / f"{name}.pid").unlink(missing_ok=True)
     if (home / "pgdata" / "PG_VERSION").exists():

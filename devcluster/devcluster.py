@@ -430,7 +430,7 @@ def _stop_pid(pid: int, grace: float = 15.0) -> None:
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+        if not is_alive(pid):
             return
         time.sleep(0.2)
     try:
@@ -439,11 +439,12 @@ def _stop_pid(pid: int, grace: float = 15.0) -> None:
         pass
 
 
-def _is_zombie(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent counts as gone)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
-        return True
+        return False
 
 
 def down(layout: Layout) -> None:
