@@ -11,12 +11,13 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 
-.PHONY: help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast demo clean
+.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only, no cluster"
+	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
@@ -64,6 +65,11 @@ test-fast: venv
 demo: venv cluster-up
 	$(CLUSTER_ENV) && $(PY) scripts/demo.py
 	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
+
+# Figures to bench/results/latest.{json,md}; BENCH_ARGS="--only startup --repeat 2"
+BENCH_ARGS ?=
+bench: venv cluster-up
+	$(CLUSTER_ENV) && $(PY) bench/run.py $(BENCH_ARGS)
 
 clean: airflow-down cluster-down
 	rm -rf .devcluster

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -91,9 +92,14 @@ def main(argv: list[str]) -> int:
     if os.environ.get("TONY_TENSORBOARD_DIR"):
         callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=os.environ["TONY_TENSORBOARD_DIR"],
                                                         update_freq="epoch"))
+    fit_seconds, fit_steps = 0.0, 0
     for epoch in range(int(epoch_var.numpy()), args.epochs):
+        started = time.perf_counter()
         model.fit(train, initial_epoch=epoch, epochs=epoch + 1, steps_per_epoch=args.steps_per_epoch, verbose=2,
                   callbacks=callbacks)
+        if epoch > 0:  # the first epoch also traces and builds the graph
+            fit_seconds += time.perf_counter() - started
+            fit_steps += args.steps_per_epoch
         epoch_var.assign(epoch + 1)
         if manager is not None:
             manager.save(checkpoint_number=(epoch + 1) * args.steps_per_epoch)
@@ -102,7 +108,10 @@ def main(argv: list[str]) -> int:
     probs = model.predict(x[split:split + 20], verbose=0)
     fingerprint = {"pred_head": ",".join(str(int(i)) for i in probs.argmax(axis=1)),
                    "prob_mean": float(probs.max(axis=1).mean())}
+    steps_per_s = fit_steps / fit_seconds if fit_seconds else None
+    print(f"TRAIN_STEPS_PER_S={steps_per_s}", flush=True)
     progress.report(step=total, epoch=args.epochs, total_steps=total, val_loss=float(loss),
+                    train_steps_per_s=steps_per_s,
                     val_accuracy=float(accuracy), cluster_hash=cluster_hash, partition=args.partition,
                     **fingerprint,
                     num_replicas=strategy.num_replicas_in_sync)
@@ -117,8 +126,6 @@ def main(argv: list[str]) -> int:
         model.save(os.path.join(target, "model.keras"))
         print(f"saved model to {target}", flush=True)
     if args.linger:
-        import time
-
         time.sleep(args.linger)  # e.g. to look at TensorBoard before the job ends
     return 0
 

@@ -19,7 +19,7 @@ from airflow_provider_tony.runtime import progress
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["ok", "exit", "stop-executor", "stall", "sleep", "tfconfig"])
+    p.add_argument("mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig"])
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--role", default="worker")
     p.add_argument("--code", type=int, default=3)
@@ -45,10 +45,11 @@ def main() -> int:
     if args.mode == "exit":
         print(f"behave: {os.environ['TONY_TASK_ID']} giving up with code {args.code}", file=sys.stderr, flush=True)
         return args.code
-    if args.mode == "stop-executor":
+    if args.mode in ("stop-executor", "kill-executor"):
         progress.report(step=1)
         time.sleep(1.5)
-        os.kill(os.getppid(), signal.SIGSTOP)  # the task executor freezes; this process lives on
+        # SIGSTOP: the task executor freezes; SIGKILL: it dies. This process lives on.
+        os.kill(os.getppid(), signal.SIGSTOP if args.mode == "stop-executor" else signal.SIGKILL)
         time.sleep(args.seconds)
         return 0
     if args.mode == "stall":

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Benchmarks on the local cluster, side by side in one run; figures go to bench/results/.
+
+    make bench                      # all, REPEAT times each
+    python bench/run.py --only startup,scale --repeat 2
+
+Absolute times on a shared 2-core machine drift; ratios taken in the same run
+do not, so each benchmark reports its baseline beside it. Nothing here is a
+test: no thresholds fail the run. Output: ``bench/results/latest.json`` and
+``bench/results/latest.md`` (median, min, max, ratios), plus the machine,
+versions and date.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
+from airflow_provider_tony.yarn.client import TonyClient  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+TRAINING = REPO / "dags" / "training" / "digits_mwms.py"
+BEHAVE = REPO / "tests" / "integration" / "jobs" / "behave.py"
+COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
+PY = sys.executable
+
+
+def stats(values: list[float]) -> dict[str, Any]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"n": 0}
+    return {"median": round(statistics.median(vals), 3), "min": round(min(vals), 3), "max": round(max(vals), 3),
+            "n": len(vals)}
+
+
+def wait(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(what)
+
+
+def job(roles: dict[str, Any], **extra: Any) -> JobSpec:
+    return JobSpec.from_dict({"name": "bench", "roles": roles, "python": {"interpreter": PY},
+                              "heartbeat_interval": 1, "heartbeat_timeout": 30, "tags": ["tony-bench"], **extra})
+
+
+# ---------------------------------------------------------------- 1. training overhead
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def by_hand(steps_args: list[str]) -> float:
+    """Two local processes with a hand-made TF_CONFIG: the floor."""
+    ports = [_free_port(), _free_port()]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+               "PYTHONPATH": str(REPO)}
+        procs.append(subprocess.Popen([PY, str(TRAINING), *steps_args], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    rate = re.findall(r"TRAIN_STEPS_PER_S=([\d.]+)", outs[0])
+    return float(rate[-1])
+
+
+def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
+    """The same script through TonyOperator (airflow dags test) on YARN."""
+    conf = json.dumps({"args": steps_args})
+    out = subprocess.run([str(Path(PY).parent / "airflow"), "dags", "test", "bench_train", "--conf", conf],
+                         env=airflow_env, capture_output=True, text=True, timeout=900)
+    text = out.stdout + out.stderr
+    found = re.findall(r'"train_steps_per_s": ([\d.]+)', text)
+    if not found:
+        raise RuntimeError(f"no steps/s in the operator's result:\n{text[-3000:]}")
+    return float(found[-1])
+
+
+def bench_training(repeat: int, airflow_env: dict[str, str]) -> dict[str, Any]:
+    args = ["--epochs", "4", "--steps-per-epoch", "60", "--partition", "bench"]
+    hand, yarn = [], []
+    for _ in range(repeat):
+        hand.append(by_hand(args))
+        yarn.append(via_operator(args, airflow_env))
+    ratio = statistics.median(yarn) / statistics.median(hand)
+    return {"by_hand_steps_per_s": stats(hand), "tony_operator_steps_per_s": stats(yarn),
+            "ratio_tony_over_hand": round(ratio, 3), "target_ratio": 0.97,
+            "note": "2 tf-keras MWMS workers on sklearn digits, 4 epochs x 60 steps; epoch 1 (tracing) excluded"}
+
+
+# ---------------------------------------------------------------- 2. start-up latency
+
+def tony_startup(client: TonyClient, workers: int) -> dict[str, float]:
+    spec = job({"worker": {"instances": workers, "memory": "256 MiB", "script": str(BEHAVE), "args": ["ok"]}},
+               success_policy="all_workers")
+    t0 = time.time()
+    app_id = client.submit(spec)
+    submitted = time.time()
+    accepted = running = None
+    doc: dict[str, Any] = {}
+    while True:
+        rep = client.report(app_id)
+        now = time.time()
+        if rep["state"] in ("ACCEPTED", "RUNNING") and accepted is None:
+            accepted = now
+        if rep["state"] == "RUNNING" and running is None:
+            running = now
+        if rep["state"] == "RUNNING":
+            doc = client.am_state(app_id) or {}
+            if "all_user_started" in doc.get("timeline", {}):
+                break
+        if rep["state"] in ("FINISHED", "FAILED", "KILLED"):
+            raise RuntimeError(f"{app_id} ended early: {rep['diagnostics']}")
+        time.sleep(0.05)
+    am0 = doc["am_started_wall"]
+    result = {"submit_call": submitted - t0, "accepted": (accepted or submitted) - t0,
+              "am_running": am0 - t0, "all_registered": am0 + doc["timeline"]["cluster_published"] - t0,
+              "user_code_started": am0 + doc["timeline"]["all_user_started"] - t0}
+    client.wait(app_id, poll_interval=0.5, emit=lambda _l: None)
+    return result
+
+
+def skein_floor(client: TonyClient, workers: int) -> float:
+    """A bare skein application with the same containers running `true`: submit -> all started."""
+    import skein
+
+    spec = skein.ApplicationSpec(name="bench-floor", queue="default", tags=["tony-bench"], master=skein.Master(
+        resources=skein.Resources(memory="512 MiB", vcores=1)), services={"worker": skein.Service(
+            instances=workers, resources=skein.Resources(memory="256 MiB", vcores=1), script="true")})
+    t0 = time.time()
+    app_id = client.skein.submit(spec)
+    app = client.skein.connect(app_id)
+    wait(lambda: len(app.get_containers(states=["RUNNING", "SUCCEEDED"])) >= workers
+         or len(app.get_containers(states=["SUCCEEDED"])) >= workers, 300, "floor containers")
+    took = time.time() - t0
+    client.kill(app_id)
+    return took
+
+
+def tf_yarn_status() -> str:
+    """Whether the skein-based peer can run here, in its own venv, with the TensorFlow it needs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([PY, "-m", "venv", f"{tmp}/v"], check=True)
+        out = subprocess.run([f"{tmp}/v/bin/pip", "install", "--dry-run", "-q", "tf-yarn"], capture_output=True,
+                             text=True, timeout=600)
+    if out.returncode == 0:
+        return "installable (not run: see notes)"
+    last = [line for line in (out.stderr or out.stdout).splitlines() if line.strip()][-3:]
+    return f"cannot install on Python {platform.python_version()}: " + " | ".join(last)
+
+
+def bench_startup(client: TonyClient, repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for workers in (1, 2, 4, 8):
+        runs = [tony_startup(client, workers) for _ in range(repeat)]
+        floor = [skein_floor(client, workers) for _ in range(repeat)]
+        phases = {k: stats([r[k] for r in runs]) for k in runs[0]}
+        out[f"{workers}_workers"] = {
+            **phases, "bare_skein_all_started": stats(floor),
+            "ratio_user_code_started_over_floor": round(phases["user_code_started"]["median"]
+                                                        / stats(floor)["median"], 3)}
+    out["tf_yarn"] = tf_yarn_status()
+    return out
+
+
+# ---------------------------------------------------------------- 3. failure detection
+
+def detection(client: TonyClient, mode: str, timeout: float) -> dict[str, float]:
+    spec = job({"worker": {"instances": 2, "memory": "256 MiB", "script": str(BEHAVE),
+                           "args": [mode, "--index", "1"]}}, heartbeat_interval=1, heartbeat_timeout=timeout)
+    app_id = client.submit(spec)
+    # behave.py reports progress step 1 and then, ~1.5 s later, stops or kills its executor.
+    doc = wait(lambda: (d := client.am_state(app_id)) and (d["tasks"]["worker:1"].get("progress") or {}).get("time")
+               and d, 300, "worker:1 to report")
+    event_wall = doc["tasks"]["worker:1"]["progress"]["time"] + 1.5
+    final = wait(lambda: (d := client.am_state(app_id)) and d.get("final") and d, 300, "the verdict")
+    verdict_wall = final["am_started_wall"] + final["timeline"]["verdict"]
+    result = client.wait(app_id, poll_interval=1.0, emit=lambda _l: None)
+    ended_wall = time.time()
+    assert not result.succeeded
+    return {"to_am_failed": verdict_wall - event_wall, "to_client_failed": ended_wall - event_wall}
+
+
+def bench_failure(client: TonyClient, repeat: int) -> dict[str, Any]:
+    hang = [detection(client, "stop-executor", 5.0) for _ in range(repeat)]
+    kill = [detection(client, "kill-executor", 5.0) for _ in range(repeat)]
+    return {"sigstop_executor": {k: stats([r[k] for r in hang]) for k in hang[0]},
+            "sigkill_executor": {k: stats([r[k] for r in kill]) for k in kill[0]},
+            "config": {"heartbeat_interval": 1.0, "heartbeat_timeout": 5.0, "client_poll_interval": 1.0}}
+
+
+# ---------------------------------------------------------------- 4. resume cost
+
+def bench_resume(client: TonyClient, repeat: int) -> dict[str, Any]:
+    redone, restore = [], []
+    for _ in range(repeat):
+        ckpt = f"/tmp/bench-ckpt-{time.time_ns()}"
+        args = ["--steps", "60", "--every", "10", "--fail-at", "35"]
+        spec = job({"worker": {"memory": "1 GiB", "script": str(COUNT), "args": args}},
+                   checkpoint={"dir": ckpt, "poll_interval": 0.5})
+        first = client.wait(client.submit(spec, attempt=1), poll_interval=0.5, emit=lambda _l: None)
+        second = client.wait(client.submit(spec, attempt=2), poll_interval=0.5, emit=lambda _l: None)
+        assert not first.succeeded and second.succeeded
+        task = second.am_state["tasks"]["worker:0"]
+        redone.append(35 - task["restored_step"])
+        took = [float(m) for e in second.am_state["events"] for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
+        restore.extend(took)
+        client.hdfs().delete(ckpt, recursive=True)
+    return {"steps_redone": stats(redone), "checkpoint_interval": 10, "killed_after_step": 35,
+            "restore_seconds": stats(restore)}
+
+
+# ---------------------------------------------------------------- 5. tracking cost
+
+def _cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _am_pid(app_id: str) -> int:
+    suffix = app_id.split("_", 1)[1]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+                cwd = os.readlink(proc / "cwd")
+            except OSError:
+                continue
+            if "airflow_provider_tony.runtime.am" in cmd and suffix in cwd:
+                return int(proc.name)
+    raise LookupError(app_id)
+
+
+def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[str, Any]:
+    sleepers = job({"worker": {"instances": 8, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}},
+                   am_memory=384)
+    app_id = client.submit(sleepers)
+    wait(lambda: (client.am_state(app_id) or {}).get("timeline", {}).get("all_user_started"), 300, "8 tasks")
+    am = _am_pid(app_id)
+    cpu0, t0 = _cpu_of(am), time.monotonic()
+    # Polling mode: this process follows the job the way the operator does.
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    from airflow_provider_tony.yarn.client import Watch
+
+    watch = Watch()
+    while time.monotonic() - t0 < seconds:
+        client.poll(app_id, watch, startup_timeout=600, am_stale_timeout=600, emit=lambda _l: None)
+        time.sleep(5.0)
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    am_cpu = (_cpu_of(am) - cpu0) / (time.monotonic() - t0)
+    polling_cpu = (usage1.ru_utime + usage1.ru_stime - usage0.ru_utime - usage0.ru_stime) / seconds
+    client.kill(app_id)
+    deferrable = bench_triggers(client, seconds, concurrent)
+    return {"am_cpu_seconds_per_hour_8_tasks": round(am_cpu * 3600, 1),
+            "polling_cpu_seconds_per_hour": round(polling_cpu * 3600, 1),
+            "polling_rss_mib_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            **deferrable, "poll_interval_s": 5.0, "measured_seconds": seconds}
+
+
+def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[str, Any]:
+    """``concurrent`` TonyTriggers in one event loop, as the triggerer runs them."""
+    spec = job({"worker": {"instances": 1, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}},
+               am_memory=384)
+    apps = [client.submit(spec) for _ in range(concurrent)]
+    try:
+        wait(lambda: all((client.am_state(a) or {}).get("app_state") == "RUNNING" for a in apps), 900,
+             f"{concurrent} jobs to run")
+        code = (
+            "import asyncio, json, resource, sys, time\n"
+            "from airflow_provider_tony.triggers.tony import TonyTrigger\n"
+            f"apps = {apps!r}\n"
+            "async def one(app):\n"
+            "    trig = TonyTrigger(app_id=app, yarn_conn_id='tony_yarn_default', poll_interval=5.0,\n"
+            "                       startup_timeout=600, am_stale_timeout=600)\n"
+            "    async for _ in trig.run():\n"
+            "        return\n"
+            "async def main():\n"
+            "    tasks = [asyncio.create_task(one(a)) for a in apps]\n"
+            f"    await asyncio.sleep({seconds})\n"
+            "    for t in tasks: t.cancel()\n"
+            "u0 = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "asyncio.run(main())\n"
+            "u1 = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "print(json.dumps({'cpu': u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime,\n"
+            "                  'rss_mib': u1.ru_maxrss / 1024}))\n"
+        )
+        out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=seconds + 300,
+                             env={**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp()})
+        doc = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        for app in apps:
+            client.kill(app)
+    return {"deferrable_jobs": concurrent,
+            "deferrable_cpu_seconds_per_hour_per_job": round(doc["cpu"] / seconds * 3600 / concurrent, 1),
+            "deferrable_rss_mib_process": round(doc["rss_mib"], 1)}
+
+
+# ---------------------------------------------------------------- 6. scale on paper
+
+def bench_scale() -> dict[str, Any]:
+    from airflow_provider_tony.runtime.state import JobTracker
+
+    out = {}
+    for tasks in (100, 1000):
+        spec = job({"worker": {"instances": tasks, "memory": "128 MiB", "command": ["true"]}})
+        tracker = JobTracker(spec, 0.0)
+        t0 = time.process_time()
+        for i, task_id in enumerate(spec.task_ids()):
+            tracker.register(task_id, {"host": f"node{i % 50}", "port": 20000 + i, "gpus_local": []}, 1.0)
+        register_cpu = time.process_time() - t0
+        tracker.cluster_doc(2.0)
+        rounds, t0 = 20, time.process_time()
+        size = 0
+        for r in range(rounds):
+            now = 3.0 + r
+            for task_id in spec.task_ids():
+                tracker.heartbeat(task_id, {"seq": r, "user_started": True, "progress": {
+                    "step": r, "epoch": 0, "time": now, "total_steps": 100, "metrics": {"loss": 0.5}}}, now)
+            tracker.check(now)
+            size = len(json.dumps(tracker.document(now, now, r, "application_0_1")))
+        per_round = (time.process_time() - t0) / rounds
+        out[f"{tasks}_tasks"] = {"register_all_cpu_ms": round(register_cpu * 1000, 2),
+                                 "cpu_ms_per_heartbeat_round": round(per_round * 1000, 2),
+                                 "state_document_kib": round(size / 1024, 1)}
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+def airflow_env() -> dict[str, str]:
+    home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "bench-airflow"
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "bench" / "dags")}
+    subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+    return env
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [f"# Benchmark results ({doc['date']})", "",
+             f"Machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB; "
+             f"Python {doc['versions']['python']}, TensorFlow {doc['versions'].get('tensorflow')}, "
+             f"Airflow {doc['versions'].get('airflow')}, skein {doc['versions'].get('skein')}, Hadoop 3.4.2.", ""]
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and {"median", "min", "max"} <= set(value):
+            lines.append(f"| {prefix} | {value['median']} | {value['min']} | {value['max']} | {value['n']} |")
+        elif isinstance(value, dict):
+            for key, sub in value.items():
+                walk(f"{prefix} / {key}" if prefix else key, sub)
+        else:
+            lines.append(f"| {prefix} | {value} | | | |")
+
+    for name, section in doc["benchmarks"].items():
+        lines += [f"## {name}", "", "| measure | median | min | max | n |", "|---|---|---|---|---|"]
+        walk("", section)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {"python": platform.python_version()}
+    for pkg, key in (("tensorflow-cpu", "tensorflow"), ("apache-airflow", "airflow"), ("skein", "skein")):
+        try:
+            out[key] = version(pkg)
+        except Exception:  # noqa: BLE001
+            out[key] = "?"
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="scale,startup,failure,resume,training,tracking")
+    parser.add_argument("--tracking-seconds", type=float, default=120)
+    parser.add_argument("--concurrent-triggers", type=int, default=20)
+    args = parser.parse_args()
+    wanted = args.only.split(",")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "versions": versions(),
+                           "machine": {"cores": os.cpu_count(), "memory_gib": round(
+                               os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+                           "repeat": args.repeat, "benchmarks": {}}
+    with TonyClient.from_env() as client:
+        for name in wanted:
+            started = time.monotonic()
+            print(f"== {name}", flush=True)
+            if name == "scale":
+                doc["benchmarks"][name] = bench_scale()
+            elif name == "startup":
+                doc["benchmarks"][name] = bench_startup(client, args.repeat)
+            elif name == "failure":
+                doc["benchmarks"][name] = bench_failure(client, args.repeat)
+            elif name == "resume":
+                doc["benchmarks"][name] = bench_resume(client, args.repeat)
+            elif name == "training":
+                doc["benchmarks"][name] = bench_training(args.repeat, airflow_env())
+            elif name == "tracking":
+                doc["benchmarks"][name] = bench_tracking(client, args.tracking_seconds, args.concurrent_triggers)
+            print(json.dumps(doc["benchmarks"][name], indent=1), f"({time.monotonic() - started:.0f}s)", flush=True)
+            (RESULTS / "latest.json").write_text(json.dumps(doc, indent=2) + "\n")
+            (RESULTS / "latest.md").write_text(markdown(doc) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
