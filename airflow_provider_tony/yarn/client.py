@@ -116,7 +116,8 @@ class TonyClient:
 
             try:
                 kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
-                self._skein = skein.Client(**kwargs)
+                # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
+                self._skein = skein.Client(log_level="error", **kwargs)
             except Exception as exc:  # noqa: BLE001 - skein raises several kinds
                 raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                                    f"and the ResourceManager up?): {exc}") from exc
