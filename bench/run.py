@@ -39,6 +39,7 @@ TRAINING = REPO / "dags" / "training" / "digits_mwms.py"
 BEHAVE = REPO / "tests" / "integration" / "jobs" / "behave.py"
 COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
 PY = sys.executable
+ALL = ("scale", "startup", "failure", "resume", "training", "tracking")
 
 
 def stats(values: list[float]) -> dict[str, Any]:
@@ -395,7 +396,7 @@ def versions() -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", default="scale,startup,failure,resume,training,tracking")
+    parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
     args = parser.parse_args()
@@ -405,6 +406,10 @@ def main() -> int:
                            "machine": {"cores": os.cpu_count(), "memory_gib": round(
                                os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
                            "repeat": args.repeat, "benchmarks": {}}
+    previous = RESULTS / "latest.json"
+    if previous.exists() and set(wanted) != set(ALL):
+        # A partial run (--only) updates its sections and keeps the others.
+        doc["benchmarks"] = json.loads(previous.read_text()).get("benchmarks", {})
     with TonyClient.from_env() as client:
         for name in wanted:
             started = time.monotonic()
@@ -421,6 +426,7 @@ def main() -> int:
                 doc["benchmarks"][name] = bench_training(args.repeat, airflow_env())
             elif name == "tracking":
                 doc["benchmarks"][name] = bench_tracking(client, args.tracking_seconds, args.concurrent_triggers)
+            doc["benchmarks"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
             print(json.dumps(doc["benchmarks"][name], indent=1), f"({time.monotonic() - started:.0f}s)", flush=True)
             (RESULTS / "latest.json").write_text(json.dumps(doc, indent=2) + "\n")
             (RESULTS / "latest.md").write_text(markdown(doc) + "\n")

@@ -42,6 +42,7 @@ class Stack:
 @pytest.fixture(scope="session")
 def airflow_stack(cluster) -> Iterator[Stack]:
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
+    home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
     up = subprocess.run([*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True,
                         timeout=600)
     try:
@@ -49,7 +50,6 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         exports = subprocess.run([*STACK, "env"], capture_output=True, text=True, check=True).stdout
         port = next(line.split("=", 1)[1] for line in exports.splitlines() if "AIRFLOW__API__PORT" in line)
         url = f"http://127.0.0.1:{port.strip(chr(39))}"
-        home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
         password = json.loads((home / "passwords.json").read_text())["admin"]
         req = urllib.request.Request(f"{url}/auth/token", data=json.dumps(
             {"username": "admin", "password": password}).encode(), headers={"Content-Type": "application/json"})
@@ -57,7 +57,14 @@ def airflow_stack(cluster) -> Iterator[Stack]:
             token = json.load(resp)["access_token"]
         yield Stack(url=url, user="admin", password=password, token=token)
     finally:
+        pids = [int(p.read_text()) for p in (home / "run").glob("*.pid")]
+        postmaster = home / "pgdata" / "postmaster.pid"
+        if postmaster.exists():
+            pids.append(int(postmaster.read_text().split()[0]))
         subprocess.run([*STACK, "down"], capture_output=True, text=True, timeout=300)
+        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()
+                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        assert not left, f"the Airflow stack left processes behind: {left}"
 
 
 @pytest.fixture(scope="session")
