@@ -53,10 +53,19 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}")
     page.get_by_text("success").first.wait_for()
     page.screenshot(path=str(shots_dir / "run-succeeded.png"), full_page=True)
-    links = airflow_stack.api("GET", f"/dags/{DAG}/dagRuns/{run_id}/taskInstances/train/links")
-    yarn_url = links["extra_links"]["YARN application"]
-    assert yarn_url and "/cluster/app/application_" in yarn_url, links
-    page.goto(yarn_url)
+    # The task's extra link, as a user clicks it on the task's page.
+    page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}/tasks/train/details")
+    link = page.get_by_role("link", name="YARN application")
+    yarn_url = link.get_attribute("href")
+    assert yarn_url and "/cluster/app/application_" in yarn_url, yarn_url
+    if link.get_attribute("target") == "_blank":
+        with page.context.expect_page() as opened:
+            link.click()
+        page = opened.value
+        page.wait_for_load_state()
+    else:
+        link.click()
+        page.wait_for_url(yarn_url)
     app_id = yarn_url.rsplit("/", 1)[1]
     assert app_id in page.content()
     page.get_by_text("SUCCEEDED").first.wait_for()
@@ -83,7 +92,7 @@ def test_form_refuses_out_of_range_workers(airflow_stack, page, shots_dir: Path,
     assert all(1 <= r["conf"].get("workers", 2) <= 4 for r in runs(airflow_stack))
 
 
-def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, cluster) -> None:
+def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, page, shots_dir: Path, cluster) -> None:
     run = airflow_stack.api("POST", f"/dags/{DAG}/dagRuns", {"logical_date": None, "conf": {
         "workers": 2, "epochs": 20, "dataset_date": "2026-11-06", "run_label": "slow"}})
     run_id = run["dag_run_id"]
@@ -95,9 +104,15 @@ def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, cluster)
 
     app = wait_until(running_app, 300, "the training application to run")[0]
     wait_until(lambda: task(airflow_stack, run_id)["state"] == "deferred", 120, "the task to be deferred")
-    airflow_stack.api("PATCH", f"/dags/{DAG}/dagRuns/{run_id}/taskInstances/train",
-                      {"new_state": "failed"})
+    # Mark it failed the way a user does: the task's page, "Mark Task Instance as...", Failed, Confirm.
+    page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}/tasks/train")
+    page.get_by_role("button", name="Mark Task Instance as...").click()
+    page.get_by_role("menuitem", name="Failed").click()
+    dialog = page.locator("[role=dialog][data-state=open]")
+    dialog.get_by_role("button", name="Confirm").click()
     marked = time.monotonic()
+    wait_until(lambda: task(airflow_stack, run_id)["state"] == "failed", 30, "the task to be failed")
+    page.screenshot(path=str(shots_dir / "marked-failed.png"), full_page=True)
     final = wait_until(lambda: (a := [x for x in rm_apps(cluster.rm_url, tag="tony-dag:" + DAG)
                                       if x["id"] == app["id"]]) and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
                        and a[0], 60, f"{app['id']} to end")
