@@ -25,7 +25,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
 from airflow_provider_tony.runtime.errors import SpecError
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.client import ACTIVE_YARN_STATES, JobResult
 
@@ -129,7 +129,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if self.env:
             data["env"] = {**(data.get("env") or {}), **self.env}
         if self.python:
-            key = "archive" if self.python.endswith((".tar.gz", ".tgz", ".zip")) else "interpreter"
+            key = "archive" if self.python.endswith(ARCHIVE_SUFFIXES) else "interpreter"
             data["python"] = {key: self.python}
         for role in (data.get("roles") or {}).values():
             # Templates render to text: "{{ params.workers }}" arrives as "2".
@@ -238,8 +238,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         # Re-used an application that had already succeeded: YARN's report is what is left.
         if self._app_id != app_id:
             self._on_app(app_id, context)
-        rep = self.hook.report(app_id)
-        self._result = JobResult(app_id, rep["state"], rep["final_status"], rep["diagnostics"], rep["tracking_url"])
+        self._result = JobResult.from_report(self.hook.report(app_id))
         return self.xcom_result(self._result)
 
     # ------------------------------------------------------------ entry points

@@ -69,8 +69,12 @@ class ApplicationMaster:
             self.tracker.events.append(doc.get("message", ""))
             del self.app.kv[C.KV_EVENT_PREFIX + key]
         for task_id, doc in under(C.KV_EXIT_PREFIX):
-            self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
-                                progress=doc.get("progress"))
+            self.apply_exit(task_id, doc, now)
+
+    def apply_exit(self, task_id: str, doc: dict[str, Any], now: float) -> None:
+        """An executor's exit record (code, stderr tail, last progress) into the tracker."""
+        self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
+                            progress=doc.get("progress"))
 
     def check_containers(self, now: float) -> None:
         """Containers that ended without an exit record: killed, OOM, lost node."""
@@ -85,9 +89,7 @@ class ApplicationMaster:
                 continue
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             if raw is not None:
-                doc = _decode(raw)
-                self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
-                                    progress=doc.get("progress"))
+                self.apply_exit(task_id, _decode(raw), now)
             else:
                 self.tracker.container_ended(
                     task_id, f"container {container.yarn_container_id} {container.state}: "

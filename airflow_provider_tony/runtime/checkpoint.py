@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from airflow_provider_tony.runtime.hdfs_io import hdfs_path, with_retries
+from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
 __all__ = ["CheckpointSync", "DirSync", "LocalCheckpoint", "find_local", "hdfs_path", "remote_checkpoints",
-           "remote_name", "restore_latest", "upload"]
+           "remote_name", "restore_latest", "tensorboard_remote", "upload"]
 
 log = logging.getLogger("tony.checkpoint")
 
@@ -106,6 +107,11 @@ def _stage(ckpt: LocalCheckpoint, local_dir: Path, into: Path) -> None:
                                      f'all_model_checkpoint_paths: "{ckpt.prefix}"\n')
 
 
+def tensorboard_remote(checkpoint_dir: str) -> str:
+    """Where the deciding task mirrors its TensorBoard events and the tensorboard role reads them."""
+    return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
+
+
 def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
     """Steps of the complete checkpoints on HDFS, oldest first (temporaries ignored)."""
     names = client.list(hdfs_path(remote_dir)) if client.status(hdfs_path(remote_dir), strict=False) else []
@@ -120,10 +126,7 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
         client.makedirs(remote_dir)
-        # A failed earlier try may have left this very name behind: uploading
-        # onto it would nest the new copy inside the old partial one.
-        client.delete(tmp, recursive=True)
-        client.upload(tmp, staging, overwrite=True, n_threads=1)
+        upload_to_temporary(client, staging, tmp)
     if client.status(final, strict=False) is not None:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)
     else:

@@ -65,7 +65,6 @@ def task_id_of(key: str, prefix: str) -> str:
 # Files inside every container's working directory.
 RUNTIME_ZIP = "tony_runtime.zip"
 TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
-ENV_ARCHIVE_DIR = "environment"
 
 # Exit codes that mean "try again" (preemption, OOM kill, SIGTERM) as in
 # Kubeflow's exit-code restart policy; the operator marks these retryable.

@@ -36,6 +36,10 @@ from airflow_provider_tony.runtime.tf_config import tf_config_env
 log = logging.getLogger("tony.executor")
 STDERR_TAIL_LINES = 20
 RESTORING_ROLES = frozenset({"chief", "worker"})
+# Inside the container's working directory.
+PROGRESS_FILE = "progress.json"
+MODEL_DIR = "model"
+TENSORBOARD_DIR = "tensorboard"
 
 
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
@@ -58,9 +62,7 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
                      workdir: Path, base: dict[str, str]) -> dict[str, str]:
     """Everything the user process sees, built from pure pieces."""
     task_id = f"{role}:{index}"
-    env = dict(base)
-    env.update(spec.env)
-    env.update(spec.roles[role].env)
+    env = {**base, **spec.role_env(role)}
     env.pop(C.ENV_TF_CONFIG, None)
     env.update(tf_config_env(cluster["addresses"], task_id))
     env.update(gpu_env(cluster.get("gpus", {}).get(task_id, [])))
@@ -72,10 +74,10 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
         C.ENV_ATTEMPT: base.get(C.ENV_ATTEMPT, "1"),
         C.ENV_CLUSTER_SPEC: json.dumps(cluster["addresses"], sort_keys=True),
         C.ENV_NUM_TASKS: json.dumps(cluster.get("num_tasks", {}), sort_keys=True),
-        C.ENV_PROGRESS_FILE: str(workdir / "progress.json"),
+        C.ENV_PROGRESS_FILE: str(workdir / PROGRESS_FILE),
         C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
-        C.ENV_MODEL_DIR: str(workdir / "model"),
-        C.ENV_TENSORBOARD_DIR: str(workdir / "tensorboard"),
+        C.ENV_MODEL_DIR: str(workdir / MODEL_DIR),
+        C.ENV_TENSORBOARD_DIR: str(workdir / TENSORBOARD_DIR),
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -150,7 +152,7 @@ class UserProcess:
         self.pump.join(timeout=5)
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
-        if self.extra and code == 0 or self.extra and code == 143:
+        if self.extra and code in (0, 143):
             code = 75  # ours, and retryable
         return code, [*self.tail, *self.extra]
 
@@ -172,7 +174,7 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
     step, source = found
     user_env[C.ENV_RESTORED_STEP] = str(step)
     user_env[C.ENV_RESTORED_FROM] = source
-    own = checkpoint.hdfs_path(spec.checkpoint.dir).rstrip("/") + "/"
+    own = hdfs_io.hdfs_path(spec.checkpoint.dir).rstrip("/") + "/"
     user_env[C.ENV_RESTORED_KIND] = "resume" if source.startswith(own) else "warm_start"
     report_event(app, task_id, f"{task_id} restored checkpoint step {step} from {source} "
                  f"in {time.monotonic() - started:.2f}s")
@@ -186,9 +188,9 @@ def report_event(app: Any, task_id: str, message: str) -> None:
 
 
 def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], task_id: str, code: int,
-                 tail: list[str]) -> tuple[int, list[str]]:
+                 tail: list[str], upload_tag: str) -> tuple[int, list[str]]:
     """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS."""
-    local = workdir / "model"
+    local = workdir / MODEL_DIR
     target = spec.checkpoint.model_dir
     if not local.is_dir() or not any(local.iterdir()):
         report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
@@ -197,7 +199,7 @@ def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], ta
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
     try:
-        remote = hdfs_io.publish_dir(client, str(local), target, f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}")
+        remote = hdfs_io.publish(client, str(local), target, upload_tag)
     except Exception as exc:  # noqa: BLE001 - becomes the task's failure
         return 75, [*tail, f"model export to {target} failed: {exc}"]
     report_event(app, task_id, f"{task_id} exported the model to {remote}")
@@ -212,6 +214,9 @@ def main() -> int:
     spec = decode_spec(env[C.ENV_JOB_SPEC])
     role, index = task_identity(env)
     task_id = f"{role}:{index}"
+    is_decider = task_id == spec.decider_task()
+    # Names this process's temporary uploads: unique per try and per process.
+    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}"
     app = skein.ApplicationClient.from_current()
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
     workdir = Path.cwd()
@@ -224,7 +229,7 @@ def main() -> int:
     registration = {"host": host, "port": sock.getsockname()[1], "pid": os.getpid(),
                     "container_id": env.get(C.ENV_YARN_CONTAINER_ID), "gpus_local": local_gpus,
                     "gpus_pinned": pinned}
-    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / "progress.json")
+    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE)
     heartbeat.start()
     app.kv[C.kv_register(task_id)] = json.dumps(registration).encode()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration["port"])
@@ -246,17 +251,16 @@ def main() -> int:
     user = UserProcess(argv, user_env, workdir, sock)
     heartbeat.user_started = True
     sync = None
-    if hdfs is not None and task_id == spec.decider_task():
+    if hdfs is not None and is_decider:
         sync = checkpoint.CheckpointSync(
             hdfs, ckpt_dir, spec.checkpoint.dir, keep=spec.checkpoint.keep,
             poll_interval=spec.checkpoint.poll_interval, window=spec.checkpoint.upload_failure_window,
-            tag=f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}",
+            tag=upload_tag,
             # A warm start's steps belong to another run: ours count from scratch.
             start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
             on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"), on_fatal=user.fail)
         sync.start()
-        tb_sync = checkpoint.DirSync(hdfs, workdir / "tensorboard",
-                                     f"{checkpoint.hdfs_path(spec.checkpoint.dir).rstrip('/')}/{C.TENSORBOARD_SUBDIR}",
+        tb_sync = checkpoint.DirSync(hdfs, workdir / TENSORBOARD_DIR, checkpoint.tensorboard_remote(spec.checkpoint.dir),
                                      interval=max(5.0, spec.checkpoint.poll_interval), push=True)
         tb_sync.start()
     code, tail = user.wait()
@@ -267,14 +271,14 @@ def main() -> int:
         if not sync.flush(timeout=window) and code == 0:
             code, tail = 75, [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: "
                               f"{sync.last_error}"]
-    if code == 0 and task_id == spec.decider_task() and spec.checkpoint.model_dir:
-        code, tail = export_model(app, spec, workdir, env, task_id, code, tail)
+    if code == 0 and is_decider and spec.checkpoint.model_dir:
+        code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
     heartbeat.stop_event.set()
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
     app.kv[C.kv_exit(task_id)] = json.dumps(
         {"exit_code": code, "stderr_tail": tail, "time": time.time(),
-         "progress": progress_api.read(workdir / "progress.json")}).encode()
+         "progress": progress_api.read(workdir / PROGRESS_FILE)}).encode()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""WebHDFS from inside containers: atomic publish of a local directory.
+"""WebHDFS from inside containers (and the submitting side): atomic publish of files and directories.
 
 TensorFlow 2.21 cannot write ``hdfs://`` paths, so the executor moves files
 with the ``hdfs`` package. A directory becomes visible under its final name
@@ -52,8 +52,18 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_delay:
     raise AssertionError("unreachable")
 
 
-def publish_dir(client: Any, local_dir: str, remote: str, tag: str) -> str:
-    """Upload ``local_dir`` as ``remote``: temporary name first, then rename into place.
+def upload_to_temporary(client: Any, local: str, tmp: str) -> None:
+    """Upload ``local`` (a file or a directory) as ``tmp``, the first half of an atomic publish.
+
+    A failed earlier try may have left this very name behind: uploading onto it
+    would nest the new copy inside the old partial one, so it goes first.
+    """
+    client.delete(tmp, recursive=True)
+    client.upload(tmp, local, overwrite=True, n_threads=1)
+
+
+def publish(client: Any, local: str, remote: str, tag: str) -> str:
+    """Upload ``local`` (a file or a directory) as ``remote``: temporary name first, then rename.
 
     An existing ``remote`` is moved aside (``<remote>.previous``) only after
     the new copy is complete, so the old one is never lost to a failed upload.
@@ -62,7 +72,7 @@ def publish_dir(client: Any, local_dir: str, remote: str, tag: str) -> str:
     tmp = f"{remote}.tmp-{tag}"
     parent = remote.rsplit("/", 1)[0] or "/"
     with_retries(f"mkdir {parent}", lambda: client.makedirs(parent))
-    with_retries(f"upload {local_dir}", lambda: client.upload(tmp, local_dir, overwrite=True, n_threads=1))
+    with_retries(f"upload {local}", lambda: upload_to_temporary(client, local, tmp))
     if client.status(remote, strict=False) is not None:
         previous = f"{remote}.previous"
         client.delete(previous, recursive=True)

@@ -37,6 +37,7 @@ from airflow_provider_tony.runtime.errors import SpecError
 
 __all__ = [
     "ARCHIVE_ALIAS",
+    "ARCHIVE_SUFFIXES",
     "ROLE_ORDER",
     "SUCCESS_POLICIES",
     "Acls",
@@ -74,7 +75,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # cluster wiring (TF_CONFIG) or GPU isolation (CUDA_VISIBLE_DEVICES).
 _RESERVED_ENV = frozenset({"TF_CONFIG", "CUDA_VISIBLE_DEVICES"})
 _RESERVED_ENV_PREFIX = "TONY_"
-_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 _HDFS = "hdfs://"
 # YARN's own limits on application tags (ApplicationSubmissionContext.checkTags).
 _MAX_TAGS = 10
@@ -377,7 +378,7 @@ class PythonEnv(_Spec):
         fix = "give a .tar.gz, .tgz or .zip made by venv-pack/conda-pack, as a local absolute path or hdfs:// URL"
         self.archive = None if self.archive is None else _location(self.archive, "archive", fix)
         if self.archive is not None:
-            _check(self.archive.endswith(_ARCHIVE_SUFFIXES), "archive", f"{self.archive!r} is not an archive; {fix}")
+            _check(self.archive.endswith(ARCHIVE_SUFFIXES), "archive", f"{self.archive!r} is not an archive; {fix}")
             _check(
                 self.interpreter is None,
                 "archive",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
-from airflow_provider_tony.runtime.checkpoint import DirSync
+from airflow_provider_tony.runtime.checkpoint import DirSync, tensorboard_remote
 from airflow_provider_tony.runtime.transport import decode_spec
 
 
@@ -23,8 +23,7 @@ def main() -> int:
     logdir.mkdir(parents=True, exist_ok=True)
     client = hdfs_io.client_from_env()
     if client is not None and spec.checkpoint.dir:
-        remote = f"{hdfs_io.hdfs_path(spec.checkpoint.dir).rstrip('/')}/{C.TENSORBOARD_SUBDIR}"
-        DirSync(client, logdir, remote, interval=5.0, push=False).start()
+        DirSync(client, logdir, tensorboard_remote(spec.checkpoint.dir), interval=5.0, push=False).start()
     from tensorboard import program  # noqa: PLC0415 - only in this role's environment
 
     board = program.TensorBoard()

@@ -19,7 +19,7 @@ import skein
 
 import airflow_provider_tony
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import ARCHIVE_ALIAS, JobSpec
 from airflow_provider_tony.runtime.transport import encode_spec
 
 PACKAGE_DIR = Path(airflow_provider_tony.__file__).resolve().parent
@@ -67,7 +67,7 @@ def _file(source: str, archive: bool = False) -> skein.File:
 def job_files(spec: JobSpec, python_archive_source: str | None) -> dict[str, skein.File]:
     files = {C.RUNTIME_ZIP: skein.File(source=str(runtime_zip_path()), type="file")}
     if python_archive_source:
-        files[C.ENV_ARCHIVE_DIR] = _file(python_archive_source, archive=True)
+        files[ARCHIVE_ALIAS] = _file(python_archive_source, archive=True)
     for dest, source in spec.files.items():
         files[dest] = _file(source)
     for role in spec.roles.values():

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.spec import ClusterInfo, JobSpec, validate_against_cluster, validate_local_files
 
 log = logging.getLogger(__name__)
 
-FINAL_YARN_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
 ACTIVE_YARN_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 
 
@@ -40,6 +40,11 @@ class JobResult:
     diagnostics: str
     tracking_url: str | None
     am_state: dict[str, Any] | None = None
+
+    @classmethod
+    def from_report(cls, rep: dict[str, Any], am_state: dict[str, Any] | None = None) -> JobResult:
+        """From ``TonyClient.report()`` of an application that has ended."""
+        return cls(rep["app_id"], rep["state"], rep["final_status"], rep["diagnostics"], rep["tracking_url"], am_state)
 
     @property
     def succeeded(self) -> bool:
@@ -204,9 +209,7 @@ class TonyClient:
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
         client = self.hdfs()
         if client.status(remote, strict=False) is None:
-            tmp = remote + f".uploading-{os.getpid()}"
-            client.upload(tmp, archive, overwrite=True)
-            client.rename(tmp, remote)
+            publish(client, archive, remote, f"submit-{os.getpid()}")
             log.info("uploaded python environment %s to %s", archive, remote)
         fs = self._default_fs()
         return f"{fs}{remote}"
@@ -225,7 +228,7 @@ class TonyClient:
         self.validate(spec)
         archive = spec.python.archive
         if archive:
-            python, archive_source = f"./{C.ENV_ARCHIVE_DIR}/bin/python", self.stage_archive(archive)
+            python, archive_source = spec.python.python_command(), self.stage_archive(archive)
         else:
             python, archive_source = spec.python.interpreter or sys.executable, None
         if extra_tags:
@@ -373,7 +376,7 @@ class TonyClient:
             return None
         # Ended. The final state document is the richest account; YARN's
         # diagnostics are the durable one.
-        return JobResult(app_id, state, rep["final_status"], rep["diagnostics"], rep["tracking_url"], watch.am_state)
+        return JobResult.from_report(rep, watch.am_state)
 
     @staticmethod
     def _emit_progress(doc: dict[str, Any], watch: Watch, emit: Callable[[str], None]) -> None:
@@ -405,4 +408,4 @@ class TonyClient:
             time.sleep(poll_interval)
 
 
-__all__ = ["JobResult", "TonyClient", "SpecError"]
+__all__ = ["JobResult", "TonyClient", "Watch"]
