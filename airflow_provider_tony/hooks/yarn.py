@@ -81,11 +81,13 @@ class YarnHook(BaseHook):
         self._client = TonyClient(rm_url=rm_url, webhdfs_url=webhdfs_url, webhdfs_user=webhdfs_user,
                                   base_path=extra.get("base_path"), principal=extra.get("principal"),
                                   keytab=extra.get("keytab"))
-        self.log.info("YARN cluster %s (queue %s)", rm_url, self.default_queue)
+        self.log.info("YARN cluster %s (default queue %s)", rm_url, self._extra.get("queue") or "default")
         return self._client
 
     @property
     def default_queue(self) -> str:
+        """The connection's queue, for jobs that name none."""
+        self.get_conn()  # reads the connection's extras
         return str(self._extra.get("queue") or "default")
 
     @property

@@ -126,6 +126,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         data = self._job_dict()
         ti = context["ti"]
         data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
+        data.setdefault("queue", self.hook.default_queue)
         if self.env:
             data["env"] = {**(data.get("env") or {}), **self.env}
         if self.python:

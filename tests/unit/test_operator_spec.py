@@ -12,6 +12,7 @@ from airflow_provider_tony.runtime.errors import SpecError
 
 class FakeHook:
     base_path = "/user/airflow/tony"
+    default_queue = "training"
 
 
 def context(run_id: str = "scheduled__2026-11-29T02:30:00+00:00", map_index: int = -1) -> dict[str, Any]:
@@ -54,6 +55,12 @@ def test_rendered_numbers_become_ints_and_defaults_fill_in() -> None:
     assert "tony" in spec.tags
     # HDFS names allow no ':' and the dir is the same for every try of the run.
     assert spec.checkpoint.dir == "/user/airflow/tony/checkpoints/nightly/train/scheduled__2026-11-29T02_30_00_00_00"
+
+
+def test_queue_comes_from_the_connection_unless_the_job_names_one() -> None:
+    assert operator().build_spec(context()).queue == "training"
+    named = operator(job={"queue": "default", "roles": {"worker": {"command": ["true"]}}})
+    assert named.build_spec(context()).queue == "default"
 
 
 def test_mapped_tasks_get_their_own_checkpoint_dir() -> None:
