@@ -9,6 +9,7 @@ path is one) never reach the logs: the hook logs only the RM URL and queue.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -34,6 +35,7 @@ class YarnHook(BaseHook):
         super().__init__(**kwargs)
         self.yarn_conn_id = yarn_conn_id
         self._client: TonyClient | None = None
+        self._client_lock = threading.Lock()  # TonyTrigger shares one hook across threads
         self._extra: dict[str, Any] = {}
 
     # ------------------------------------------------------------ connection
@@ -64,8 +66,10 @@ class YarnHook(BaseHook):
         return None, None
 
     def get_conn(self) -> TonyClient:
-        if self._client is not None:
-            return self._client
+        with self._client_lock:
+            return self._client or self._connect()
+
+    def _connect(self) -> TonyClient:
         rm_url, extra = self._resolve()
         self._extra = extra
         # skein's driver and the Hadoop client read these from the environment.
@@ -95,9 +99,10 @@ class YarnHook(BaseHook):
         return self.get_conn().base_path
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     def test_connection(self) -> tuple[bool, str]:
         """Reach the ResourceManager and say what it sees (Airflow's "Test" button)."""

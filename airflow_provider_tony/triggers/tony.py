@@ -8,12 +8,38 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import Counter
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.yarn.client import Watch
+
+
+# One hook (so one skein driver JVM, ~100 MiB and a share of a core) per
+# connection per triggerer process, shared by every TonyTrigger polling
+# through it; without this, 20 deferred jobs meant 20 JVMs. Touched only from
+# the triggerer's event loop thread; the last user closes it.
+_SHARED_HOOKS: dict[str, YarnHook] = {}
+_USERS: Counter[str] = Counter()
+
+
+def _acquire_hook(conn_id: str) -> YarnHook:
+    hook = _SHARED_HOOKS.get(conn_id)
+    if hook is None:
+        hook = _SHARED_HOOKS[conn_id] = YarnHook(conn_id)
+    _USERS[conn_id] += 1
+    return hook
+
+
+async def _release_hook(conn_id: str) -> None:
+    _USERS[conn_id] -= 1
+    if _USERS[conn_id] <= 0:
+        del _USERS[conn_id]
+        hook = _SHARED_HOOKS.pop(conn_id, None)
+        if hook is not None:
+            await asyncio.to_thread(hook.close)
 
 
 class TonyTrigger(BaseTrigger):
@@ -41,7 +67,7 @@ class TonyTrigger(BaseTrigger):
             "startup_timeout": self.startup_timeout, "am_stale_timeout": self.am_stale_timeout})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = YarnHook(self.yarn_conn_id)
+        hook = _acquire_hook(self.yarn_conn_id)
         watch = Watch()
         try:
             while True:
@@ -58,13 +84,13 @@ class TonyTrigger(BaseTrigger):
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:
-            await asyncio.to_thread(hook.close)
+            await _release_hook(self.yarn_conn_id)
 
     async def on_kill(self) -> None:
         """Marked failed/cleared while deferred: the YARN application must not outlive the task."""
-        hook = YarnHook(self.yarn_conn_id)
+        hook = _acquire_hook(self.yarn_conn_id)
         try:
             await asyncio.to_thread(hook.kill, self.app_id)
             self.log.info("killed %s", self.app_id)
         finally:
-            await asyncio.to_thread(hook.close)
+            await _release_hook(self.yarn_conn_id)

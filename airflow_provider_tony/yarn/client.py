@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -95,6 +96,7 @@ class TonyClient:
         self._principal = principal
         self._keytab = keytab  # a path; never logged
         self._skein: Any = None
+        self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
 
     @classmethod
@@ -116,6 +118,10 @@ class TonyClient:
     @property
     def skein(self) -> Any:
         """One skein driver per client, started on first use (a JVM: ~2 s)."""
+        with self._skein_lock:
+            return self._skein or self._start_driver()
+
+    def _start_driver(self) -> Any:
         if self._skein is None:
             import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
 
@@ -129,9 +135,10 @@ class TonyClient:
         return self._skein
 
     def close(self) -> None:
-        if self._skein is not None:
-            self._skein.close()
-            self._skein = None
+        with self._skein_lock:
+            if self._skein is not None:
+                self._skein.close()
+                self._skein = None
         self._apps.clear()
 
     def __enter__(self) -> TonyClient:

@@ -1,4 +1,9 @@
-"""The DAG the training-overhead benchmark runs: the example script through TonyOperator."""
+"""The DAGs the benchmarks run through TonyOperator (``airflow dags test``).
+
+bench_train: the example training script, for the training-overhead benchmark.
+bench_fail: two workers, one of which hangs or dies on request, for the time
+from the failure to the Airflow task failing.
+"""
 from __future__ import annotations
 
 import sys
@@ -9,10 +14,21 @@ from airflow.sdk import DAG, Param
 
 from airflow_provider_tony.operators.tony import TonyOperator
 
-SCRIPT = str(Path(__file__).resolve().parents[2] / "dags" / "training" / "digits_mwms.py")
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = str(REPO / "dags" / "training" / "digits_mwms.py")
+BEHAVE = str(REPO / "tests" / "integration" / "jobs" / "behave.py")
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+PARAMS = {"args": Param([], type="array")}
 
-with DAG("bench_train", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-         render_template_as_native_obj=True, params={"args": Param([], type="array")}):
+with DAG("bench_train", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
+         params=PARAMS):
     TonyOperator(task_id="train", poll_interval=2.0, job={
         "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": SCRIPT, "args": "{{ params.args }}"}},
         "python": {"interpreter": sys.executable}, "heartbeat_timeout": 60})
+
+with DAG("bench_fail", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
+         params=PARAMS):
+    # Heartbeat every 1 s, silence > 5 s is a hang; the operator polls every 1 s.
+    TonyOperator(task_id="train", poll_interval=1.0, retries=0, job={
+        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": "{{ params.args }}"}},
+        "python": {"interpreter": sys.executable}, "heartbeat_interval": 1, "heartbeat_timeout": 5})
