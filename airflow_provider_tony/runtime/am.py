@@ -23,7 +23,7 @@ from typing import Any
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.transport import decode_spec
-from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics
+from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 
 log = logging.getLogger("tony.am")
 # How long the final state stays readable for a client that has not yet
@@ -108,8 +108,7 @@ class ApplicationMaster:
 
     def publish_state(self, now: float, force: bool = False) -> None:
         doc = self.tracker.document(now, time.time(), self.seq, self.app_id)
-        body = json.dumps({k: v for k, v in doc.items() if k not in ("am_heartbeat", "seq", "elapsed")},
-                          sort_keys=True)
+        body = material(doc)
         if force or body != self.last_doc or now - self.last_publish >= self.spec.heartbeat_interval:
             self.seq += 1
             doc["seq"] = self.seq

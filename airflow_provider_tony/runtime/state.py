@@ -8,6 +8,7 @@ only input/output around a ``JobTracker``.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,6 +327,23 @@ class JobTracker:
             "timeline": dict(self.timeline),
             "am_started_wall": round(wall - (now - self.started), 3),
         }
+
+
+# Fields of the state document that change on every look (clocks, progress).
+# A change in these alone waits for the next heartbeat interval to be
+# published; anything else (a task's state, an event, a milestone, the
+# verdict) goes out on the next tick. Publishing every 0.25 s tick because a
+# "seconds since heartbeat" moved kept skein's AM JVM busy for nothing.
+_VOLATILE = ("am_heartbeat", "seq", "elapsed", "am_started_wall", "progress")
+_VOLATILE_TASK = ("seconds_since_heartbeat", "progress")
+
+
+def material(doc: dict[str, Any]) -> str:
+    """The state document without its ever-changing fields, as a comparable string."""
+    view = {k: v for k, v in doc.items() if k not in _VOLATILE}
+    view["tasks"] = {tid: {k: v for k, v in task.items() if k not in _VOLATILE_TASK}
+                     for tid, task in doc.get("tasks", {}).items()}
+    return json.dumps(view, sort_keys=True, default=str)
 
 
 def final_diagnostics(verdict: Verdict, app_id: str) -> str:

@@ -1,6 +1,7 @@
 """The DAGs the benchmarks run through TonyOperator (``airflow dags test``).
 
 bench_train: the example training script, for the training-overhead benchmark.
+bench_start: one short worker, for the operator's own start-up.
 bench_fail: two workers, one of which hangs or dies on request, for the time
 from the failure to the Airflow task failing.
 """
@@ -22,7 +23,7 @@ PARAMS = {"args": Param([], type="array")}
 
 with DAG("bench_train", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
          params=PARAMS):
-    TonyOperator(task_id="train", poll_interval=2.0, job={
+    TonyOperator(task_id="train", job={
         "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": SCRIPT, "args": "{{ params.args }}"}},
         "python": {"interpreter": sys.executable}, "heartbeat_timeout": 60})
 
@@ -32,3 +33,9 @@ with DAG("bench_fail", schedule=None, start_date=START, catchup=False, render_te
     TonyOperator(task_id="train", poll_interval=1.0, retries=0, job={
         "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": "{{ params.args }}"}},
         "python": {"interpreter": sys.executable}, "heartbeat_interval": 1, "heartbeat_timeout": 5})
+
+with DAG("bench_start", schedule=None, start_date=START, catchup=False):
+    # One worker that reports and exits: the operator's own start-up before YARN.
+    TonyOperator(task_id="train", retries=0, job={
+        "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
+        "python": {"interpreter": sys.executable}})

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.runtime.state import JobTracker, TaskState, Verdict, final_diagnostics
+from airflow_provider_tony.runtime.state import JobTracker, TaskState, Verdict, final_diagnostics, material
 
 APP_ID = "application_1700000000000_0042"
 T0 = 1000.0  # the tracker's start on the AM's monotonic clock
@@ -698,3 +698,15 @@ def test_late_gpu_task_does_not_take_gpus_already_granted() -> None:
     late = tr.cluster_doc(T0 + 30)["gpus"]
     assert late["worker:0"] == first  # what the running worker applied as CUDA_VISIBLE_DEVICES
     assert not set(late["tensorboard:0"]) & set(first)
+
+
+def test_material_view_ignores_clocks_and_progress_but_not_state_changes() -> None:
+    """The AM republishes at once only on a material change; clocks and progress ride the interval."""
+    tr = make_tracker({"worker": 2})
+    start(tr)
+    first = material(tr.document(T0 + 2, 1000.0, 1, "app"))
+    beat(tr, "worker:0", 2, T0 + 2.5, step=5, total_steps=100)
+    later = tr.document(T0 + 3, 1001.2, 2, "app")
+    assert material(later) == first, "a moved clock or a progress step alone must not count"
+    tr.exited("worker:1", 3, ["boom"], T0 + 3.5)
+    assert material(tr.document(T0 + 3.5, 1001.7, 3, "app")) != first, "a task's exit must count"
