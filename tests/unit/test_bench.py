@@ -1,0 +1,52 @@
+"""The benchmark harness's own logic (no cluster): it must not rot between `make bench` runs.
+
+No timing is asserted here; figures belong to bench/results, not to tests.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import proctree  # noqa: E402
+import run  # noqa: E402
+
+
+def test_scale_simulation_reports_cpu_and_document_size_per_task_count() -> None:
+    out = run.bench_scale()
+    assert set(out) == {"100_tasks", "1000_tasks"}
+    for figures in out.values():
+        assert figures["cpu_ms_per_heartbeat_round"] >= 0
+    assert out["1000_tasks"]["state_document_kib"] > 5 * out["100_tasks"]["state_document_kib"]
+
+
+def test_stats_and_markdown_table() -> None:
+    assert run.stats([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    assert run.stats([]) == {"n": 0}
+    doc = {"date": "d", "machine": {"cores": 2, "memory_gib": 24}, "versions": {"python": "3.11"},
+           "benchmarks": {"failure": {"sigkill": {"to_am_failed": run.stats([1.0, 2.0])}, "note": "x"}}}
+    text = run.markdown(doc)
+    assert "| sigkill / to_am_failed | 1.5 | 1.0 | 2.0 | 2 |" in text
+    assert "| note | x | | | |" in text
+
+
+def test_airflow_log_time_is_the_lines_own_timestamp() -> None:
+    line = "2026-11-29T18:20:11.325027Z [info     ] Task instance state updated"
+    assert run._log_time(line) == pytest.approx(1795976411.325027)
+
+
+def test_process_tree_usage_counts_children() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.pid in proctree.tree(os.getpid())
+        usage = proctree.usage(os.getpid())
+        assert usage["cpu"] > 0 and usage["rss_mib"] > 10 and usage["jvms"] == 0
+    finally:
+        child.kill()
+        child.wait()
