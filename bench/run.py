@@ -111,11 +111,11 @@ def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
 TRAINING_ARGS = ["--epochs", "6", "--steps-per-epoch", "100", "--partition", "bench"]
 
 
-def bench_training(repeat: int, airflow_env: dict[str, str]) -> dict[str, Any]:
+def bench_training(pairs: int, airflow_env: dict[str, str]) -> dict[str, Any]:
     """Pairs run back to back, in alternating order, so that drift on the shared
     machine hits both sides alike; the headline is the median of the pair ratios."""
     hand, yarn, ratios = [], [], []
-    for i in range(repeat):
+    for i in range(pairs):
         if i % 2 == 0:
             a = by_hand(TRAINING_ARGS)
             b = via_operator(TRAINING_ARGS, airflow_env)
@@ -191,16 +191,27 @@ def skein_floor(client: TonyClient, workers: int) -> float:
     return took
 
 
-def tf_yarn_status() -> str:
-    """Whether the skein-based peer can run here, in its own venv, with the TensorFlow it needs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([PY, "-m", "venv", f"{tmp}/v"], check=True)
-        out = subprocess.run([f"{tmp}/v/bin/pip", "install", "--dry-run", "-q", "tf-yarn"], capture_output=True,
-                             text=True, timeout=600)
-    if out.returncode == 0:
-        return "installable (not run: see notes)"
-    last = [line for line in (out.stderr or out.stdout).splitlines() if line.strip()][-3:]
-    return f"cannot install on Python {platform.python_version()}: " + " | ".join(last)
+def tf_yarn_venv() -> tuple[Path | None, str]:
+    """tf-yarn's own venv (bench/tf_yarn_setup.sh), made on first use; (python, why not)."""
+    venv = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")) / "tf-yarn-venv"
+    out = subprocess.run(["bash", str(REPO / "bench" / "tf_yarn_setup.sh"), str(venv)], capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode != 0:
+        last = [line for line in (out.stderr + out.stdout).splitlines() if line.strip()][-3:]
+        return None, "tf-yarn could not be installed: " + " | ".join(last)
+    return venv / "bin" / "python", ""
+
+
+def tf_yarn_startup(python: Path, workers: int, repeat: int) -> list[dict[str, Any]]:
+    """tf-yarn (skein-based peer) on the same cluster: submit -> user code started in all workers."""
+    out = subprocess.run([str(python), str(REPO / "bench" / "tf_yarn_peer.py"), "--workers", str(workers),
+                          "--repeat", str(repeat), "--return-grace", "0"], capture_output=True, text=True,
+                         timeout=900 * repeat)
+    runs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    failed = [r["error"] for r in runs if "error" in r]
+    if failed or not runs:
+        raise RuntimeError("tf-yarn did not run: " + ("; ".join(failed) or out.stderr[-2000:]))
+    return runs
 
 
 def operator_to_submitted(airflow_env: dict[str, str]) -> float:
@@ -221,15 +232,31 @@ def operator_to_submitted(airflow_env: dict[str, str]) -> float:
 def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"operator_execute_to_submitted": stats([operator_to_submitted(airflow_env)
                                                                    for _ in range(repeat)])}
+    tf_yarn, why_not = tf_yarn_venv()
     for workers in (1, 2, 4, 8):
         runs = [tony_startup(client, workers) for _ in range(repeat)]
         floor = [skein_floor(client, workers) for _ in range(repeat)]
         phases = {k: stats([r[k] for r in runs]) for k in runs[0]}
-        out[f"{workers}_workers"] = {
+        row = out[f"{workers}_workers"] = {
             **phases, "bare_skein_all_started": stats(floor),
             "ratio_user_code_started_over_floor": round(phases["user_code_started"]["median"]
                                                         / stats(floor)["median"], 3)}
-    out["tf_yarn"] = tf_yarn_status()
+        if tf_yarn is None:
+            row["tf_yarn"] = why_not
+            continue
+        try:
+            peer = tf_yarn_startup(tf_yarn, workers, repeat)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            row["tf_yarn"] = str(exc)[:500]
+            continue
+        row["tf_yarn_user_code_started"] = stats([r["user_code_started"] for r in peer])
+        row["tf_yarn_app_finished"] = stats([r["all_done"] for r in peer])
+        row["ratio_tf_yarn_over_tony_user_code_started"] = round(
+            row["tf_yarn_user_code_started"]["median"] / phases["user_code_started"]["median"], 2)
+    out["tf_yarn_setup"] = (
+        "tf-yarn 0.7.0 + tensorflow-cpu 2.15.1 in its own venv (bench/tf_yarn_setup.sh); its environment "
+        "ships as a cluster-pack pex on HDFS, unpacked per submission (tf-yarn's default); the body only "
+        "records the time, like behave.py here; run_on_yarn's log fetching after the end is not timed")
     return out
 
 
@@ -487,6 +514,8 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
+    parser.add_argument("--training-pairs", type=int, default=6,
+                        help="by-hand/TonyOperator pairs for the training benchmark (noisier than the others)")
     args = parser.parse_args()
     wanted = args.only.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -511,7 +540,7 @@ def main() -> int:
             elif name == "resume":
                 doc["benchmarks"][name] = bench_resume(client, args.repeat)
             elif name == "training":
-                doc["benchmarks"][name] = bench_training(args.repeat, airflow_env())
+                doc["benchmarks"][name] = bench_training(args.training_pairs, airflow_env())
             elif name == "tracking":
                 doc["benchmarks"][name] = bench_tracking(client, args.tracking_seconds, args.concurrent_triggers)
             doc["benchmarks"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")

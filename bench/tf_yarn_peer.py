@@ -19,17 +19,18 @@ machine (the only node). One JSON line per run, seconds from just before the
 ``run_on_yarn`` call: ``user_code_started`` (the last of the N bodies),
 ``all_done`` (the ResourceManager's finish time) and ``returned`` (when
 ``run_on_yarn`` came back; it polls every 10 s and then retries fetching
-aggregated logs, which this cluster does not keep). The skein driver is started
-before the clock, as in our own benchmark.
+aggregated logs, which this cluster does not keep; null when it hung and was
+interrupted, see ``watchdog``). The skein driver is started before the clock,
+as in our own benchmark.
 """
 from __future__ import annotations
 
-import _thread
 import argparse
 import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -40,8 +41,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-NAME = "tf-yarn-peer"
+NAME = f"tf-yarn-peer-{os.getpid()}"  # cleanup kills only this invocation's apps
 FINAL = ("FINISHED", "FAILED", "KILLED")
+GRACE = 120  # tf-yarn polls every 10 s, then tries 15 x 3 s for aggregated logs
 
 
 def conf(name: str) -> str:
@@ -64,14 +66,15 @@ def rm_app(app_id: str) -> dict[str, Any]:
         return json.load(resp)["app"]
 
 
-def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: bool, timeout: float) -> dict[str, Any]:
+def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: bool, timeout: float,
+            grace: float = GRACE) -> dict[str, Any]:
     import skein
     from tf_yarn import TaskSpec
     from tf_yarn.distributed.client import run_on_yarn
 
     marks = work / f"marks-{uuid.uuid4().hex[:8]}"
     marks.mkdir()
-    if fresh_pex_root:  # tf-yarn's own default is a fresh /tmp/<uuid> per submission; ours is removed afterwards
+    if fresh_pex_root:  # tf-yarn's own default is a fresh /tmp/<uuid> per submission (~1.6 GB unpacked)
         os.environ["PEX_ROOT"] = str(work / f"pex-root-{uuid.uuid4().hex[:8]}")
 
     def body(local_rank: int, marks: str = str(marks)) -> None:  # runs in each container
@@ -84,11 +87,32 @@ def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: b
             f.write(f"{now} {_os.environ.get('SKEIN_APPLICATION_ID', '')}")
         _os.rename(name + ".tmp", name)
 
+    def started() -> list[list[str]]:
+        return [p.read_text().split() for p in marks.iterdir() if not p.name.endswith(".tmp")]
+
+    done = threading.Event()
+    hung: list[str] = []
+
+    def watchdog() -> None:
+        # tf-yarn can hang for good after its app ends: skein's kv.events() waits, without a timeout, for the
+        # watch to be acknowledged, and never learns that the stream died. SIGINT (tf-yarn catches it) frees it.
+        app_id = None
+        while not done.wait(0.5):
+            if app_id is None and (got := started()):
+                app_id = got[0][1]
+            app = rm_app(app_id) if app_id else {}
+            if app.get("state") in FINAL and time.time() - app["finishedTime"] / 1000 >= grace:
+                hung.append(f"run_on_yarn had not returned {grace}s after the app ended")
+            elif time.time() - t0 > timeout:
+                hung.append(f"timed out after {timeout}s")
+            if hung and not done.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+
     client = skein.Client(log_level="error")  # tf-yarn closes it when the run ends
-    watchdog = threading.Timer(timeout, _thread.interrupt_main)  # tf-yarn kills its app on KeyboardInterrupt
     error = None
     t0 = time.time()
-    watchdog.start()
+    threading.Thread(target=watchdog, daemon=True).start()
     try:  # in the main thread: tf-yarn installs a SIGINT handler
         with contextlib.redirect_stdout(sys.stderr):  # tf-yarn print()s its progress; stdout is for the JSON
             run_on_yarn(body, {"worker": TaskSpec(memory=memory, vcores=1, instances=workers)},
@@ -96,19 +120,23 @@ def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: b
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported in the JSON line
         error = f"{type(exc).__name__}: {exc}"
     finally:
-        watchdog.cancel()
+        done.set()
     returned = time.time()
-    starts = [p.read_text().split() for p in marks.iterdir() if not p.name.endswith(".tmp")]
+    if fresh_pex_root:
+        shutil.rmtree(os.environ["PEX_ROOT"], ignore_errors=True)
+    starts = started()
     if len(starts) < workers:
-        raise RuntimeError(error or f"only {len(starts)}/{workers} bodies started")
+        raise RuntimeError("; ".join(hung) or error or f"only {len(starts)}/{workers} bodies started")
     app_id = starts[0][1]
     while (app := rm_app(app_id))["state"] not in FINAL:
         time.sleep(0.1)
     result = {"workers": workers, "user_code_started": round(max(float(s[0]) for s in starts) - t0, 3),
               "all_done": round(app["finishedTime"] / 1000 - t0, 3), "app_id": app_id,
-              "returned": round(returned - t0, 3), "final_status": app["finalStatus"]}
-    if error:
-        result["error"] = error
+              "returned": None if hung else round(returned - t0, 3), "final_status": app["finalStatus"]}
+    if grace == 0 and hung:  # asked for: the figures are in, the log fetching is not timed
+        result["interrupted_after_app_end"] = True
+    elif hung or error:
+        result["error"] = "; ".join(hung) or error
     return result
 
 
@@ -121,12 +149,15 @@ def main() -> int:
     ap.add_argument("--local-env", action="store_true", help="hand skein the local pex (uploaded on each submit)")
     ap.add_argument("--warm-pex-root", action="store_true", help="one PEX_ROOT for all runs (unpacked once)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--return-grace", type=float, default=GRACE,
+                    help="seconds after the app ends to wait for run_on_yarn to return; 0: interrupt it at once "
+                         "(its log fetching retries for ~50 s on a cluster without log aggregation)")
     args = ap.parse_args()
 
     # cluster-pack runs `pex` from PATH; the venv may not be activated.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     work = Path(tempfile.mkdtemp(prefix="tf-yarn-peer-"))
-    staged = f"/tmp/{NAME}-{uuid.uuid4().hex[:8]}"
+    staged = f"/tmp/{NAME}"
     try:
         import cluster_pack
         import skein
@@ -142,11 +173,12 @@ def main() -> int:
                 webhdfs("PUT", f"{staged}/{Path(pex).name}", "CREATE", f, os.path.getsize(pex))
             pyenv = f"{conf('fs.defaultFS')}{staged}/{Path(pex).name}"
             print(f"pex staged on HDFS in {time.time() - t:.1f}s", file=sys.stderr)
-        if args.warm_pex_root:
+        if args.warm_pex_root:  # unpack once, in a run that is not reported
             os.environ["PEX_ROOT"] = str(work / "pex-root")
+            print(f"warm-up: {json.dumps(one_run(pyenv, 1, args.memory, work, False, args.timeout))}", file=sys.stderr)
         for _ in range(args.repeat):
-            print(json.dumps(one_run(pyenv, args.workers, args.memory, work, not args.warm_pex_root, args.timeout)),
-                  flush=True)
+            print(json.dumps(one_run(pyenv, args.workers, args.memory, work, not args.warm_pex_root, args.timeout,
+                                     args.return_grace)), flush=True)
         return 0
     except Exception as exc:  # noqa: BLE001 - one machine-readable line, whatever went wrong
         print(json.dumps({"workers": args.workers, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
