@@ -5,7 +5,7 @@ from the task executor. Uses tf-keras (Keras 2): Keras 3's ``fit`` does not
 run under MultiWorkerMirroredStrategy in TensorFlow 2.21. The data ships
 inside scikit-learn, so nothing is downloaded.
 
-    --epochs N --steps-per-epoch N --learning-rate F --partition S --model-dir PATH
+    --epochs N --steps-per-epoch N --batch-size N --hidden N --learning-rate F --partition S --model-dir PATH
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps-per-epoch", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=64, help="width of the hidden layer (the benchmark uses a wider one)")
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--partition", default="all", help="data partition label (e.g. a date); any text")
     p.add_argument("--model-dir", default=None, help="where the chief saves the final model")
@@ -114,7 +115,7 @@ def main(argv: list[str]) -> int:
     with strategy.scope():
         model = tf_keras.Sequential([
             tf_keras.layers.Input(shape=(64,)),
-            tf_keras.layers.Dense(64, activation="relu"),
+            tf_keras.layers.Dense(args.hidden, activation="relu"),
             tf_keras.layers.Dense(10, activation="softmax"),
         ])
         model.compile(optimizer=tf_keras.optimizers.SGD(learning_rate=args.learning_rate),

@@ -45,8 +45,9 @@ def test_process_tree_usage_counts_children() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         assert child.pid in proctree.tree(os.getpid())
-        usage = proctree.usage(os.getpid())
-        assert usage["cpu"] > 0 and usage["rss_mib"] > 10 and usage["jvms"] == 0
+        mine, its = proctree.usage(os.getpid()), proctree.usage(child.pid)
+        assert its["rss_mib"] > 1 and its["jvms"] == 0
+        assert mine["cpu"] > its["cpu"] and mine["rss_mib"] > its["rss_mib"], "the child counts in the tree"
     finally:
         child.kill()
         child.wait()
