@@ -134,8 +134,9 @@ def bench_training(pairs: int, airflow_env: dict[str, str]) -> dict[str, Any]:
             "pair_ratio_tony_over_hand": stats(ratios),
             "ratio_tony_over_hand": round(statistics.median(ratios), 3),
             "ratio_of_medians": round(statistics.median(yarn) / statistics.median(hand), 3), "target_ratio": 0.97,
-            "note": "2 tf-keras MWMS workers on sklearn digits, 6 epochs x 100 steps; on both sides a local checkpoint "
-                    "per epoch and TensorBoard events (uploaded to HDFS under TonY); epoch 1 (tracing) not timed"}
+            "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on both sides "
+                    "a local checkpoint per epoch and TensorBoard events (uploaded to HDFS under TonY); the first "
+                    "epoch (tracing) is not timed"}
 
 
 # ---------------------------------------------------------------- 2. start-up latency
