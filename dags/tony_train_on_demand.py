@@ -26,6 +26,8 @@ with DAG(
         "workers": Param(2, type="integer", minimum=1, maximum=4, title="Workers",
                          description="TensorFlow workers (1-4)"),
         "epochs": Param(3, type="integer", minimum=1, maximum=20, title="Epochs"),
+        "steps_per_epoch": Param(20, type="integer", minimum=5, maximum=1000, title="Steps per epoch",
+                                 description="Batches per epoch (5-1000): how long the run trains"),
         "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"),
         "strategy": Param("multi_worker_mirrored", enum=["multi_worker_mirrored", "parameter_server"],
                           title="Distribution strategy"),
@@ -41,18 +43,19 @@ with DAG(
         """The JobSpec for the chosen strategy; the operator validates it again."""
         assert params is not None
         common = ["--learning-rate", str(params["learning_rate"])]
+        steps = int(params.get("steps_per_epoch", 20))
         if params["strategy"] == "parameter_server":
             script = str(TRAINING / "digits_ps.py")
             roles = {
                 "chief": {"memory": "1 GiB", "script": script,
-                          "args": ["--steps", str(20 * int(params["epochs"])), *common]},
+                          "args": ["--steps", str(steps * int(params["epochs"])), *common]},
                 "worker": {"instances": int(params["workers"]), "memory": "1 GiB", "script": script},
                 "ps": {"memory": "768 MiB", "script": script},
             }
         else:
             roles = {"worker": {"instances": int(params["workers"]), "memory": "1 GiB",
                                 "script": str(TRAINING / "digits_mwms.py"),
-                                "args": ["--epochs", str(params["epochs"]), "--steps-per-epoch", "20",
+                                "args": ["--epochs", str(params["epochs"]), "--steps-per-epoch", str(steps),
                                          "--partition", f"{params['dataset_date']}/{params['run_label']}", *common]}}
         return {"name": "on-demand-digits", "roles": roles, "heartbeat_timeout": 60, "deadline": 3600}
 

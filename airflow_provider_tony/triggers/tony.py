@@ -38,8 +38,8 @@ async def _release_hook(conn_id: str) -> None:
     if _USERS[conn_id] <= 0:
         del _USERS[conn_id]
         hook = _SHARED_HOOKS.pop(conn_id, None)
-        if hook is not None:
-            await asyncio.to_thread(hook.close)
+        if hook is not None:  # shielded: a second cancel must not leave its driver JVM running
+            await asyncio.shield(asyncio.to_thread(hook.close))
 
 
 class TonyTrigger(BaseTrigger):
@@ -87,10 +87,19 @@ class TonyTrigger(BaseTrigger):
             await _release_hook(self.yarn_conn_id)
 
     async def on_kill(self) -> None:
-        """Marked failed/cleared while deferred: the YARN application must not outlive the task."""
-        hook = _acquire_hook(self.yarn_conn_id)
-        try:
-            await asyncio.to_thread(hook.kill, self.app_id)
-            self.log.info("killed %s", self.app_id)
-        finally:
-            await _release_hook(self.yarn_conn_id)
+        """Marked failed/cleared while deferred: the YARN application must not outlive the task.
+
+        The triggerer may cancel ``on_kill`` itself shortly after calling it,
+        so the kill runs to its end in a thread of its own, shielded, with a
+        hook of its own: closing a shared one here could stop the very driver
+        the kill is still using.
+        """
+        def kill_and_close() -> None:
+            hook = YarnHook(self.yarn_conn_id)
+            try:
+                hook.kill(self.app_id)
+                self.log.info("killed %s", self.app_id)
+            finally:
+                hook.close()
+
+        await asyncio.shield(asyncio.to_thread(kill_and_close))

@@ -94,7 +94,8 @@ def test_form_refuses_out_of_range_workers(airflow_stack, page, shots_dir: Path,
 
 def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, page, shots_dir: Path, cluster) -> None:
     run = airflow_stack.api("POST", f"/dags/{DAG}/dagRuns", {"logical_date": None, "conf": {
-        "workers": 2, "epochs": 20, "dataset_date": "2026-11-06", "run_label": "slow"}})
+        # 20 x 1000 steps: minutes of training, so the run is still going when it is marked failed.
+        "workers": 2, "epochs": 20, "steps_per_epoch": 1000, "dataset_date": "2026-11-06", "run_label": "slow"}})
     run_id = run["dag_run_id"]
     tag = f"tony-run:{run_id.lower()}"
 
