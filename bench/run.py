@@ -40,6 +40,7 @@ TRAINING = REPO / "dags" / "training" / "digits_mwms.py"
 BEHAVE = REPO / "tests" / "integration" / "jobs" / "behave.py"
 COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
 PY = sys.executable
+AIRFLOW = str(Path(PY).parent / "airflow")  # the venv's CLI, for the DAG-driven benchmarks
 ALL = ("scale", "startup", "failure", "resume", "training", "tracking")
 
 
@@ -102,7 +103,7 @@ def by_hand(steps_args: list[str]) -> float:
 def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
     """The same script through TonyOperator (airflow dags test) on YARN."""
     conf = json.dumps({"args": steps_args})
-    out = subprocess.run([str(Path(PY).parent / "airflow"), "dags", "test", "bench_train", "--conf", conf],
+    out = subprocess.run([AIRFLOW, "dags", "test", "bench_train", "--conf", conf],
                          env=airflow_env, capture_output=True, text=True, timeout=900)
     text = out.stdout + out.stderr
     found = re.findall(r'"train_steps_per_s": ([\d.]+)', text)
@@ -226,7 +227,7 @@ def operator_to_submitted(airflow_env: dict[str, str]) -> float:
     work before ``submit`` (connection, skein driver JVM start, re-attach
     lookup, staging the runtime archive).
     """
-    out = subprocess.run([str(Path(PY).parent / "airflow"), "dags", "test", "bench_start"], env=airflow_env,
+    out = subprocess.run([AIRFLOW, "dags", "test", "bench_start"], env=airflow_env,
                          capture_output=True, text=True, timeout=600)
     lines = (out.stdout + out.stderr).splitlines()
     started = next(line for line in lines if "YARN cluster http" in line and line[:4].isdigit())
@@ -288,7 +289,7 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     import threading
 
     conf = json.dumps({"args": [mode, "--index", "1"]})
-    proc = subprocess.Popen([str(Path(PY).parent / "airflow"), "dags", "test", "bench_fail", "--conf", conf],
+    proc = subprocess.Popen([AIRFLOW, "dags", "test", "bench_fail", "--conf", conf],
                             env=airflow_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
@@ -475,7 +476,7 @@ def airflow_env() -> dict[str, str]:
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "bench-airflow"
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "bench" / "dags")}
-    subprocess.run([str(Path(PY).parent / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True)
     return env
 
 

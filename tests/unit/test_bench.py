@@ -42,7 +42,8 @@ def test_airflow_log_time_is_the_lines_own_timestamp() -> None:
 
 
 def test_process_tree_usage_counts_children() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    # Blocks on its stdin until killed: alive for exactly as long as the test needs it.
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert child.pid in proctree.tree(os.getpid())
         mine, its = proctree.usage(os.getpid()), proctree.usage(child.pid)
@@ -50,4 +51,4 @@ def test_process_tree_usage_counts_children() -> None:
         assert mine["cpu"] > its["cpu"] and mine["rss_mib"] > its["rss_mib"], "the child counts in the tree"
     finally:
         child.kill()
-        child.wait()
+        child.communicate()  # reaps it and closes its stdin pipe
