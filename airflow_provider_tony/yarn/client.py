@@ -122,16 +122,16 @@ class TonyClient:
             return self._skein or self._start_driver()
 
     def _start_driver(self) -> Any:
-        if self._skein is None:
-            import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
+        """Called under ``_skein_lock`` when no driver runs yet."""
+        import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
 
-            try:
-                kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
-                # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
-                self._skein = skein.Client(log_level="error", **kwargs)
-            except Exception as exc:  # noqa: BLE001 - skein raises several kinds
-                raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
-                                   f"and the ResourceManager up?): {exc}") from exc
+        try:
+            kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
+            # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
+            self._skein = skein.Client(log_level="error", **kwargs)
+        except Exception as exc:  # noqa: BLE001 - skein raises several kinds
+            raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
+                               f"and the ResourceManager up?): {exc}") from exc
         return self._skein
 
     def close(self) -> None:
