@@ -112,28 +112,39 @@ def tensorboard_remote(checkpoint_dir: str) -> str:
     return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
 
 
-def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
-    """Steps of the complete checkpoints on HDFS, oldest first (temporaries ignored)."""
-    names = client.list(hdfs_path(remote_dir)) if client.status(hdfs_path(remote_dir), strict=False) else []
+def _steps(names: Any) -> list[int]:
     return sorted(int(m.group(1)) for n in names if (m := REMOTE_RE.match(n)))
 
 
+def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
+    """Steps of the complete checkpoints on HDFS, oldest first (temporaries ignored)."""
+    names = client.list(hdfs_path(remote_dir)) if client.status(hdfs_path(remote_dir), strict=False) else []
+    return _steps(names)
+
+
 def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str, keep: int, tag: str) -> str:
-    """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep``."""
+    """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep``.
+
+    Every WebHDFS call is a NameNode operation on the nodes that train, so
+    there are no extra ones: writing the temporary copy creates the folders,
+    and one listing afterwards says both whether this step is already there
+    and what to prune.
+    """
     remote_dir = hdfs_path(remote_dir).rstrip("/")
-    final = f"{remote_dir}/{remote_name(ckpt.step)}"
-    tmp = f"{remote_dir}/.tmp-{remote_name(ckpt.step)}-{tag}"
+    name = remote_name(ckpt.step)
+    tmp = f"{remote_dir}/.tmp-{name}-{tag}"
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
-        client.makedirs(remote_dir)
         upload_to_temporary(client, staging, tmp)
-    if client.status(final, strict=False) is not None:  # the same step again (a retry): keep the first
+    names = set(client.list(remote_dir))
+    if name in names:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)
     else:
-        client.rename(tmp, final)
-    for old in remote_checkpoints(client, remote_dir)[:-keep]:
+        client.rename(tmp, f"{remote_dir}/{name}")
+        names.add(name)
+    for old in _steps(names)[:-keep]:
         client.delete(f"{remote_dir}/{remote_name(old)}", recursive=True)
-    return final
+    return f"{remote_dir}/{name}"
 
 
 def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path) -> tuple[int, str] | None:

@@ -451,6 +451,14 @@ def test_upload_prunes_to_newest_keep(fake: FakeHdfs, local: Path) -> None:
     assert sorted(fake.list(REMOTE)) == ["ckpt-000000000030", "ckpt-000000000040", "tensorboard"]
 
 
+def test_upload_makes_no_namenode_call_it_does_not_need(fake: FakeHdfs, local: Path) -> None:
+    publish(fake, local, 10)
+    fake.calls.clear()
+    publish(fake, local, 20)
+    # Clear a leftover temporary, write the copy, one listing (step there? what to prune?), publish.
+    assert [name for name, _ in fake.calls] == ["delete", "upload", "list", "rename"]
+
+
 def test_upload_older_step_never_displaces_newer(fake: FakeHdfs, local: Path) -> None:
     publish(fake, local, 30, keep=1)
     publish(fake, local, 20, keep=1)
