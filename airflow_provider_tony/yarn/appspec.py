@@ -21,6 +21,7 @@ import airflow_provider_tony
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.spec import ARCHIVE_ALIAS, JobSpec
 from airflow_provider_tony.runtime.transport import encode_spec
+from airflow_provider_tony.yarn.jvm import java_tool_options
 
 PACKAGE_DIR = Path(airflow_provider_tony.__file__).resolve().parent
 
@@ -118,7 +119,7 @@ def build_application_spec(spec: JobSpec, *, python: str, python_archive_source:
         master=skein.Master(
             resources=skein.Resources(memory=f"{spec.am_memory} MiB", vcores=spec.am_vcores),
             files=files,
-            env=env,
+            env={"JAVA_TOOL_OPTIONS": java_tool_options(), **env},  # skein's AM JVM: see yarn/jvm.py
             script=_launch_script(python, "airflow_provider_tony.runtime.am"),
         ),
         services=services,

@@ -25,6 +25,7 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.spec import ClusterInfo, JobSpec, validate_against_cluster, validate_local_files
+from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class TonyClient:
         try:
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
-            self._skein = skein.Client(log_level="error", **kwargs)
+            self._skein = skein.Client(log_level="error", java_options=list(JVM_OPTIONS), **kwargs)
         except Exception as exc:  # noqa: BLE001 - skein raises several kinds
             raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                                f"and the ResourceManager up?): {exc}") from exc
