@@ -27,6 +27,7 @@ from typing import Any
 from airflow_provider_tony.runtime import checkpoint
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
+from airflow_provider_tony.runtime import priority
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -250,6 +251,7 @@ def main() -> int:
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     user = UserProcess(argv, user_env, workdir, sock)
     heartbeat.user_started = True
+    priority.lower()  # the user process is forked: from now on ours yield to it
     sync = None
     if hdfs is not None and is_decider:
         sync = checkpoint.CheckpointSync(
