@@ -112,7 +112,7 @@ def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
     return float(found[-1])
 
 
-TRAINING_ARGS = ["--epochs", "6", "--steps-per-epoch", "60", "--batch-size", "1024", "--hidden", "2048",
+TRAINING_ARGS = ["--epochs", "12", "--steps-per-epoch", "60", "--batch-size", "1024", "--hidden", "2048",
                  "--partition", "bench"]
 
 
@@ -520,7 +520,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
-    parser.add_argument("--training-pairs", type=int, default=6,
+    parser.add_argument("--training-pairs", type=int, default=8,
                         help="by-hand/TonyOperator pairs for the training benchmark (noisier than the others)")
     args = parser.parse_args()
     wanted = args.only.split(",")
