@@ -52,3 +52,23 @@ def test_process_tree_usage_counts_children() -> None:
     finally:
         child.kill()
         child.communicate()  # reaps it and closes its stdin pipe
+
+
+def _fake_peer(tmp_path: Path, lines: list[str]) -> Path:
+    """A stand-in for tf-yarn's venv python: prints the peer's JSON lines, whatever it is asked."""
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines))
+    script.chmod(0o755)
+    return script
+
+
+def test_tf_yarn_runs_that_failed_are_kept_apart_from_the_timed_ones(tmp_path: Path) -> None:
+    python = _fake_peer(tmp_path, ['{"user_code_started": 20.0, "all_done": 24.0}', '{"error": "ApplicationError: "}'])
+    runs = run.tf_yarn_startup(python, workers=2, repeat=2)
+    assert [r.get("error") for r in runs] == [None, "ApplicationError: "]
+
+
+def test_tf_yarn_that_never_ran_says_why(tmp_path: Path) -> None:
+    python = _fake_peer(tmp_path, ['{"error": "no NodeManager"}'])
+    with pytest.raises(RuntimeError, match="tf-yarn did not run: no NodeManager"):
+        run.tf_yarn_startup(python, workers=1, repeat=1)
