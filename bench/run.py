@@ -208,16 +208,20 @@ def tf_yarn_venv() -> tuple[Path | None, str]:
     return venv / "bin" / "python", ""
 
 
-def tf_yarn_startup(python: Path, workers: int, repeat: int) -> list[dict[str, Any]]:
-    """tf-yarn (skein-based peer) on the same cluster: submit -> user code started in all workers."""
+def tf_yarn_startup(python: Path, workers: int, repeat: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """tf-yarn (skein-based peer) on the same cluster: submit -> user code started in all workers.
+
+    Returns the timed runs and the errors of the runs that failed (reported beside them).
+    """
     out = subprocess.run([str(python), str(REPO / "bench" / "tf_yarn_peer.py"), "--workers", str(workers),
                           "--repeat", str(repeat), "--return-grace", "0"], capture_output=True, text=True,
                          timeout=900 * repeat)
     runs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if not any("error" not in r for r in runs):
-        failed = [r["error"] for r in runs]
-        raise RuntimeError("tf-yarn did not run: " + ("; ".join(failed) or out.stderr[-2000:]))
-    return runs  # failed runs (with "error") are reported beside the timed ones
+    timed = [r for r in runs if "error" not in r]
+    errors = [r["error"] for r in runs if "error" in r]
+    if not timed:
+        raise RuntimeError("tf-yarn did not run: " + ("; ".join(errors) or out.stderr[-2000:]))
+    return timed, errors
 
 
 def operator_to_submitted(airflow_env: dict[str, str]) -> float:
@@ -251,16 +255,15 @@ def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
             row["tf_yarn"] = why_not
             continue
         try:
-            peer = tf_yarn_startup(tf_yarn, workers, repeat)
+            peer, errors = tf_yarn_startup(tf_yarn, workers, repeat)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             row["tf_yarn"] = str(exc)[:500]
             continue
-        ok = [r for r in peer if "error" not in r]
-        if len(ok) < len(peer):
-            row["tf_yarn_failed_runs"] = f"{len(peer) - len(ok)} of {len(peer)}: " + "; ".join(
-                r["error"][:200] for r in peer if "error" in r)
-        row["tf_yarn_user_code_started"] = stats([r["user_code_started"] for r in ok])
-        row["tf_yarn_app_finished"] = stats([r["all_done"] for r in ok])
+        if errors:
+            row["tf_yarn_failed_runs"] = f"{len(errors)} of {len(peer) + len(errors)}: " + "; ".join(
+                e[:200] for e in errors)
+        row["tf_yarn_user_code_started"] = stats([r["user_code_started"] for r in peer])
+        row["tf_yarn_app_finished"] = stats([r["all_done"] for r in peer])
         row["ratio_tf_yarn_over_tony_user_code_started"] = round(
             row["tf_yarn_user_code_started"]["median"] / phases["user_code_started"]["median"], 2)
     out["tf_yarn_setup"] = (
