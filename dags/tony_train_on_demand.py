@@ -43,7 +43,7 @@ with DAG(
         """The JobSpec for the chosen strategy; the operator validates it again."""
         assert params is not None
         common = ["--learning-rate", str(params["learning_rate"])]
-        steps = int(params.get("steps_per_epoch", 20))
+        steps = int(params["steps_per_epoch"])
         if params["strategy"] == "parameter_server":
             script = str(TRAINING / "digits_ps.py")
             roles = {

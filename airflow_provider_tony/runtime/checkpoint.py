@@ -132,6 +132,7 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     """
     remote_dir = hdfs_path(remote_dir).rstrip("/")
     name = remote_name(ckpt.step)
+    final = f"{remote_dir}/{name}"
     tmp = f"{remote_dir}/.tmp-{name}-{tag}"
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
@@ -140,11 +141,11 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     if name in names:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)
     else:
-        client.rename(tmp, f"{remote_dir}/{name}")
+        client.rename(tmp, final)
         names.add(name)
     for old in _steps(names)[:-keep]:
         client.delete(f"{remote_dir}/{remote_name(old)}", recursive=True)
-    return f"{remote_dir}/{name}"
+    return final
 
 
 def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path) -> tuple[int, str] | None:
