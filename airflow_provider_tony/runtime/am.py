@@ -178,6 +178,7 @@ def main() -> int:
     priority.lower()
     if priority.is_skein_am(os.getppid()):
         priority.lower(os.getppid())
+        priority.lower_session()  # the container's session: skein's JVM, this process
     app = skein.ApplicationClient.from_current()
     app_id = os.environ.get(C.ENV_SKEIN_APPLICATION_ID, "")
     try:
