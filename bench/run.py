@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -75,6 +76,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _tf_config(ports: list[int], index: int) -> str:
+    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}})
+
+
+def _steps_per_s(text: str, what: str) -> float:
+    rate = re.findall(r"TRAIN_STEPS_PER_S=([\d.]+)", text)
+    if not rate:
+        raise RuntimeError(f"no steps/s from the {what}:\n{text[-3000:]}")
+    return float(rate[-1])
+
+
+def _cpu_idle_fraction(window: float = 1.0) -> float:
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+    idle0, all0 = sample()
+    time.sleep(window)
+    idle1, all1 = sample()
+    return (idle1 - idle0) / max(1, all1 - all0)
+
+
+def quiet_machine(timeout: float = 60.0) -> None:
+    """Waits until the cores are 90 % idle: the previous run's tail (a JVM
+    exiting, YARN cleaning up a container, Airflow closing) must not fall into
+    the next run's timed phase. Goes on after ``timeout`` whatever the load."""
+    try:
+        wait(lambda: _cpu_idle_fraction() >= 0.9, timeout, "a quiet machine", interval=0)
+    except TimeoutError:
+        print(f"  the machine did not quieten within {timeout:.0f}s; measuring anyway", flush=True)
+
+
 def by_hand(steps_args: list[str]) -> float:
     """Two local processes with a hand-made TF_CONFIG: the floor.
 
@@ -84,20 +118,45 @@ def by_hand(steps_args: list[str]) -> float:
     what TonY adds: executor, AM, HDFS uploads, Airflow.
     """
     ports = [_free_port(), _free_port()]
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(2):
             env = {**os.environ, "PYTHONPATH": str(REPO), "TONY_CHECKPOINT_DIR": f"{tmp}/ckpt-{index}",
-                   "TONY_TENSORBOARD_DIR": f"{tmp}/tensorboard-{index}",
-                   "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})}
+                   "TONY_TENSORBOARD_DIR": f"{tmp}/tensorboard-{index}", "TF_CONFIG": _tf_config(ports, index)}
             procs.append(subprocess.Popen([PY, str(TRAINING), *steps_args], env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, text=True))
         outs = [p.communicate(timeout=600)[0] for p in procs]
-    rate = re.findall(r"TRAIN_STEPS_PER_S=([\d.]+)", outs[0])
-    if not rate:
-        raise RuntimeError(f"no steps/s from the by-hand run:\n{outs[0][-3000:]}")
-    return float(rate[-1])
+    return _steps_per_s(outs[0], "by-hand run")
+
+
+def on_bare_yarn(client: TonyClient, steps_args: list[str]) -> float:
+    """The same two processes as YARN containers of a bare skein application
+    (no TonY AM, no executor, no Airflow): what running on YARN costs by itself.
+
+    The single-node cluster shares this machine's file system, so worker 0
+    writes its output where this process reads it.
+    """
+    import skein
+
+    ports = [_free_port(), _free_port()]
+    with tempfile.TemporaryDirectory() as tmp:
+        services = {}
+        for index in range(2):
+            env = {"PYTHONPATH": str(REPO), "TONY_CHECKPOINT_DIR": "ckpt", "TONY_TENSORBOARD_DIR": "tensorboard",
+                   "TF_CONFIG": _tf_config(ports, index)}
+            command = shlex.join([PY, str(TRAINING), *steps_args])
+            exports = "; ".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())  # skein's env is not quoted
+            services[f"worker{index}"] = skein.Service(
+                resources=skein.Resources(memory="1 GiB", vcores=1),
+                script=f"{exports}; {command} > {shlex.quote(f'{tmp}/out-{index}')}")
+        spec = skein.ApplicationSpec(name="bench-bare-training", queue="default", tags=["tony-bench"],
+                                     services=services)
+        app_id = client.skein.submit(spec)
+        rep = wait(lambda: (r := client.report(app_id))["state"] in ("FINISHED", "FAILED", "KILLED") and r, 600,
+                   f"{app_id} to end", interval=0.5)
+        if rep["final_status"] != "SUCCEEDED":
+            raise RuntimeError(f"bare skein training {app_id} ended {rep['final_status']}: {rep['diagnostics']}")
+        return _steps_per_s(Path(f"{tmp}/out-0").read_text(), f"bare skein application {app_id}")
 
 
 def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
@@ -116,28 +175,41 @@ TRAINING_ARGS = ["--epochs", "12", "--steps-per-epoch", "60", "--batch-size", "1
                  "--partition", "bench"]
 
 
-def bench_training(pairs: int, airflow_env: dict[str, str]) -> dict[str, Any]:
-    """Pairs run back to back, in alternating order, so that drift on the shared
-    machine hits both sides alike; the headline is the median of the pair ratios."""
-    hand, yarn, ratios = [], [], []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a = by_hand(TRAINING_ARGS)
-            b = via_operator(TRAINING_ARGS, airflow_env)
-        else:
-            b = via_operator(TRAINING_ARGS, airflow_env)
-            a = by_hand(TRAINING_ARGS)
-        hand.append(a)
-        yarn.append(b)
-        ratios.append(b / a)
-        print(f"  pair {i + 1}: by hand {a:.1f} steps/s, TonyOperator {b:.1f} steps/s, ratio {b / a:.3f}", flush=True)
-    return {"by_hand_steps_per_s": stats(hand), "tony_operator_steps_per_s": stats(yarn),
-            "pair_ratio_tony_over_hand": stats(ratios),
-            "ratio_tony_over_hand": round(statistics.median(ratios), 3),
-            "ratio_of_medians": round(statistics.median(yarn) / statistics.median(hand), 3), "target_ratio": 0.97,
-            "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on both sides "
-                    "a local checkpoint per epoch and TensorBoard events (uploaded to HDFS under TonY); the first "
-                    "epoch (tracing) is not timed"}
+def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str]) -> dict[str, Any]:
+    """Rounds of three runs back to back (by hand, bare YARN, TonyOperator), the
+    order rotating each round, each started on a quiet machine, so that drift
+    on the shared machine hits every side alike; the headline is the median of
+    the per-round ratios TonyOperator / by hand."""
+    arms: dict[str, Callable[[], float]] = {
+        "by_hand": lambda: by_hand(TRAINING_ARGS),
+        "bare_yarn": lambda: on_bare_yarn(client, TRAINING_ARGS),
+        "tony_operator": lambda: via_operator(TRAINING_ARGS, airflow_env),
+    }
+    names = list(arms)
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(rounds):
+        for name in names[i % 3:] + names[:i % 3]:
+            quiet_machine()
+            runs[name].append(arms[name]())
+        print("  round {}: by hand {:.1f}, bare YARN {:.1f}, TonyOperator {:.1f} steps/s".format(
+            i + 1, *(runs[name][-1] for name in names)), flush=True)
+
+    def ratios(top: str, bottom: str) -> list[float]:
+        return [a / b for a, b in zip(runs[top], runs[bottom])]
+
+    tony_hand = ratios("tony_operator", "by_hand")
+    return {"by_hand_steps_per_s": stats(runs["by_hand"]), "bare_yarn_steps_per_s": stats(runs["bare_yarn"]),
+            "tony_operator_steps_per_s": stats(runs["tony_operator"]),
+            "pair_ratio_tony_over_hand": stats(tony_hand),
+            "pair_ratio_bare_yarn_over_hand": stats(ratios("bare_yarn", "by_hand")),
+            "pair_ratio_tony_over_bare_yarn": stats(ratios("tony_operator", "bare_yarn")),
+            "ratio_tony_over_hand": round(statistics.median(tony_hand), 3),
+            "ratio_of_medians": round(statistics.median(runs["tony_operator"]) / statistics.median(runs["by_hand"]),
+                                      3), "target_ratio": 0.97,
+            "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on every side "
+                    "a local checkpoint per epoch and TensorBoard events (under TonyOperator also uploaded to "
+                    "HDFS); bare YARN: the same two processes as containers of a skein application without TonY; "
+                    "the first epoch (tracing) is not timed"}
 
 
 # ---------------------------------------------------------------- 2. start-up latency
@@ -527,8 +599,9 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
-    parser.add_argument("--training-pairs", type=int, default=8,
-                        help="by-hand/TonyOperator pairs for the training benchmark (noisier than the others)")
+    parser.add_argument("--training-rounds", type=int, default=8,
+                        help="rounds of by hand / bare YARN / TonyOperator for the training benchmark "
+                             "(noisier than the others)")
     args = parser.parse_args()
     wanted = args.only.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -553,7 +626,7 @@ def main() -> int:
             elif name == "resume":
                 doc["benchmarks"][name] = bench_resume(client, args.repeat)
             elif name == "training":
-                doc["benchmarks"][name] = bench_training(args.training_pairs, airflow_env())
+                doc["benchmarks"][name] = bench_training(client, args.training_rounds, airflow_env())
             elif name == "tracking":
                 doc["benchmarks"][name] = bench_tracking(client, args.tracking_seconds, args.concurrent_triggers)
             doc["benchmarks"][name]["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")

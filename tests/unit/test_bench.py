@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,27 @@ def test_tf_yarn_that_never_ran_says_why(tmp_path: Path) -> None:
     python = _fake_peer(tmp_path, ['{"error": "no NodeManager"}'])
     with pytest.raises(RuntimeError, match="tf-yarn did not run: no NodeManager"):
         run.tf_yarn_startup(python, workers=1, repeat=1)
+
+
+def test_training_rounds_rotate_the_order_and_report_each_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+
+    def arm(name: str, rate: float) -> Any:
+        return lambda *_args: order.append(name) or rate
+
+    monkeypatch.setattr(run, "quiet_machine", lambda: order.append("quiet"))
+    monkeypatch.setattr(run, "by_hand", arm("hand", 30.0))
+    monkeypatch.setattr(run, "on_bare_yarn", arm("bare", 28.5))
+    monkeypatch.setattr(run, "via_operator", arm("tony", 27.0))
+    out = run.bench_training(client=None, rounds=3, airflow_env={})  # type: ignore[arg-type]
+    runs = [name for name in order if name != "quiet"]
+    assert runs == ["hand", "bare", "tony", "bare", "tony", "hand", "tony", "hand", "bare"]
+    assert order.count("quiet") == 9  # before every run
+    assert out["ratio_tony_over_hand"] == 0.9
+    assert out["pair_ratio_bare_yarn_over_hand"]["median"] == 0.95
+    assert out["pair_ratio_tony_over_bare_yarn"]["median"] == round(27.0 / 28.5, 3)
+    assert out["tony_operator_steps_per_s"]["n"] == 3
+
+
+def test_the_idle_fraction_is_a_fraction() -> None:
+    assert 0.0 <= run._cpu_idle_fraction(window=0.05) <= 1.0
