@@ -85,7 +85,12 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
 
 
 class Heartbeat(threading.Thread):
-    """Writes a beat (with the latest user progress) every heartbeat interval."""
+    """Writes a beat (with the latest user progress) every heartbeat interval.
+
+    A change the AM waits for (the user process has started) is sent at once
+    through ``nudge`` rather than at the next interval, so a long interval
+    slows no start-up.
+    """
 
     def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path) -> None:
         super().__init__(name="tony-heartbeat", daemon=True)
@@ -96,6 +101,7 @@ class Heartbeat(threading.Thread):
         self.user_started = False
         self.restored_step: int | None = None
         self.stop_event = threading.Event()
+        self.wake = threading.Event()
         self.seq = 0
 
     def beat(self) -> None:
@@ -105,13 +111,22 @@ class Heartbeat(threading.Thread):
                    "progress": progress_api.read(self.progress_file)}
         self.app.kv[self.key] = json.dumps(payload).encode()
 
+    def nudge(self) -> None:
+        """Beat now instead of at the end of the current interval."""
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
                 self.beat()
             except Exception as exc:  # noqa: BLE001 - a missed beat is the AM's to judge
                 log.warning("heartbeat failed: %s", exc)
-            self.stop_event.wait(self.interval)
+            self.wake.wait(self.interval)
+            self.wake.clear()
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -251,6 +266,7 @@ def main() -> int:
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     user = UserProcess(argv, user_env, workdir, sock)
     heartbeat.user_started = True
+    heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it
     sync = None
     if hdfs is not None and is_decider:
@@ -275,7 +291,7 @@ def main() -> int:
                               f"{sync.last_error}"]
     if code == 0 and is_decider and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
-    heartbeat.stop_event.set()
+    heartbeat.stop()
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
     app.kv[C.kv_exit(task_id)] = json.dumps(
