@@ -188,7 +188,7 @@ def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str])
     names = list(arms)
     runs: dict[str, list[float]] = {name: [] for name in names}
     for i in range(rounds):
-        for name in names[i % 3:] + names[:i % 3]:
+        for name in names[i % len(names):] + names[:i % len(names)]:
             quiet_machine()
             runs[name].append(arms[name]())
         print("  round {}: by hand {:.1f}, bare YARN {:.1f}, TonyOperator {:.1f} steps/s".format(

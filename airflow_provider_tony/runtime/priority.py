@@ -21,10 +21,12 @@ session is one scheduling entity with the weight of a nice-0 task, and YARN
 starts every container in a session of its own, so a container full of nice
 10 threads still competes with a TensorFlow worker's container as an equal.
 The AM container holds nothing but TonY, so the AM also moves its whole
-session to nice 10 (``lower_session``). User code keeps the priority it was started with: the executor lowers
-its own threads only after the user process has been forked. Linux keeps
-both per thread, so every thread is changed. Where there is no ``/proc``
-(or no SCHED_BATCH) nothing changes.
+session to nice 10 (``lower_session``).
+
+User code keeps the priority it was started with: the executor lowers its
+own threads only after the user process has been forked. Linux keeps nice
+and policy per thread, so every thread is changed. Where there is no
+``/proc`` (or no SCHED_BATCH) nothing changes.
 """
 from __future__ import annotations
 

@@ -545,9 +545,9 @@ class JobSpec(_Spec):
     python: PythonEnv = field(default_factory=PythonEnv)
     files: dict[str, str] = field(default_factory=dict)
     # Every beat wakes the executor, skein's AM JVM and (within a second) the
-    # AM, on the cores the workers train on: 5 s, as a Spark executor's 10 s,
-    # rather than TonY's 1 s (training ran 2-4 % faster with beats every 10 s
-    # than every 1 s on two cores). A start or an exit is sent at once, not
+    # AM, on the cores the workers train on: 5 s (Spark's executors beat every
+    # 10 s) rather than TonY's 1 s (training ran 2-4 % faster with beats every
+    # 10 s than every 1 s on two cores). A start or an exit is sent at once, not
     # with the next beat; only a hang is found by the timeout.
     heartbeat_interval: float = 5.0
     heartbeat_timeout: float = 25.0
