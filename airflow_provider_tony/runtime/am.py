@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import signal
 import sys
 import time
@@ -31,25 +30,25 @@ log = logging.getLogger("tony.am")
 # How long the final state stays readable for a client that has not yet
 # acknowledged it (the store disappears with the application).
 FINAL_LINGER_S = 10.0
-# Every read of the store and of the containers is a gRPC call that skein's
-# AM (a JVM on the nodes that train) serves. So the AM does not poll on a
-# fixed beat: it watches the executors' keys and reads the store when one of
-# them writes (a registration, a heartbeat, an exit record, an event), and
-# otherwise one heartbeat interval (at most 5 s) after the last read, to find
-# heartbeats that stopped. Once training runs, reads stay at least one
-# heartbeat interval (at most 1 s) apart, so many tasks beating cost no more
-# reads than the old timer did, and an exit record is still read within a
-# second. While tasks register and start it reads every 0.25 s, so the
-# rendezvous is quick; without a watch (skein refused it) it reads every
-# heartbeat interval, at most 1 s.
+# Every tick reads the whole store from skein's AM (a JVM serving gRPC on the
+# same nodes as training): 0.25 s while tasks register and start, so the
+# rendezvous is quick; then one heartbeat interval (at most 1 s): each read
+# then sees each task's newest beat once, an exit record is found within a
+# second, and skein's AM serves a quarter of the reads it did at start-up.
+#
+# A skein watch (``kv.events``) would wake the AM on each write instead, but
+# skein 0.8.2's AM sends watch events from the thread of the put that caused
+# them, unsynchronised with other puts and with the watch's own replies: with
+# 20 jobs starting at once, an executor's registration failed with an empty
+# ApplicationError ("sendHeaders has already been called" in skein's AM log).
+# So the store is read on a timer, where no put depends on a watch.
 STARTUP_TICK_S = 0.25
 RUNNING_TICK_S = 1.0
-WATCHING_TICK_MAX_S = 5.0
-# Containers that end without an exit record (killed, OOM, lost node): looked
-# for every heartbeat interval, between 1 s and 5 s.
+# Containers that ended without an exit record (killed, OOM, lost node) are
+# looked for every heartbeat interval, between 1 s and 5 s: an exit of the
+# user code is already reported by its executor, read within the next tick.
 CONTAINER_CHECK_MIN_S = 1.0
 CONTAINER_CHECK_MAX_S = 5.0
-WATCHED_PREFIXES = (C.KV_REGISTER_PREFIX, C.KV_HEARTBEAT_PREFIX, C.KV_EXIT_PREFIX, C.KV_EVENT_PREFIX)
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
@@ -60,9 +59,8 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 
 class ApplicationMaster:
-    def __init__(self, app: Any, spec: JobSpec, app_id: str, news: Any = None) -> None:
+    def __init__(self, app: Any, spec: JobSpec, app_id: str) -> None:
         self.app = app
-        self.news = news  # the executors' writes (a skein EventQueue), or None: read on a timer
         self.spec = spec
         self.app_id = app_id
         self.tracker = JobTracker(spec, time.monotonic())
@@ -71,7 +69,6 @@ class ApplicationMaster:
         self.last_publish = 0.0
         self.last_progress: float | None = None
         self.last_container_check = 0.0
-        self.last_read = 0.0
         self.published_addresses: set[str] = set()
 
     # ---------------------------------------------------------------- input
@@ -79,7 +76,6 @@ class ApplicationMaster:
     def read_store(self, now: float) -> None:
         """One read of the store, applied in causal order: a task's last
         heartbeat (with its progress) before its exit record."""
-        self.last_read = now
         store = self.app.kv.get_prefix(C.KV_PREFIX)
 
         def under(prefix: str) -> list[tuple[str, dict[str, Any]]]:
@@ -100,10 +96,12 @@ class ApplicationMaster:
         self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
                             progress=doc.get("progress"))
 
+    def container_check_interval(self) -> float:
+        return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
+
     def check_containers(self, now: float) -> None:
         """Containers that ended without an exit record: killed, OOM, lost node."""
-        every = min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
-        if now - self.last_container_check < every:
+        if now - self.last_container_check < self.container_check_interval():
             return
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
@@ -158,43 +156,10 @@ class ApplicationMaster:
 
     # ---------------------------------------------------------------- loop
 
-    def starting(self) -> bool:
-        return "all_user_started" not in self.tracker.timeline
-
     def tick(self) -> float:
-        """The longest wait before the next read of the store."""
-        if self.starting():
+        if "all_user_started" not in self.tracker.timeline:
             return min(STARTUP_TICK_S, self.spec.heartbeat_interval / 2)
-        if self.news is not None:
-            return min(WATCHING_TICK_MAX_S, self.spec.heartbeat_interval)
         return min(RUNNING_TICK_S, self.spec.heartbeat_interval)
-
-    def read_gap(self) -> float:
-        """The shortest time between two reads of the store."""
-        return 0.0 if self.starting() else min(RUNNING_TICK_S, self.spec.heartbeat_interval)
-
-    def wait(self, timeout: float) -> None:
-        """Until an executor writes to the store, or ``timeout`` seconds.
-
-        Writes that came together are taken together: one read of the store
-        sees them all. A broken watch falls back to reading on a timer.
-        """
-        if self.news is None:
-            time.sleep(timeout)
-            return
-        try:
-            self.news.get(timeout=timeout)
-            early = self.last_read + self.read_gap() - time.monotonic()
-            if early > 0:
-                time.sleep(early)
-            while True:
-                self.news.get(block=False)
-        except queue.Empty:
-            return
-        except Exception as exc:  # noqa: BLE001 - skein puts the stream's error in the queue
-            log.warning("watching the store failed (%s); reading it every %.2fs instead", exc,
-                        min(RUNNING_TICK_S, self.spec.heartbeat_interval))
-            self.news = None
 
     def run(self) -> Verdict:
         while True:
@@ -206,7 +171,7 @@ class ApplicationMaster:
             if verdict is not None:
                 return verdict
             self.publish_state(now)
-            self.wait(self.tick())
+            time.sleep(self.tick())
 
     def finish(self, verdict: Verdict) -> None:
         log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
@@ -216,19 +181,6 @@ class ApplicationMaster:
         while time.monotonic() < deadline and self.app.kv.get(C.KV_FINAL_ACK) is None:
             time.sleep(0.2)
         self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
-
-
-def watch_executors(app: Any) -> Any:
-    """A queue of the executors' writes to the store (not the AM's own: those
-    would wake it for nothing), or None when skein refuses the watch."""
-    try:
-        news = app.kv.event_queue()
-        for prefix in WATCHED_PREFIXES:
-            news.subscribe(prefix=prefix, event_type="PUT")
-        return news
-    except Exception as exc:  # noqa: BLE001 - reading on a timer still works
-        log.warning("cannot watch the store (%s); reading it on a timer", exc)
-        return None
 
 
 def main() -> int:
@@ -248,7 +200,7 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - report it as the job's failure
         app.shutdown("FAILED", f"the application master could not read the job spec: {exc}")
         return 0
-    am = ApplicationMaster(app, spec, app_id, news=watch_executors(app))
+    am = ApplicationMaster(app, spec, app_id)
     try:
         verdict = am.run()
     except Exception as exc:  # noqa: BLE001 - never leave the job running without a brain
