@@ -12,6 +12,7 @@ report, so that the AM, not skein, decides what a failure means.
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from airflow_provider_tony.runtime.tf_config import tf_config_env
 
 log = logging.getLogger("tony.executor")
 STDERR_TAIL_LINES = 20
+CLUSTER_POLL_S = (0.05, 0.1, 0.2, 0.25)
 RESTORING_ROLES = frozenset({"chief", "worker"})
 # Inside the container's working directory.
 PROGRESS_FILE = "progress.json"
@@ -127,6 +129,21 @@ class Heartbeat(threading.Thread):
                 log.warning("heartbeat failed: %s", exc)
             self.wake.wait(self.interval)
             self.wake.clear()
+
+
+def wait_for_cluster(app: Any) -> dict[str, Any]:
+    """The cluster spec, once the AM has published it.
+
+    Polled for (0.05 s, growing to 0.25 s, the AM's own start-up tick), not
+    waited on with skein's ``kv.wait``: that opens a watch, and skein 0.8.2's
+    AM answers a new watch and sends a put's event on the same stream from two
+    threads without a lock, so the AM's put of the cluster spec and an
+    executor's new watch could fail each other. Gets cannot race that way.
+    """
+    delays = itertools.chain(CLUSTER_POLL_S, itertools.repeat(CLUSTER_POLL_S[-1]))
+    while (raw := app.kv.get(C.KV_CLUSTER)) is None:
+        time.sleep(next(delays))
+    return json.loads(raw.decode())
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -250,7 +267,7 @@ def main() -> int:
     app.kv[C.kv_register(task_id)] = json.dumps(registration).encode()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration["port"])
 
-    cluster = json.loads(app.kv.wait(C.KV_CLUSTER).decode())
+    cluster = wait_for_cluster(app)
     user_env = user_environment(spec, role, index, cluster, app_id, workdir, env)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,

@@ -1,11 +1,13 @@
-"""The executor's heartbeat: periodic, but a start-up is sent at once (a long interval slows no start)."""
+"""The executor's talk with the AM: heartbeats (periodic, but a start-up is sent at once) and the
+wait for the cluster spec."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from airflow_provider_tony.runtime.executor import Heartbeat
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.executor import Heartbeat, wait_for_cluster
 from tests._util import wait_until
 
 
@@ -27,3 +29,21 @@ def test_a_nudge_beats_now_and_stop_ends_the_thread_without_waiting_an_interval(
     beat.join(timeout=10)
     assert not beat.is_alive()
     assert json.loads(app.kv[key])["seq"] == 2  # stopping sends no further beat
+
+
+def test_the_cluster_spec_is_polled_for_with_gets_not_a_watch() -> None:
+    """skein 0.8.2's watches race with puts in its AM: the executor only gets."""
+    doc = {"addresses": {"worker": ["h:1"]}}
+    answers = iter([None, None, json.dumps(doc).encode()])
+    gets: list[str] = []
+
+    def get(key: str) -> bytes | None:
+        gets.append(key)
+        return next(answers)
+
+    def no_watch(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a watch was opened")
+
+    app = SimpleNamespace(kv=SimpleNamespace(get=get, wait=no_watch, events=no_watch))
+    assert wait_for_cluster(app) == doc
+    assert gets == [C.KV_CLUSTER] * 3
