@@ -16,7 +16,7 @@ from tests._util import rm_app, wait_until
 pytestmark = pytest.mark.cluster
 
 PEER = r"""
-import socket, sys, skein
+import socket, sys, time, skein
 me, other = sys.argv[1], sys.argv[2]
 app = skein.ApplicationClient.from_current()
 sock = socket.socket()
@@ -24,7 +24,11 @@ sock.bind(("", 0))
 sock.listen(1)
 host = __import__("os").environ["NM_HOST"]
 app.kv[f"addr/{me}"] = f"{host}:{sock.getsockname()[1]}".encode()
-peer = app.kv.wait(f"addr/{other}").decode()
+# Gets, not kv.wait: a watch being created can race the other side's put in
+# skein 0.8.2's AM (see airflow_provider_tony/runtime/executor.wait_for_cluster).
+while (raw := app.kv.get(f"addr/{other}")) is None:
+    time.sleep(0.05)
+peer = raw.decode()
 print(f"{me} at {host}:{sock.getsockname()[1]} found {other} at {peer}", flush=True)
 # Prove the address is real: connect to the peer's socket and accept its connection.
 h, p = peer.rsplit(":", 1)
