@@ -44,7 +44,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     """Submit a TonY job to YARN and follow it to the end.
 
     :param job: the job: a dict in ``JobSpec`` form, a ``JobSpec``, or the path of a JobSpec YAML
-        (relative paths are read from the DAG's folder). (templated: every string inside)
+        (relative paths, and a relative ``src_dir``, are read from the DAG's folder); a TonY job
+        comes in through ``airflow_provider_tony.tony_xml.job_from_tony_xml``. (templated: every string inside)
     :param name: YARN application name; defaults to the job's, else ``<dag_id>.<task_id>``. (templated)
     :param env: extra environment for every role, merged over the job's. (templated)
     :param python: interpreter path or environment archive (``.tar.gz`` local or ``hdfs://``). (templated)
@@ -125,6 +126,10 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         """Render-time values become a validated JobSpec (no cluster contact yet)."""
         data = self._job_dict()
         ti = context["ti"]
+        src_dir = data.get("src_dir")
+        if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")) and self.dag \
+                and self.dag.fileloc:
+            data["src_dir"] = str((Path(self.dag.fileloc).parent / src_dir).resolve())
         data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
         data.setdefault("queue", self.hook.default_queue)
         if self.env:

@@ -70,3 +70,18 @@ TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
 # Kubeflow's exit-code restart policy; the operator marks these retryable.
 RETRYABLE_EXIT_CODES = frozenset({137, 143, 75})
 RETRYABLE_MARK = "[retryable]"
+
+# ---- a job's source tree (JobSpec.src_dir)
+SRC_ALIAS = "src"  # the packed source directory is unpacked under this name in every container
+ENV_PYTHONPATH = "PYTHONPATH"
+
+# ---- the variables TonY's task executors set (TFRuntime / ApplicationMaster), so TonY scripts run unchanged
+TONY_JOB_NAME = "JOB_NAME"  # the role ("worker")
+TONY_TASK_INDEX = "TASK_INDEX"
+TONY_TASK_NUM = "TASK_NUM"  # how many tracked tasks the job has
+TONY_JOB_ID = "JOB_ID"  # the YARN application id
+TONY_IS_CHIEF = "IS_CHIEF"  # "true" on the task that decides success; unset elsewhere
+TONY_CLUSTER_SPEC = "CLUSTER_SPEC"  # JSON {role: ["host:port", ...]}, every role
+TONY_DISTRIBUTED_MODE = "DISTRIBUTED_MODE"
+TONY_SESSION_ID = "SESSION_ID"
+TONY_TB_PORT = "TB_PORT"  # the port a tensorboard task serves on

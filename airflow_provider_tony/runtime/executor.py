@@ -30,6 +30,7 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
 from airflow_provider_tony.runtime import priority
 from airflow_provider_tony.runtime import progress as progress_api
+from airflow_provider_tony.runtime import workspace
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.transport import decode_spec
@@ -62,7 +63,7 @@ def reserve_port() -> socket.socket:
 
 
 def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, Any], app_id: str,
-                     workdir: Path, base: dict[str, str]) -> dict[str, str]:
+                     workdir: Path, base: dict[str, str], port: int | None = None) -> dict[str, str]:
     """Everything the user process sees, built from pure pieces."""
     task_id = f"{role}:{index}"
     env = {**base, **spec.role_env(role)}
@@ -83,7 +84,29 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
         C.ENV_TENSORBOARD_DIR: str(workdir / TENSORBOARD_DIR),
         "PYTHONUNBUFFERED": "1",
     })
+    # The job's own modules first; a PYTHONPATH the user set in ``env`` comes next.
+    env[C.ENV_PYTHONPATH] = workspace.python_path(workdir, spec.src_dir is not None,
+                                                  spec.role_env(role).get(C.ENV_PYTHONPATH),
+                                                  base.get(C.ENV_PYTHONPATH))
+    # TonY's variables, unless the job sets one itself.
+    compat = workspace.tony_env(role, index, cluster["addresses"], len(tracked_task_ids(spec)),
+                                task_id == spec.decider_task(), app_id, port)
+    for key, value in compat.items():
+        env.setdefault(key, value)
     return env
+
+
+def tracked_task_ids(spec: JobSpec) -> list[str]:
+    tracked = set(spec.tracked_roles())
+    return [t for t in spec.task_ids() if t.split(":")[0] in tracked]
+
+
+def source_links(spec: JobSpec, workdir: Path) -> list[str]:
+    """Link the unpacked source tree into the working directory; names left out (taken)."""
+    if spec.src_dir is None or not (workdir / C.SRC_ALIAS).is_dir():
+        return []
+    reserved = {PROGRESS_FILE, MODEL_DIR, TENSORBOARD_DIR, spec.checkpoint.local_dir.split("/")[0], *spec.files}
+    return workspace.link_source(workdir / C.SRC_ALIAS, workdir, reserved)
 
 
 class Heartbeat(threading.Thread):
@@ -254,6 +277,10 @@ def main() -> int:
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
     workdir = Path.cwd()
     (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
+    skipped = source_links(spec, workdir)
+    if skipped:
+        log.warning("source entries %s not linked into the working directory: the name is taken by a shipped"
+                    " file or the runtime (import them from %s/)", skipped, C.SRC_ALIAS)
 
     sock = reserve_port()
     host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
@@ -268,7 +295,7 @@ def main() -> int:
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration["port"])
 
     cluster = wait_for_cluster(app)
-    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env)
+    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration["port"])
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.
@@ -278,8 +305,9 @@ def main() -> int:
     hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
     heartbeat.restored_step = restored
-    argv = spec.roles[role].argv(spec.python.python_command() or sys.executable)
-    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, argv[:3],
+    argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)
+    program = spec.roles[role].script or spec.roles[role].module or argv[0]
+    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program,
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     user = UserProcess(argv, user_env, workdir, sock)
     heartbeat.user_started = True

@@ -400,7 +400,8 @@ class RoleSpec(_Spec):
 
     The program is exactly one of ``command`` (a full argument list, run
     without a shell so no quoting surprises), ``module`` (``python -m``) or
-    ``script`` (a ``.py`` path; relative paths must be shipped with ``files``).
+    ``script`` (a ``.py`` path; relative paths must be shipped with ``files``, or lie in the
+    job's ``src_dir``).
     ``args`` go after ``module``/``script``.  ``memory`` accepts strings such
     as ``"4 GiB"`` and is normalised to MiB.
     """
@@ -546,6 +547,7 @@ class JobSpec(_Spec):
     roles: dict[str, RoleSpec] = field(default_factory=dict)
     python: PythonEnv = field(default_factory=PythonEnv)
     files: dict[str, str] = field(default_factory=dict)
+    src_dir: str | None = None
     # Every beat wakes the executor, skein's AM JVM and (within a second) the
     # AM, on the cores the workers train on: 5 s (Spark's executors beat every
     # 10 s) rather than TonY's 1 s (training ran 2-4 % faster with beats every
@@ -584,6 +586,7 @@ class JobSpec(_Spec):
             setattr(self, name, value)
         self.roles = self._validated_roles()
         self.files = self._validated_files()
+        self.src_dir = self._validated_src_dir()
         self.env = _env(self.env, "env")
         self._validate_timeouts()
         self._validate_tracking()
@@ -657,6 +660,19 @@ class JobSpec(_Spec):
                    "plain name: use a name like 'train.py' (ship a directory as an archive)")
             files[dest_norm] = _location(src, where, "give a local absolute path or hdfs:// URL as the source")
         return files
+
+    def _validated_src_dir(self) -> str | None:
+        """The project directory shipped with the job: a local directory (packed and staged
+        by the submitting side) or an archive already on HDFS. Roles run inside it."""
+        fix = ("give the project's local directory as an absolute path (relative to the YAML or DAG file"
+               " where those load it) or an hdfs:// .tar.gz/.tgz/.zip archive")
+        if self.src_dir is None:
+            return None
+        path = _location(os.fspath(self.src_dir) if isinstance(self.src_dir, os.PathLike) else self.src_dir,
+                         "src_dir", fix)
+        _check(not _is_hdfs(path) or path.endswith(ARCHIVE_SUFFIXES), "src_dir",
+               f"{path!r} is an hdfs:// URL but not an archive; {fix}")
+        return path.rstrip("/") if not _is_hdfs(path) and path != "/" else path
 
     def _validate_timeouts(self) -> None:
         for name in ("heartbeat_interval", "heartbeat_timeout", "registration_timeout", "startup_timeout"):
@@ -847,6 +863,8 @@ def validate_local_files(spec: JobSpec) -> None:
         if script is None:
             continue
         where = f"roles.{name}.script"
+        if spec.src_dir is not None:
+            continue  # relative to the source tree: yarn/source.py checks it
         if script.startswith("/"):
             _check(
                 os.path.isfile(script),

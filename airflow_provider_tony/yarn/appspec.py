@@ -65,10 +65,13 @@ def _file(source: str, archive: bool = False) -> skein.File:
     return skein.File(source=str(Path(source).resolve()), type=kind)
 
 
-def job_files(spec: JobSpec, python_archive_source: str | None) -> dict[str, skein.File]:
+def job_files(spec: JobSpec, python_archive_source: str | None,
+              source_archive: str | None = None) -> dict[str, skein.File]:
     files = {C.RUNTIME_ZIP: skein.File(source=str(runtime_zip_path()), type="file")}
     if python_archive_source:
         files[ARCHIVE_ALIAS] = _file(python_archive_source, archive=True)
+    if source_archive:
+        files[C.SRC_ALIAS] = _file(source_archive, archive=True)
     for dest, source in spec.files.items():
         files[dest] = _file(source)
     for role in spec.roles.values():
@@ -77,10 +80,13 @@ def job_files(spec: JobSpec, python_archive_source: str | None) -> dict[str, ske
     return files
 
 
-def shipped_spec(spec: JobSpec) -> JobSpec:
+def shipped_spec(spec: JobSpec, source_archive: str | None = None) -> JobSpec:
     """The spec as containers see it: absolute local scripts point at their shipped copy
-    (shipped by plain name: YARN localises files into the working directory)."""
+    (shipped by plain name: YARN localises files into the working directory), and
+    ``src_dir`` names the staged archive rather than a path on the submitting machine."""
     data = spec.to_dict()
+    if source_archive:
+        data["src_dir"] = source_archive
     for role in data["roles"].values():
         if role.get("script") and role["script"].startswith("/"):
             role["script"] = Path(role["script"]).name
@@ -88,12 +94,16 @@ def shipped_spec(spec: JobSpec) -> JobSpec:
 
 
 def build_application_spec(spec: JobSpec, *, python: str, python_archive_source: str | None = None,
+                           source_archive: str | None = None,
                            extra_env: Mapping[str, str] | None = None) -> skein.ApplicationSpec:
     """``python`` is the interpreter command inside containers (an absolute path,
-    or ``./environment/bin/python`` for an archive shipped as ``environment``)."""
-    runtime_spec = shipped_spec(spec)
+    or ``./environment/bin/python`` for an archive shipped as ``environment``);
+    ``source_archive`` is the packed ``src_dir`` (staged on HDFS), unpacked as ``src``."""
+    if source_archive is None and spec.src_dir and spec.src_dir.startswith("hdfs://"):
+        source_archive = spec.src_dir
+    runtime_spec = shipped_spec(spec, source_archive)
     env = {C.ENV_JOB_SPEC: encode_spec(runtime_spec), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    files = job_files(spec, python_archive_source)
+    files = job_files(spec, python_archive_source, source_archive)
     services = {}
     for name, role in spec.roles.items():
         services[name] = skein.Service(

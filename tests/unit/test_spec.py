@@ -74,6 +74,7 @@ FULL: dict[str, Any] = {
     },
     "python": {"interpreter": None, "archive": "hdfs://nn:8020/envs/tf.tar.gz"},
     "files": {"trainer": "/src/trainer", "data.csv": "hdfs:///data/data.csv"},
+    "src_dir": "hdfs:///projects/trainer-src.tar.gz",
     "heartbeat_interval": 2.0,
     "heartbeat_timeout": 30.0,
     "registration_timeout": 120.0,
