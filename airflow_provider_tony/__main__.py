@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_provider_tony.runtime.errors import TonyError
+from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient
 
@@ -56,6 +56,11 @@ def _convert(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     for key, why in unmapped:
         print(f"not converted: {key}: {why}", file=sys.stderr)
+    try:
+        JobSpec.from_dict(job)
+    except SpecError as exc:  # still written: the user completes it (e.g. the command, with --executes)
+        print(f"warning: the converted job is not complete yet: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -37,8 +37,8 @@ _SHELL = re.compile(r"[|&;<>`$(){}*?]")
 
 # Keys with nothing to map to, by prefix, and why.
 _NO_COUNTERPART = (
-    ("tony.docker.", "Docker containers are not supported: tasks run in the node's own environment or a"
-                     " shipped python archive (python.archive)"),
+    ("tony.docker.", ("Docker containers are not supported: tasks run in the node's own environment or a"
+                     " shipped python archive (python.archive)")),
     ("tony.history.", "TonY's history server; this provider reports through Airflow and the YARN UI"),
     ("tony.portal.", "TonY's portal; this provider reports through Airflow and the YARN UI"),
     ("tony.https.", "TonY's portal; this provider reports through Airflow and the YARN UI"),
@@ -60,8 +60,8 @@ _NO_COUNTERPART = (
     ("tony.task.default.jvm.opts", "task executors here are Python processes, not JVMs"),
     ("tony.task.metrics-interval-ms", "progress is reported by the script (runtime.progress), not sampled"),
     ("tony.task.gpu-metrics.", "GPU metrics are not sampled"),
-    ("tony.am.retry-count", "the application master is not retried: Airflow retries the task, resuming from"
-                            " the checkpoint"),
+    ("tony.am.retry-count", ("the application master is not retried: Airflow retries the task, resuming from"
+                            " the checkpoint")),
     ("tony.am.wait-client-signal-stop-timeout-sec", "the AM keeps its final state until a client reads it"),
     ("tony.application.num-client-rm-connect-retries", "the client's ResourceManager retries are its own"),
     ("tony.application.type", "the YARN application type is skein's"),
@@ -204,8 +204,8 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
     if (v := take("tony.am.gpus")) is not None and v not in ("", "0"):
         unmapped.append(("tony.am.gpus", "the application master does no training and gets no GPUs here"))
     if (v := take("tony.application.node-label")) is not None and v:
-        unmapped.append(("tony.application.node-label", "the application master's node label is not set here;"
-                                                        " per-role node labels (tony.<jobtype>.node-label) are"))
+        unmapped.append(("tony.application.node-label", ("the application master's node label is not set here;"
+                                                        " per-role node labels (tony.<jobtype>.node-label) are")))
     if (v := take("tony.application.framework")) is not None and v.lower() != "tensorflow":
         unmapped.append(("tony.application.framework", f"{v!r}: only TensorFlow jobs run here"))
     if (v := take("tony.application.distributed-mode")) is not None and v.upper() != "GANG":
@@ -225,8 +225,8 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
         job["python"] = {"archive": str(Path(python_venv).resolve()) if not python_venv.startswith("hdfs://")
                          else python_venv}
         if python_binary_path and python_binary_path.lstrip("./") not in ("bin/python", "bin/python3"):
-            unmapped.append(("--python_binary_path", f"{python_binary_path!r}: a python archive here must hold"
-                             " bin/python at its root (as venv-pack and conda-pack make it); repack the venv"))
+            unmapped.append(("--python_binary_path", (f"{python_binary_path!r}: a python archive here must hold"
+                             " bin/python at its root (as venv-pack and conda-pack make it); repack the venv")))
         if not python_venv.endswith(ARCHIVE_SUFFIXES):
             unmapped.append(("--python_venv", f"{python_venv!r} is not a .zip/.tar.gz/.tgz archive"))
     elif python_binary_path or python:
@@ -234,8 +234,8 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
         if interpreter.startswith("/"):
             job["python"] = {"interpreter": interpreter}
         else:
-            unmapped.append(("--python_binary_path", f"{interpreter!r}: give the python's absolute path on the"
-                             " nodes (python.interpreter) or ship a python archive"))
+            unmapped.append(("--python_binary_path", (f"{interpreter!r}: give the python's absolute path on the"
+                             " nodes (python.interpreter) or ship a python archive")))
     if src_dir:
         job["src_dir"] = src_dir if src_dir.startswith("hdfs://") else str(Path(src_dir).resolve())
 
@@ -288,8 +288,8 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
         soft = [r for r in _list(v) if r not in ("chief", "worker", "ps") and r in (job.get("untracked_roles") or [])]
         if soft:
             unmapped.append(("tony.application.stop-on-failure-jobtypes",
-                             f"{soft!r}: an untracked role outside the TensorFlow cluster does not stop the job"
-                             " here when it fails (chief, worker, ps and every tracked role do)"))
+                             (f"{soft!r}: an untracked role outside the TensorFlow cluster does not stop the job"
+                             " here when it fails (chief, worker, ps and every tracked role do)")))
 
     for key in sorted(set(conf) - used):
         unmapped.append((key, next((why for prefix, why in _NO_COUNTERPART if key.startswith(prefix)),

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -254,10 +255,11 @@ class TonyClient:
         client = self.hdfs()
         pack_s = upload_s = 0.0
         uploaded = client.status(remote, strict=False) is None
-        if uploaded:
-            local = src.packed_path(tree, digest)
-            packed = time.monotonic()
-            publish(client, str(local), remote, f"submit-{os.getpid()}")
+        if uploaded:  # HDFS is the cache: the local archive lives only as long as the upload
+            with tempfile.TemporaryDirectory(prefix="tony-src-") as tmp:
+                local = src.pack(tree, Path(tmp) / "src.tar.gz")
+                packed = time.monotonic()
+                publish(client, str(local), remote, f"submit-{os.getpid()}")
             pack_s, upload_s = packed - scanned, time.monotonic() - packed
             log.info("uploaded source tree %s (%d entries) to %s", src_dir, len(tree.entries), remote)
         return StagedSource(f"{self._default_fs()}{remote}", digest, tree.size, uploaded,

@@ -25,7 +25,6 @@ import hashlib
 import os
 import stat
 import tarfile
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,15 +200,6 @@ def pack(tree: SourceTree, dest: Path) -> Path:
                     tar.addfile(info, fh)
     tmp.replace(dest)
     return dest
-
-
-def packed_path(tree: SourceTree, digest: str) -> Path:
-    """The local archive for ``digest``, packed once per content (a temp-dir cache)."""
-    path = Path(tempfile.gettempdir()) / "tony-src" / f"{digest[:24]}.tar.gz"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pack(tree, path)
-    return path
 
 
 def relative_scripts(spec: JobSpec) -> JobSpec:

@@ -1,0 +1,125 @@
+"""The source-directory packer: what goes in, reproducibility, and the errors before submit."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.yarn import source
+
+
+def _tree(root: Path) -> Path:
+    files = {
+        "main.py": "import pkg.util\n",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "X = 1\n",
+        "conf/settings.json": "{}\n",
+        ".git/HEAD": "ref\n",
+        "pkg/__pycache__/util.cpython-311.pyc": "bytecode",
+        "old.pyc": "bytecode",
+        ".venv/bin/python": "#!",
+        "data/big.bin": "x" * 4096,
+        "notes/scratch.ipynb": "{}",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "run.sh").write_text("#!/bin/sh\n")
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+def _spec(root: Path, **role: object) -> JobSpec:
+    return JobSpec.from_dict({"src_dir": str(root), "roles": {"worker": {"script": "main.py", **role}}})
+
+
+def test_default_excludes_and_tonyignore(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / source.IGNORE_FILE).write_text("# data lives on HDFS\ndata/\nnotes/scratch.ipynb\n")
+    shipped = source.scan(root).files()
+    assert shipped == {"main.py", "pkg/__init__.py", "pkg/util.py", "conf/settings.json", "run.sh",
+                       source.IGNORE_FILE}
+
+
+def test_archive_is_reproducible_and_keeps_modes(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "a")
+    first = source.pack(source.scan(root), tmp_path / "one.tar.gz").read_bytes()
+    for path in root.rglob("*"):  # new mtimes change nothing
+        os.utime(path, (1_900_000_000, 1_900_000_000))
+    second = source.pack(source.scan(root), tmp_path / "two.tar.gz").read_bytes()
+    assert hashlib.sha256(first).digest() == hashlib.sha256(second).digest()
+    with tarfile.open(tmp_path / "one.tar.gz") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["run.sh"].mode == 0o755 and members["main.py"].mode == 0o644
+    assert {m.uid for m in members.values()} == {0} and {m.uname for m in members.values()} == {""}
+    assert list(members) == sorted(members)
+
+
+def test_digest_follows_content_not_time(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    digest = source.scan(root).digest()
+    os.utime(root / "main.py", (1_900_000_000, 1_900_000_000))
+    assert source.scan(root).digest() == digest
+    (root / "pkg" / "util.py").write_text("X = 2\n")
+    assert source.scan(root).digest() != digest
+    (root / "pkg" / "util.py").write_text("X = 1\n")
+    (root / "main.py").chmod(0o755)
+    assert source.scan(root).digest() != digest, "the executable bit is part of the archive"
+
+
+def test_missing_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"src_dir: '.*nope' is not a directory on this machine"):
+        source.validate_source(_spec(tmp_path / "nope"))
+
+
+def test_script_outside_the_tree_is_refused(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "project")
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("")
+    with pytest.raises(SpecError, match=r"roles\.worker\.script: .*elsewhere\.py' is outside src_dir"):
+        source.validate_source(_spec(root, script=str(outside)))
+
+
+def test_script_missing_or_excluded_is_refused(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    with pytest.raises(SpecError, match=r"roles\.worker\.script: 'train\.py' is not in src_dir .*no such file"):
+        source.validate_source(_spec(root, script="train.py"))
+    (root / source.IGNORE_FILE).write_text("main.py\n")
+    with pytest.raises(SpecError, match=r"'main\.py' is not in src_dir .*excluded"):
+        source.validate_source(_spec(root))
+
+
+def test_absolute_script_inside_the_tree_becomes_relative(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    spec = _spec(root, script=str(root / "pkg" / "util.py"))
+    source.validate_source(spec)
+    assert source.relative_scripts(spec).roles["worker"].script == "pkg/util.py"
+
+
+def test_too_large_a_tree_names_its_biggest_entries(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    with pytest.raises(SpecError) as err:
+        source.validate_source(_spec(root), limit=1024)
+    text = str(err.value)
+    assert text.startswith("src_dir: ")
+    assert "the biggest entries are data/ (4.0 KiB)" in text, text
+    assert source.IGNORE_FILE in text and "HDFS" in text
+
+
+def test_hdfs_archive_needs_no_local_checks() -> None:
+    spec = JobSpec.from_dict({"src_dir": "hdfs:///projects/p.tar.gz", "roles": {"worker": {"script": "main.py"}}})
+    assert source.validate_source(spec) is None
+
+
+@pytest.mark.parametrize("value, message", [
+    ("project", "neither an absolute path nor an hdfs:// URL"),
+    ("hdfs:///projects/p", "not an archive"),
+])
+def test_src_dir_field_errors(value: str, message: str) -> None:
+    with pytest.raises(SpecError, match=rf"^src_dir: .*{message}"):
+        JobSpec.from_dict({"src_dir": value, "roles": {"worker": {"script": "main.py"}}})
