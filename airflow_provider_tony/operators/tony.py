@@ -108,10 +108,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             if not path.is_absolute() and self.dag and self.dag.fileloc:
                 path = Path(self.dag.fileloc).parent / path
             try:
-                return yaml.safe_load(path.read_text())
+                data = yaml.safe_load(path.read_text())
             except OSError as exc:
                 raise SpecError("job", f"{self.job!r} could not be read ({exc}); give a JobSpec dict "
                                 "or the path of a JobSpec YAML") from exc
+            src_dir = data.get("src_dir") if isinstance(data, dict) else None
+            if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")):
+                data["src_dir"] = str((path.parent / src_dir).resolve())  # beside the YAML, as the CLI reads it
+            return data
         if not isinstance(self.job, dict):
             raise SpecError("job", f"{type(self.job).__name__} is not a JobSpec, dict or YAML path")
         return copy.deepcopy(self.job)

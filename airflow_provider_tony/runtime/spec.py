@@ -863,7 +863,7 @@ def validate_local_files(spec: JobSpec) -> None:
         if script is None:
             continue
         where = f"roles.{name}.script"
-        if spec.src_dir is not None:
+        if spec.src_dir is not None and not script.startswith("/"):
             continue  # relative to the source tree: yarn/source.py checks it
         if script.startswith("/"):
             _check(

@@ -128,7 +128,7 @@ def build_application_spec(spec: JobSpec, *, python: str, python_archive_source:
         acls=acls,
         master=skein.Master(
             resources=skein.Resources(memory=f"{spec.am_memory} MiB", vcores=spec.am_vcores),
-            files=files,
+            files={k: v for k, v in files.items() if k != C.SRC_ALIAS},  # the AM runs no user code
             env={"JAVA_TOOL_OPTIONS": java_tool_options(), **env},  # skein's AM JVM: see yarn/jvm.py
             script=_launch_script(python, "airflow_provider_tony.runtime.am"),
         ),

@@ -181,8 +181,10 @@ def check_size(tree: SourceTree, limit: int = MAX_SOURCE_BYTES) -> None:
 def pack(tree: SourceTree, dest: Path) -> Path:
     """Write the reproducible ``.tar.gz`` of ``tree`` to ``dest`` (atomically)."""
     tmp = dest.with_name(dest.name + f".{os.getpid()}.tmp")
+    # Level 1: a third of level 6's time for an archive a few percent larger (source code
+    # compresses well at any level; bundled assets hardly at all).
     with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
-                                               compresslevel=6) as gz, \
+                                               compresslevel=1) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for e in tree.entries:
             info = tarfile.TarInfo(e.path)

@@ -31,3 +31,19 @@ def test_every_container_carries_the_same_job_spec() -> None:
     assert sorted(decode_spec(app.master.env[C.ENV_JOB_SPEC]).roles) == ["ps", "worker"]
     assert "exec '/opt/py env/bin/python' -u -m airflow_provider_tony.runtime.am" in app.master.script
     assert sorted(app.services) == ["ps", "worker"] and app.services["worker"].instances == 2
+
+
+def test_the_source_archive_goes_to_the_tasks_as_src() -> None:
+    job = JobSpec.from_dict({"src_dir": "/home/me/project", "roles": {"worker": {"script": "main.py"}}})
+    archive = "hdfs://nn:8020/user/me/tony/src/abc.tar.gz"
+    app = build_application_spec(job, python="/usr/bin/python3", source_archive=archive)
+    shipped = app.services["worker"].files[C.SRC_ALIAS]
+    assert shipped.source == archive and str(shipped.type).lower() == "archive"
+    assert C.SRC_ALIAS not in app.master.files, "the AM runs no user code: it need not unpack the tree"
+    assert decode_spec(app.services["worker"].env[C.ENV_JOB_SPEC]).src_dir == archive
+
+
+def test_an_hdfs_src_dir_is_shipped_as_it_is() -> None:
+    job = JobSpec.from_dict({"src_dir": "hdfs:///p/src.zip", "roles": {"worker": {"script": "main.py"}}})
+    app = build_application_spec(job, python="/usr/bin/python3")
+    assert app.services["worker"].files[C.SRC_ALIAS].source == "hdfs:///p/src.zip"

@@ -87,3 +87,21 @@ def test_bad_jobs_name_the_field(job: Any, field: str) -> None:
     with pytest.raises(SpecError) as err:
         operator(job=job).build_spec(context())
     assert err.value.field == field, str(err.value)
+
+
+def test_relative_src_dir_is_read_beside_the_dag_or_the_yaml(tmp_path) -> None:
+    from airflow.sdk import DAG
+
+    def in_dag(job: object) -> TonyOperator:
+        dag = DAG("projects", schedule=None)
+        dag.fileloc = str(tmp_path / "dags" / "projects.py")
+        op = operator(job=job)
+        op.dag = dag
+        return op
+
+    op = in_dag({"src_dir": "trainer", "roles": {"worker": {"script": "main.py"}}})
+    assert op.build_spec(context()).src_dir == str(tmp_path / "dags" / "trainer")
+
+    (tmp_path / "dags" / "jobs").mkdir(parents=True)
+    (tmp_path / "dags" / "jobs" / "job.yaml").write_text("src_dir: ../trainer\nroles: {worker: {script: main.py}}\n")
+    assert in_dag("jobs/job.yaml").build_spec(context()).src_dir == str(tmp_path / "dags" / "trainer")
