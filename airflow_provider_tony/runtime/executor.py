@@ -97,6 +97,7 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
 
 
 def tracked_task_ids(spec: JobSpec) -> list[str]:
+    """The tasks whose exit counts (TonY's ``TASK_NUM`` counts these)."""
     tracked = set(spec.tracked_roles())
     return [t for t in spec.task_ids() if t.split(":")[0] in tracked]
 
