@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     e2e = [i for i, item in enumerate(items) if Path(item.path).resolve().is_relative_to(HERE)]
     if not e2e:
         return
-    first = [item for item in items if Path(str(item.path)).name == "test_readme_commands.py"]
+    first = [item for item in items if Path(item.path).name == "test_readme_commands.py"]
     rest = [item for item in items if item not in first]
     at = min(e2e)
     items[:] = rest[:at] + first + rest[at:]

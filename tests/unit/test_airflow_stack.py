@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,10 +19,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _stack() -> ModuleType:
+    """Load the script as a module, leaving ``sys.path``/``sys.modules`` as they were (it adds its folder)."""
+    path, had_devcluster = list(sys.path), "devcluster" in sys.modules
     spec = importlib.util.spec_from_file_location("tony_airflow_stack", REPO / "devcluster" / "airflow_stack.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+        if not had_devcluster:
+            sys.modules.pop("devcluster", None)
     return module
 
 
