@@ -95,7 +95,23 @@ def _health(api_port: object) -> dict:
         return json.load(r)
 
 
+def airflow_beside(python: str) -> str:
+    """The ``airflow`` script of the venv whose interpreter is ``python``, as an absolute path.
+
+    Absolute because the services start with ``cwd`` set to the stack's home, where a
+    relative ``.venv/bin/airflow`` (what ``make airflow-up`` passes) names nothing. Made
+    absolute with ``abspath``, not ``resolve()``: a venv's python is a symlink to the base
+    interpreter, and following it would look for ``airflow`` outside the venv.
+    """
+    airflow = os.path.join(os.path.dirname(os.path.abspath(python)), "airflow")
+    if not os.access(airflow, os.X_OK):
+        raise StackError(f"--python {python!r}: no airflow script beside it ({airflow}); pass the python of "
+                         "the venv Airflow is installed in (make venv creates .venv)")
+    return airflow
+
+
 def up(python: str) -> None:
+    airflow = airflow_beside(python)
     lay = layout()
     home = Path(lay["home"])  # type: ignore[arg-type]
     for sub in ("run", "logs", "airflow"):
@@ -124,7 +140,6 @@ def up(python: str) -> None:
     if exists.stdout.strip() != "1":
         as_postgres([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(lay["pg_port"]), "-U", "postgres", "airflow"])
     env = {**os.environ, **airflow_env(lay)}
-    airflow = str(Path(python).parent / "airflow")
     migrate = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True)
     if migrate.returncode:
         raise StackError(f"airflow db migrate failed:\n{migrate.stderr[-3000:]}")

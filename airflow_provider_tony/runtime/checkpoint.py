@@ -12,11 +12,21 @@ checkpoint; an older checkpoint never replaces a newer one; the newest
 What counts as complete is TensorFlow's own rule: the ``checkpoint`` state
 file names the latest prefix, and that prefix's ``.index`` and every
 ``.data-XXXXX-of-NNNNN`` shard exist.
+
+A checkpoint on HDFS can still be bad: written by an older version, copied by
+hand, damaged on HDFS. Restoring it makes TensorFlow fail, and every retry
+with it, so restore checks each candidate before downloading it (against the
+manifest of files and sizes an upload writes last, or else against the rule
+above with sane sizes), skips a bad one with an event, and falls back to the
+next older one, then the warm-start source, then a fresh start. What it skips
+stays on HDFS for a person to look at.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import posixpath
 import re
 import shutil
 import tempfile
@@ -24,13 +34,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
-__all__ = ["CheckpointSync", "DirSync", "LocalCheckpoint", "find_local", "hdfs_path", "remote_checkpoints",
-           "remote_name", "restore_latest", "tensorboard_remote", "upload"]
+__all__ = ["MANIFEST", "CheckpointSync", "DirSync", "LocalCheckpoint", "find_local", "hdfs_path", "manifest_of",
+           "remote_checkpoints", "remote_name", "restore_latest", "tensorboard_remote", "upload", "why_not_whole"]
 
 log = logging.getLogger("tony.checkpoint")
 
@@ -39,6 +49,11 @@ STATE_FILE = "checkpoint"
 _PATH_RE = re.compile(r'^model_checkpoint_path:\s*"(.+)"\s*$', re.M)
 _STEP_RE = re.compile(r"(\d+)$")
 _SHARD_RE = re.compile(r"\.data-(\d+)-of-(\d+)$")
+#: Files and sizes of a published checkpoint, written into it last (just before the rename).
+MANIFEST = "tony-manifest.json"
+#: An SSTable (the ``.index``) ends in a 48-byte footer; TensorFlow rejects anything shorter
+#: ("file is too short to be an sstable").
+_MIN_INDEX_BYTES = 48
 
 
 def remote_name(step: int) -> str:
@@ -107,6 +122,86 @@ def _stage(ckpt: LocalCheckpoint, local_dir: Path, into: Path) -> None:
                                      f'all_model_checkpoint_paths: "{ckpt.prefix}"\n')
 
 
+def manifest_of(folder: Path, step: int) -> bytes:
+    """The manifest of a staged checkpoint: every file under ``folder`` with its size."""
+    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+    return json.dumps({"format": 1, "step": step, "files": files}, indent=1, sort_keys=True).encode()
+
+
+def why_not_whole(files: Mapping[str, int], read: Callable[[str], bytes]) -> str | None:
+    """None when the checkpoint listed in ``files`` can be restored, else why not.
+
+    ``files`` maps each file's path relative to the checkpoint folder to its
+    size; ``read`` returns a small file's bytes (the manifest, state files).
+    With a manifest (uploads write one), every file it lists must be there with
+    its size. Without (older uploads, copies by hand), TensorFlow's rule: each
+    state file names a prefix whose ``.index`` (at least an SSTable footer
+    long) and every data shard are there, and not every shard is empty.
+    """
+    if MANIFEST in files:
+        try:
+            listed = json.loads(read(MANIFEST))["files"]
+            expected = {str(k): int(v) for k, v in listed.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return f"its {MANIFEST} is unreadable ({type(exc).__name__}: {exc})"
+        for rel, size in sorted(expected.items()):
+            if rel not in files:
+                return f"{rel} is missing (the manifest lists {size} bytes)"
+            if files[rel] != size:
+                return f"{rel} is {files[rel]} bytes, the manifest says {size}"
+        return None
+    states = sorted(rel for rel in files if posixpath.basename(rel) == STATE_FILE)
+    if not states:
+        return f"it has neither a {MANIFEST} nor a {STATE_FILE!r} state file"
+    for state in states:
+        match = _PATH_RE.search(read(state).decode("utf-8", errors="replace"))
+        if not match:
+            return f"{state} names no model_checkpoint_path"
+        prefix = match.group(1)
+        if posixpath.isabs(prefix):
+            return f"{state} names an absolute path {prefix!r}, which is not inside the checkpoint"
+        base = posixpath.normpath(posixpath.join(posixpath.dirname(state), prefix))
+        index = f"{base}.index"
+        if index not in files:
+            return f"{index} is missing"
+        if files[index] < _MIN_INDEX_BYTES:
+            return f"{index} is {files[index]} bytes, shorter than any TensorFlow index ({_MIN_INDEX_BYTES})"
+        shards = {rel: size for rel, size in files.items() if rel.startswith(f"{base}.data-") and _SHARD_RE.search(rel)}
+        if not shards:
+            return f"{base}.data-*-of-* is missing"
+        total = int(_SHARD_RE.search(min(shards)).group(2))  # type: ignore[union-attr]
+        for i in range(total):
+            if f"{base}.data-{i:05d}-of-{total:05d}" not in shards:
+                return f"{base}.data-{i:05d}-of-{total:05d} is missing"
+        if not any(shards.values()):
+            return f"every data shard of {base} is empty"
+    return None
+
+
+def _remote_files(client: Any, folder: str) -> dict[str, int]:
+    """Every file under ``folder`` on HDFS with its size (one LISTSTATUS per directory level)."""
+    found: dict[str, int] = {}
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        for name, status in client.list(f"{folder}/{rel}".rstrip("/"), status=True):
+            path = f"{rel}/{name}" if rel else name
+            if status["type"] == "DIRECTORY":
+                pending.append(path)
+            else:
+                found[path] = int(status["length"])
+    return found
+
+
+def _read(client: Any, path: str) -> bytes:
+    with client.read(path) as reader:
+        return reader.read()
+
+
+def _local_files(folder: Path) -> dict[str, int]:
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
 def tensorboard_remote(checkpoint_dir: str) -> str:
     """Where the deciding task mirrors its TensorBoard events and the tensorboard role reads them."""
     return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
@@ -122,13 +217,18 @@ def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
     return _steps(names)
 
 
-def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str, keep: int, tag: str) -> str:
+def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str, keep: int, tag: str,
+           on_event: Callable[[str], None] | None = None) -> str:
     """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep``.
 
     Every WebHDFS call is a NameNode operation on the nodes that train, so
     there are no extra ones: writing the temporary copy creates the folders,
-    and one listing afterwards says both whether this step is already there
-    and what to prune.
+    the manifest goes in last (so a manifest means the files before it are
+    all there), and one listing afterwards says both whether this step is
+    already there and what to prune. Only when the step is already there is
+    it checked: a whole one is kept (a retry saving the same step), a bad one
+    (which restore skipped) is moved aside to ``ckpt-<step>.damaged-<tag>``,
+    never deleted, and this one takes its name.
     """
     remote_dir = hdfs_path(remote_dir).rstrip("/")
     name = remote_name(ckpt.step)
@@ -137,10 +237,18 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
         upload_to_temporary(client, staging, tmp)
+        client.write(f"{tmp}/{MANIFEST}", data=manifest_of(Path(staging), ckpt.step), overwrite=True)
     names = set(client.list(remote_dir))
-    if name in names:  # the same step again (a retry): keep the first
+    problem = why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}")) \
+        if name in names else None
+    if name in names and problem is None:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)
     else:
+        if problem is not None:
+            aside = f"{final}.damaged-{tag}"
+            client.rename(final, aside)
+            (on_event or log.warning)(f"replaced checkpoint {final}, which is not whole ({problem}); "
+                                      f"the old copy is kept as {aside}")
         client.rename(tmp, final)
         names.add(name)
     for old in _steps(names)[:-keep]:
@@ -148,23 +256,52 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     return final
 
 
-def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path) -> tuple[int, str] | None:
-    """Download the newest complete checkpoint of the first directory that has one.
+def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path,
+                   on_event: Callable[[str], None] | None = None) -> tuple[int, str] | None:
+    """Download the newest whole checkpoint of the first directory that has one.
 
     ``remote_dirs`` is the job's own directory first, then a warm-start source.
+    A candidate that is not whole, or cannot be read, is skipped (``on_event``
+    says which and why) and left in place; the next older one is tried. HDFS
+    itself failing (a listing, after retries) is not a reason to skip: it
+    raises, and the task fails as retryable rather than start over.
     """
+    report = on_event or log.warning
     for remote_dir in remote_dirs:
         steps = with_retries(f"list {remote_dir}", lambda d=remote_dir: remote_checkpoints(client, d))
-        if not steps:
-            continue
-        source = f"{hdfs_path(remote_dir).rstrip('/')}/{remote_name(steps[-1])}"
-        with tempfile.TemporaryDirectory(prefix="tony-restore-", dir=local_dir.parent) as tmp:
-            target = Path(tmp) / "ckpt"
+        for step in reversed(steps):
+            source = f"{hdfs_path(remote_dir).rstrip('/')}/{remote_name(step)}"
+            problem = _restore_one(client, source, local_dir)
+            if problem is None:
+                return step, source
+            report(f"skipped checkpoint {source}: {problem}; left it in place and tried the next older one")
+    return None
+
+
+def _restore_one(client: Any, source: str, local_dir: Path) -> str | None:
+    """Check ``source`` and download it into ``local_dir``; None on success, else why it was skipped."""
+    files = with_retries(f"list {source}", lambda: _remote_files(client, source))
+    try:
+        problem = why_not_whole(files, lambda rel: with_retries(f"read {source}/{rel}",
+                                                                  lambda: _read(client, f"{source}/{rel}")))
+    except Exception as exc:  # noqa: BLE001 - a listed file that cannot be read: unreadable, skip it
+        return f"it could not be read ({type(exc).__name__}: {exc})"
+    if problem is not None:
+        return problem
+    with tempfile.TemporaryDirectory(prefix="tony-restore-", dir=local_dir.parent) as tmp:
+        target = Path(tmp) / "ckpt"
+        try:
             with_retries(f"download {source}", lambda: client.download(source, str(target), n_threads=1))
-            local_dir.mkdir(parents=True, exist_ok=True)
-            for item in target.iterdir():
-                shutil.move(str(item), str(local_dir / item.name))
-        return steps[-1], source
+        except Exception as exc:  # noqa: BLE001 - as above: its blocks cannot be read
+            return f"it could not be downloaded ({type(exc).__name__}: {exc})"
+        got = _local_files(target)
+        if got != files:
+            changed = sorted(set(got.items()) ^ set(files.items()))
+            return f"the downloaded copy differs from the listing ({changed[:3]})"
+        (target / MANIFEST).unlink(missing_ok=True)  # ours, not TensorFlow's: keep the folder as it wrote it
+        local_dir.mkdir(parents=True, exist_ok=True)
+        for item in target.iterdir():
+            shutil.move(str(item), str(local_dir / item.name))
     return None
 
 
@@ -207,7 +344,8 @@ class CheckpointSync(threading.Thread):
             self.pending_since = self.pending_since or time.monotonic()
             started = time.monotonic()
             try:
-                path = upload(self.client, ckpt, self.local_dir, self.remote_dir, self.keep, self.tag)
+                path = upload(self.client, ckpt, self.local_dir, self.remote_dir, self.keep, self.tag,
+                              on_event=self.on_event)
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried on the next poll
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("checkpoint step %d not uploaded yet: %s", ckpt.step, self.last_error)

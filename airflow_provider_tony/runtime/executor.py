@@ -216,7 +216,8 @@ class UserProcess:
 
 def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path,
             user_env: dict[str, str]) -> int | None:
-    """Bring back the newest complete checkpoint (this job's, else the warm start's)."""
+    """Bring back the newest whole checkpoint (this job's, else the warm start's); each one skipped
+    as not whole is an event, so the Airflow log says why the job resumed from an older step."""
     user_env[C.ENV_RESTORED_STEP] = ""
     user_env[C.ENV_RESTORED_FROM] = ""
     user_env[C.ENV_RESTORED_KIND] = ""
@@ -224,9 +225,10 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
         return None
     sources = [spec.checkpoint.dir] + ([spec.checkpoint.warm_start_from] if spec.checkpoint.warm_start_from else [])
     started = time.monotonic()
-    found = checkpoint.restore_latest(hdfs, sources, ckpt_dir)
+    found = checkpoint.restore_latest(hdfs, sources, ckpt_dir,
+                                      on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"))
     if found is None:
-        report_event(app, task_id, f"{task_id} found no checkpoint in {', '.join(sources)}: starting fresh")
+        report_event(app, task_id, f"{task_id} found no whole checkpoint in {', '.join(sources)}: starting fresh")
         return None
     step, source = found
     user_env[C.ENV_RESTORED_STEP] = str(step)

@@ -20,6 +20,7 @@ into YARN containers, where neither Airflow, TensorFlow nor skein may exist.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -66,6 +67,8 @@ SUCCESS_POLICIES: tuple[str, ...] = ("chief", "all_workers")
 # second evaluator would just duplicate evaluation work and summaries.
 _SINGLETON_ROLES = ("chief", "evaluator")
 _DECIDING_ROLES = ("chief", "worker")
+# ``untracked_roles``' default: names it may hold even in a job that defines no such role.
+_DEFAULT_UNTRACKED = ("ps", "tensorboard")
 
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -560,7 +563,7 @@ class JobSpec(_Spec):
     startup_timeout: float = 600.0
     progress_stall_timeout: float | None = None
     success_policy: str = "chief"
-    untracked_roles: list[str] = field(default_factory=lambda: ["ps", "tensorboard"])
+    untracked_roles: list[str] = field(default_factory=lambda: list(_DEFAULT_UNTRACKED))
     acls: Acls = field(default_factory=Acls)
     am_memory: int = 512
     am_vcores: int = 1
@@ -695,6 +698,7 @@ class JobSpec(_Spec):
             f"{self.success_policy!r} is not a success policy; use one of {', '.join(map(repr, SUCCESS_POLICIES))}",
         )
         self.untracked_roles = _str_list(self.untracked_roles, "untracked_roles", "['ps', 'tensorboard']")
+        self._validate_untracked_names()
         tracked = self.tracked_roles()
         _check(
             any(r in tracked for r in _DECIDING_ROLES),
@@ -709,6 +713,21 @@ class JobSpec(_Spec):
             f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
             f" 'chief'; remove {decider!r} from untracked_roles",
         )
+
+    def _validate_untracked_names(self) -> None:
+        """Every name is a role of the job or a default: a typo (``pss``) would silently leave the
+        real role (``ps``) tracked, and a job with a PS would then run until its deadline."""
+        known = [*self.role_names(), *(r for r in _DEFAULT_UNTRACKED if r not in self.roles)]
+        for i, name in enumerate(self.untracked_roles):
+            if name in known:
+                continue
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            _fail(
+                f"untracked_roles[{i}]",
+                f"{name!r} is not a role of this job (roles: {', '.join(map(repr, self.role_names()))});"
+                f" {hint}name a role from 'roles' (or {' / '.join(map(repr, _DEFAULT_UNTRACKED))}), or remove it",
+            )
 
     # -- convenience -------------------------------------------------------- #
     def role_names(self) -> list[str]:

@@ -16,7 +16,8 @@ from typing import Any, Iterator
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,6 +38,18 @@ class Stack:
                                               "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
             return json.load(resp)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The README-commands test starts and stops the stack itself on the fixture's ports and
+    state: run it before any e2e test, so before the session fixture brings its stack up."""
+    e2e = [i for i, item in enumerate(items) if Path(item.path).resolve().is_relative_to(HERE)]
+    if not e2e:
+        return
+    first = [item for item in items if Path(item.path).name == "test_readme_commands.py"]
+    rest = [item for item in items if item not in first]
+    at = min(e2e)
+    items[:] = rest[:at] + first + rest[at:]
 
 
 @pytest.fixture(scope="session")

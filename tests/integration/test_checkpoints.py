@@ -89,6 +89,36 @@ def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, 
     assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
 
 
+def test_bad_newest_checkpoint_is_skipped_and_the_older_one_restored(tony_client, app_tag, python_exe, hdfs,
+                                                                      ckpt_dir) -> None:
+    # Two whole checkpoints (steps 10 and 20) made by a real run...
+    first = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"),
+                                                extra_tags=[app_tag]), poll_interval=0.5)
+    assert first.succeeded, first.diagnostics
+    assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
+    # ...then the newest one's data shard is cut short on HDFS (TensorFlow would fail reading it).
+    newest = f"{ckpt_dir}/{remote_name(20)}"
+    shard = next(name for name in hdfs.list(newest) if ".data-" in name)
+    with hdfs.read(f"{newest}/{shard}") as reader:
+        whole = reader.read()
+    hdfs.write(f"{newest}/{shard}", data=whole[:len(whole) // 2], overwrite=True)
+    result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "30", "--every", "10"),
+                                                 extra_tags=[app_tag]), poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    worker = result.am_state["tasks"]["worker:0"]
+    assert worker["restored_step"] == 10
+    assert worker["progress"]["metrics"]["start_step"] == 10
+    skipped = [e for e in result.am_state["events"] if f"skipped checkpoint {newest}:" in e]
+    assert skipped and f"{shard} is {len(whole) // 2} bytes" in skipped[0], result.am_state["events"]
+    assert any("restored checkpoint step 10 " in e for e in result.am_state["events"]), result.am_state["events"]
+    # The retrained step 20 took the name; the bad copy was moved aside, not deleted.
+    assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20, 30]
+    aside = [name for name in hdfs.list(ckpt_dir) if name.startswith(f"{remote_name(20)}.damaged-")]
+    assert len(aside) == 1, hdfs.list(ckpt_dir)
+    assert hdfs.status(f"{ckpt_dir}/{aside[0]}/{shard}")["length"] == len(whole) // 2
+    assert hdfs.status(f"{newest}/{shard}")["length"] > len(whole) // 2
+
+
 def _namenode(action: str) -> None:
     cmd = [*DEVCLUSTER, "stop", "namenode"] if action == "stop" else [*DEVCLUSTER, "up"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

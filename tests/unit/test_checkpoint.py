@@ -9,22 +9,28 @@ Checkpoints are TensorFlow's on-disk format written by hand (no TensorFlow).
 """
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from airflow_provider_tony.runtime import checkpoint, hdfs_io
 from airflow_provider_tony.runtime.checkpoint import (
+    MANIFEST,
     CheckpointSync,
     DirSync,
     find_local,
+    manifest_of,
     remote_checkpoints,
     remote_name,
     restore_latest,
     upload,
+    why_not_whole,
 )
 
 REMOTE = "/user/alice/job/ckpts"
@@ -75,12 +81,32 @@ class FakeHdfs:
         kind = "DIRECTORY" if p.is_dir() else "FILE"
         return {"type": kind, "length": 0 if p.is_dir() else p.stat().st_size, "pathSuffix": ""}
 
-    def list(self, path: str) -> list[str]:
+    def list(self, path: str, status: bool = False) -> list[Any]:
         self._enter("list", path)
         p = self._p(path)
         if not p.is_dir():
             raise FakeHdfsError(f"{path} does not exist or is not a directory")
-        return sorted(os.listdir(p))
+        names = sorted(os.listdir(p))
+        if not status:
+            return names
+        return [(n, {"type": "DIRECTORY" if (p / n).is_dir() else "FILE",
+                     "length": 0 if (p / n).is_dir() else (p / n).stat().st_size}) for n in names]
+
+    @contextmanager
+    def read(self, path: str) -> Iterator[io.BytesIO]:
+        self._enter("read", path)
+        p = self._p(path)
+        if not p.is_file():
+            raise FakeHdfsError(f"File does not exist: {path}")
+        yield io.BytesIO(p.read_bytes())
+
+    def write(self, hdfs_path: str, data: bytes, overwrite: bool = False, **kwargs: Any) -> None:
+        self._enter("write", hdfs_path)
+        target = self._p(hdfs_path)
+        if target.exists() and not overwrite:
+            raise FakeHdfsError(f"Remote path {hdfs_path} already exists.")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
     def makedirs(self, path: str, permission: Any = None) -> None:
         self._enter("makedirs", path)
@@ -420,8 +446,10 @@ def test_upload_publishes_only_the_latest_prefix(fake: FakeHdfs, local: Path) ->
     final = upload(fake, found, local, f"hdfs://nn:8020{REMOTE}/", keep=3, tag="1-7")
     assert final == f"{REMOTE}/ckpt-000000000020"
     content = fake.tree(final)
-    assert set(content) == {"checkpoint"} | ckpt_names(20)
+    assert set(content) == {"checkpoint", MANIFEST} | ckpt_names(20)
     assert content["checkpoint"] == state_text(20)
+    assert json.loads(content[MANIFEST]) == {"format": 1, "step": 20, "files": {
+        name: len(data) for name, data in content.items() if name != MANIFEST}}
     for name in ckpt_names(20):
         assert content[name] == (local / name).read_bytes()
     assert fake.list(REMOTE) == ["ckpt-000000000020"]
@@ -432,7 +460,7 @@ def test_upload_keeps_state_subdir_layout(fake: FakeHdfs, local: Path) -> None:
     found = find_local(local)
     assert found is not None
     final = upload(fake, found, local, REMOTE, keep=3, tag="t")
-    assert set(fake.tree(final)) == {f"chief/{n}" for n in {"checkpoint"} | ckpt_names(20)}
+    assert set(fake.tree(final)) == {f"chief/{n}" for n in {"checkpoint"} | ckpt_names(20)} | {MANIFEST}
 
 
 def test_upload_same_step_twice_keeps_first(fake: FakeHdfs, local: Path) -> None:
@@ -455,8 +483,10 @@ def test_upload_makes_no_namenode_call_it_does_not_need(fake: FakeHdfs, local: P
     publish(fake, local, 10)
     fake.calls.clear()
     publish(fake, local, 20)
-    # Clear a leftover temporary, write the copy, one listing (step there? what to prune?), publish.
-    assert [name for name, _ in fake.calls] == ["delete", "upload", "list", "rename"]
+    # Clear a leftover temporary, write the copy, then its manifest, one listing (step there? what
+    # to prune?), publish.
+    assert [name for name, _ in fake.calls] == ["delete", "upload", "write", "list", "rename"]
+    assert fake.calls[2] == ("write", f"{REMOTE}/.tmp-ckpt-000000000020-1-1/{MANIFEST}")
 
 
 def test_upload_older_step_never_displaces_newer(fake: FakeHdfs, local: Path) -> None:
@@ -481,8 +511,9 @@ def test_upload_retry_after_crash_without_cleanup_publishes_clean_checkpoint(fak
     fake.crash_upload_after = 1  # one file written, then the connection (and the cleanup) fails
     assert sync.sync_once() is False
     assert sync.sync_once() is True  # next poll: HDFS is back
-    assert fake.tree(f"{REMOTE}/ckpt-000000000020") == {"checkpoint": state_text(20),
-                                                          **{n: (local / n).read_bytes() for n in ckpt_names(20)}}
+    published = fake.tree(f"{REMOTE}/ckpt-000000000020")
+    assert json.loads(published.pop(MANIFEST))["files"] == {n: len(b) for n, b in published.items()}
+    assert published == {"checkpoint": state_text(20), **{n: (local / n).read_bytes() for n in ckpt_names(20)}}
 
 
 def test_upload_writes_nothing_outside_staging(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
@@ -552,6 +583,205 @@ def test_restore_latest_retries_transient_errors(fake: FakeHdfs, local: Path, tm
     assert clock.sleeps == [1.0, 1.0, 2.0]  # backoff per operation, on the patched clock
     found = find_local(local)
     assert found is not None and found.step == 20
+
+
+# --------------------------------------------------------------------------- #
+# why_not_whole: the check restore makes before it downloads a candidate
+# --------------------------------------------------------------------------- #
+
+STATE20 = b'model_checkpoint_path: "ckpt-20"\nall_model_checkpoint_paths: "ckpt-20"\n'
+WHOLE = {"checkpoint": len(STATE20), "ckpt-20.index": 200,
+         "ckpt-20.data-00000-of-00002": 10, "ckpt-20.data-00001-of-00002": 0}
+
+
+def _without(*names: str) -> Callable[[dict[str, int]], None]:
+    return lambda files: [files.pop(n) for n in names] and None
+
+
+def _sized(name: str, size: int) -> Callable[[dict[str, int]], None]:
+    return lambda files: files.update({name: size})
+
+
+@pytest.mark.parametrize(("mutate", "state", "reason"), [
+    (lambda f: None, STATE20, None),
+    (lambda f: f.update({"ckpt-10.index": 5, "extra.txt": 0}), STATE20, None),  # other files do not matter
+    (_without("checkpoint"), STATE20, "neither a tony-manifest.json nor a 'checkpoint' state file"),
+    (lambda f: None, b"garbage\n", "checkpoint names no model_checkpoint_path"),
+    (lambda f: None, b'model_checkpoint_path: "/home/bob/ckpt/ckpt-20"\n', "names an absolute path"),
+    (_without("ckpt-20.index"), STATE20, "ckpt-20.index is missing"),
+    (_sized("ckpt-20.index", 47), STATE20, "ckpt-20.index is 47 bytes, shorter than any TensorFlow index (48)"),
+    (_sized("ckpt-20.index", 0), STATE20, "ckpt-20.index is 0 bytes"),
+    (_without("ckpt-20.data-00001-of-00002"), STATE20, "ckpt-20.data-00001-of-00002 is missing"),
+    (_without("ckpt-20.data-00000-of-00002"), STATE20, "ckpt-20.data-00000-of-00002 is missing"),
+    (_without("ckpt-20.data-00000-of-00002", "ckpt-20.data-00001-of-00002"), STATE20, "ckpt-20.data-*-of-* is missing"),
+    (_sized("ckpt-20.data-00000-of-00002", 0), STATE20, "every data shard of ckpt-20 is empty"),
+    (lambda f: None, b'model_checkpoint_path: "ckpt-10"\n', "ckpt-10.index is missing"),
+    (lambda f: None, b'model_checkpoint_path: "ckpt-2"\n', "ckpt-2.index is missing"),  # not ckpt-20's files
+], ids=["whole", "extra-files", "no-state-file", "state-names-nothing", "absolute-prefix", "no-index",
+        "index-shorter-than-footer", "index-empty", "last-shard-missing", "first-shard-missing", "no-shards",
+        "all-shards-empty", "state-names-pruned-prefix", "prefix-of-another"])
+def test_why_not_whole_without_manifest(mutate: Callable[[dict[str, int]], None], state: bytes,
+                                        reason: str | None) -> None:
+    files = dict(WHOLE)
+    mutate(files)
+    got = why_not_whole(files, {"checkpoint": state}.__getitem__)
+    assert got == reason if reason is None else reason in (got or ""), got
+
+
+def test_why_not_whole_checks_every_state_file_of_a_subdir_layout() -> None:
+    files = {f"chief/{k}": v for k, v in WHOLE.items()}
+    read = {"chief/checkpoint": STATE20}.__getitem__
+    assert why_not_whole(files, read) is None
+    del files["chief/ckpt-20.index"]
+    assert why_not_whole(files, read) == "chief/ckpt-20.index is missing"
+
+
+@pytest.mark.parametrize(("mutate", "reason"), [
+    (lambda f: None, None),
+    (_sized("ckpt-20.index", 3), None),  # the manifest is the record: the sizes match it
+    (_sized("ckpt-20.data-00000-of-00001", 5), "ckpt-20.data-00000-of-00001 is 5 bytes, the manifest says 9"),
+    (_without("checkpoint"), f"checkpoint is missing (the manifest lists {len(STATE20)} bytes)"),
+    (lambda f: f.update({"stray": 1}), None),
+], ids=["matches", "tiny-but-recorded", "truncated-shard", "state-file-gone", "extra-file"])
+def test_why_not_whole_with_manifest(mutate: Callable[[dict[str, int]], None], reason: str | None) -> None:
+    files = {"checkpoint": len(STATE20), "ckpt-20.index": 3, "ckpt-20.data-00000-of-00001": 9}
+    manifest = json.dumps({"format": 1, "step": 20, "files": files}).encode()
+    mutate(files)
+    files[MANIFEST] = len(manifest)
+    assert why_not_whole(files, {MANIFEST: manifest}.__getitem__) == reason
+
+
+@pytest.mark.parametrize("manifest", [b"{not json", b"[]", b'{"files": {"a": "big"}}', b'{"format": 1}'])
+def test_why_not_whole_unreadable_manifest(manifest: bytes) -> None:
+    got = why_not_whole({MANIFEST: len(manifest), "checkpoint": 1}, {MANIFEST: manifest}.__getitem__)
+    assert got is not None and got.startswith(f"its {MANIFEST} is unreadable"), got
+
+
+def test_manifest_of_lists_every_staged_file_with_its_size(tmp_path: Path) -> None:
+    write_ckpt(tmp_path / "chief", 7, shards=2)
+    manifest = json.loads(manifest_of(tmp_path, 7))
+    assert manifest == {"format": 1, "step": 7, "files": {
+        f"chief/{p.name}": p.stat().st_size for p in (tmp_path / "chief").iterdir()}}
+
+
+# --------------------------------------------------------------------------- #
+# restore_latest with a bad newest checkpoint
+# --------------------------------------------------------------------------- #
+
+
+def _truncate(fake: FakeHdfs, path: str, size: int = 3) -> None:
+    fake.put(path, fake.tree(path.rsplit("/", 1)[0])[path.rsplit("/", 1)[1]][:size])
+
+
+def _hand_copied(fake: FakeHdfs, step: int, *, skip: tuple[str, ...] = (), remote: str = REMOTE) -> None:
+    """A checkpoint folder without a manifest (an older version's upload, a copy by hand)."""
+    folder = f"{remote}/{remote_name(step)}"
+    fake.put(f"{folder}/checkpoint", state_text(step))
+    for name in sorted(ckpt_names(step)):
+        if name not in skip:
+            fake.put(f"{folder}/{name}", b"i" * 100)
+
+
+def test_restore_skips_a_truncated_newest_and_leaves_it_in_place(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    publish(fake, source, 10)
+    publish(fake, source, 20)
+    _truncate(fake, f"{REMOTE}/ckpt-000000000020/ckpt-20.data-00000-of-00001")
+    before = fake.tree(REMOTE)
+    fake.calls.clear()
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) == (10, f"{REMOTE}/ckpt-000000000010")
+    assert len(events) == 1, events
+    assert events[0].startswith(f"skipped checkpoint {REMOTE}/ckpt-000000000020: ckpt-20.data-00000-of-00001 "
+                                "is 3 bytes, the manifest says"), events
+    assert "left it in place" in events[0]
+    assert fake.tree(REMOTE) == before  # nothing skipped was changed or deleted
+    assert {name for name, _ in fake.calls} <= {"list", "status", "read", "download"}
+    assert [p for name, p in fake.calls if name == "download"] == [f"{REMOTE}/ckpt-000000000010"]
+    found = find_local(local)
+    assert found is not None and found.step == 10
+    assert MANIFEST not in tree(local)  # the user's folder holds what TensorFlow wrote, no more
+
+
+def test_restore_checks_a_checkpoint_without_manifest_by_tensorflows_rule(fake: FakeHdfs, local: Path) -> None:
+    _hand_copied(fake, 20)
+    _hand_copied(fake, 30, skip=("ckpt-30.index",))
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) == (20, f"{REMOTE}/ckpt-000000000020")
+    assert len(events) == 1 and "ckpt-000000000030: ckpt-30.index is missing" in events[0], events
+    assert set(tree(local)) == {"checkpoint"} | ckpt_names(20)
+
+
+def test_restore_falls_back_to_warm_start_when_no_own_checkpoint_is_whole(fake: FakeHdfs, local: Path,
+                                                                          tmp_path: Path) -> None:
+    _hand_copied(fake, 10, skip=("ckpt-10.data-00000-of-00001",))
+    _hand_copied(fake, 20, skip=("ckpt-20.index",))
+    publish(fake, tmp_path / "warm", 500, remote=WARM)
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE, WARM], local, on_event=events.append) == (500, f"{WARM}/ckpt-000000000500")
+    assert [e.split(":")[0] for e in events] == [f"skipped checkpoint {REMOTE}/ckpt-000000000020",
+                                                 f"skipped checkpoint {REMOTE}/ckpt-000000000010"]
+    assert remote_checkpoints(fake, REMOTE) == [10, 20]
+
+
+def test_restore_starts_fresh_when_nothing_is_whole(fake: FakeHdfs, local: Path) -> None:
+    _hand_copied(fake, 20, skip=("ckpt-20.index",))
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) is None
+    assert len(events) == 1 and fake.count("download") == 0
+    assert tree(local) == {}
+
+
+def test_restore_skips_a_checkpoint_that_cannot_be_downloaded(fake: FakeHdfs, local: Path, tmp_path: Path,
+                                                              clock: Clock) -> None:
+    publish(fake, tmp_path / "src", 10)
+    publish(fake, tmp_path / "src", 20)
+    fake.fail_times = {"download": 5}  # every retry of the newest fails: its blocks are unreadable
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) == (10, f"{REMOTE}/ckpt-000000000010")
+    assert len(events) == 1 and "ckpt-000000000020: it could not be downloaded (FakeHdfsError" in events[0]
+    assert set(tree(local)) == {"checkpoint"} | ckpt_names(10)
+    assert sorted(p.name for p in local.parent.iterdir()) == ["ckpt"]  # the failed download left nothing
+
+
+def test_restore_raises_rather_than_start_fresh_when_hdfs_cannot_list(fake: FakeHdfs, local: Path,
+                                                                      tmp_path: Path) -> None:
+    publish(fake, tmp_path / "src", 10)
+    fake.broken.add("list")
+    with pytest.raises(FakeHdfsError):
+        restore_latest(fake, [REMOTE], local, on_event=[].append)
+    assert fake.count("download") == 0
+
+
+# --------------------------------------------------------------------------- #
+# upload onto a bad checkpoint of the same step
+# --------------------------------------------------------------------------- #
+
+
+def test_upload_replaces_a_bad_checkpoint_of_the_same_step_keeping_it_aside(fake: FakeHdfs, local: Path) -> None:
+    publish(fake, local, 20, data=b"first" * 20, tag="1-1")
+    _truncate(fake, f"{REMOTE}/ckpt-000000000020/ckpt-20.index")
+    damaged = fake.tree(f"{REMOTE}/ckpt-000000000020")
+    events: list[str] = []
+    write_ckpt(local, 20, data=b"second" * 20)
+    found = find_local(local)
+    assert found is not None
+    final = upload(fake, found, local, REMOTE, keep=3, tag="2-2", on_event=events.append)
+    assert fake.tree(final)["ckpt-20.index"] == b"second" * 20
+    assert fake.tree(f"{final}.damaged-2-2") == damaged  # moved aside, never deleted
+    assert remote_checkpoints(fake, REMOTE) == [20]
+    assert len(events) == 1 and f"kept as {final}.damaged-2-2" in events[0] and "ckpt-20.index is 3 bytes" in events[0]
+
+
+def test_upload_same_step_onto_a_whole_one_keeps_the_first(fake: FakeHdfs, local: Path) -> None:
+    publish(fake, local, 20, data=b"first", tag="1-1")
+    events: list[str] = []
+    write_ckpt(local, 20, data=b"second")
+    found = find_local(local)
+    assert found is not None
+    upload(fake, found, local, REMOTE, keep=3, tag="2-2", on_event=events.append)
+    assert fake.tree(f"{REMOTE}/ckpt-000000000020")["ckpt-20.index"] == b"first"
+    assert fake.list(REMOTE) == ["ckpt-000000000020"] and events == []
 
 
 # --------------------------------------------------------------------------- #

@@ -299,6 +299,10 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], object], str, str]] = [
         "untracked_roles",
         "'chief'",
     ),
+    ("untrack-typo-of-ps", lambda d: d["roles"].update(ps=_role()) or d.update(untracked_roles=["pss"]),
+     "untracked_roles[0]", "'pss' is not a role of this job (roles: 'worker', 'ps'); did you mean 'ps'?"),
+    ("untrack-undefined-role", lambda d: d.update(untracked_roles=["ps", "sidecar"]), "untracked_roles[1]",
+     "'sidecar' is not a role of this job (roles: 'worker'); name a role from 'roles'"),
     ("name-empty", lambda d: d.update(name=""), "name", "''"),
     ("name-too-long", lambda d: d.update(name="x" * 101), "name", "101 characters"),
     ("name-control-char", lambda d: d.update(name="a\nb"), "name", "'a\\nb'"),
@@ -375,8 +379,14 @@ def test_standalone_object_reports_relative_field() -> None:
     assert info.value.field == "memory"
 
 
-def test_untracked_roles_may_name_absent_roles() -> None:
-    spec = _spec(lambda d: d.update(untracked_roles=["ps", "tensorboard", "sidecar"]))
+def test_untracked_roles_may_name_absent_default_roles() -> None:
+    # The default ['ps', 'tensorboard'] must hold for a job that defines neither.
+    spec = _spec(lambda d: d.update(untracked_roles=["ps", "tensorboard"]))
+    assert spec.tracked_roles() == ["worker"]
+
+
+def test_untracked_roles_may_name_a_custom_role_of_the_job() -> None:
+    spec = _spec(lambda d: d["roles"].update(sidecar=_role()) or d.update(untracked_roles=["sidecar"]))
     assert spec.tracked_roles() == ["worker"]
 
 
