@@ -15,6 +15,7 @@ file names the latest prefix, and that prefix's ``.index`` and every
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -63,7 +64,9 @@ def _complete_files(state_dir: Path, prefix: str) -> tuple[Path, ...] | None:
     shards = [p for p in base.parent.glob(base.name + ".data-*") if _SHARD_RE.search(p.name)]
     if not shards:
         return None
-    total = int(_SHARD_RE.search(shards[0].name).group(2))
+    match = _SHARD_RE.search(shards[0].name)
+    assert match is not None  # every shard in the list matched it above
+    total = int(match.group(2))
     if len(shards) != total:
         return None  # a shard is still being written
     return tuple(sorted(p.relative_to(state_dir) for p in [index, *shards]))
@@ -154,13 +157,13 @@ def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path) -> tupl
     ``remote_dirs`` is the job's own directory first, then a warm-start source.
     """
     for remote_dir in remote_dirs:
-        steps = with_retries(f"list {remote_dir}", lambda d=remote_dir: remote_checkpoints(client, d))
+        steps = with_retries(f"list {remote_dir}", functools.partial(remote_checkpoints, client, remote_dir))
         if not steps:
             continue
         source = f"{hdfs_path(remote_dir).rstrip('/')}/{remote_name(steps[-1])}"
         with tempfile.TemporaryDirectory(prefix="tony-restore-", dir=local_dir.parent) as tmp:
             target = Path(tmp) / "ckpt"
-            with_retries(f"download {source}", lambda: client.download(source, str(target), n_threads=1))
+            with_retries(f"download {source}", functools.partial(client.download, source, str(target), n_threads=1))
             local_dir.mkdir(parents=True, exist_ok=True)
             for item in target.iterdir():
                 shutil.move(str(item), str(local_dir / item.name))

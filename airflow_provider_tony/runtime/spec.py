@@ -375,7 +375,8 @@ class PythonEnv(_Spec):
     interpreter: str | None = None
     """Absolute path of a Python already installed on every node, like ``/opt/venvs/train/bin/python``."""
     archive: str | None = None
-    """A packed environment (venv-pack or conda-pack ``.tar.gz``/``.tgz``/``.zip``), local or ``hdfs://``; uploaded to HDFS once per content and unpacked as ``environment`` in every container."""
+    """A packed environment (venv-pack or conda-pack ``.tar.gz``/``.tgz``/``.zip``), local or ``hdfs://``; uploaded to
+    HDFS once per content and unpacked as ``environment`` in every container."""
 
     def validate(self) -> None:
         fix = "give the python's full path on the nodes, like '/usr/bin/python3'"
@@ -416,7 +417,8 @@ class RoleSpec(_Spec):
     instances: int = 1
     """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1."""
     memory: MiB = 1024
-    """Memory per container: an int of MiB or a size such as ``"4 GiB"``, ``"2g"``, ``"512 MiB"``; at most the cluster's ``yarn.scheduler.maximum-allocation-mb``."""
+    """Memory per container: an int of MiB or a size such as ``"4 GiB"``, ``"2g"``, ``"512 MiB"``; at most the
+    cluster's ``yarn.scheduler.maximum-allocation-mb``."""
     vcores: int = 1
     """Virtual cores per container."""
     gpus: int = 0
@@ -424,13 +426,16 @@ class RoleSpec(_Spec):
     node_label: str | None = None
     """Run only on nodes with this YARN node label."""
     env: dict[str, str] = field(default_factory=dict)
-    """Environment variables for this role's tasks, over the job-wide ``env``; ``TF_CONFIG``, ``CUDA_VISIBLE_DEVICES`` and ``TONY_*`` are reserved."""
+    """Environment variables for this role's tasks, over the job-wide ``env``; ``TF_CONFIG``, ``CUDA_VISIBLE_DEVICES``
+    and ``TONY_*`` are reserved."""
     command: list[str] | None = None
-    """The full argument list to run (no shell), like ``["python", "train.py"]``; exclusive with ``module`` and ``script``."""
+    """The full argument list to run (no shell), like ``["python", "train.py"]``; exclusive with ``module`` and
+    ``script``."""
     module: str | None = None
     """A Python module to run as ``python -m MODULE``; exclusive with ``command`` and ``script``."""
     script: str | None = None
-    """A ``.py`` file to run: absolute (shipped from the submitting machine) or relative to the container's working directory (shipped with ``files``)."""
+    """A ``.py`` file to run: absolute (shipped from the submitting machine) or relative to the container's working
+    directory (shipped with ``files``)."""
     args: list[str] = field(default_factory=list)
     """Arguments after ``module`` or ``script`` (with ``command``, put them in the list)."""
 
@@ -512,7 +517,8 @@ class CheckpointSpec(_Spec):
     """
 
     dir: str | None = None
-    """Where checkpoints live on HDFS (absolute path or ``hdfs://`` URL); the operator's default is one folder per task run, so a retry resumes."""
+    """Where checkpoints live on HDFS (absolute path or ``hdfs://`` URL); the operator's default is one folder per task
+    run, so a retry resumes."""
     warm_start_from: str | None = None
     """Another run's checkpoint folder to start from when ``dir`` has no checkpoint yet."""
     keep: int = 3
@@ -524,7 +530,8 @@ class CheckpointSpec(_Spec):
     model_dir: str | None = None
     """HDFS folder the deciding task's ``$TONY_MODEL_DIR`` is published to when the job succeeds."""
     local_dir: str = "checkpoints"
-    """The folder user code writes checkpoints to (``$TONY_CHECKPOINT_DIR``), relative to the container's working directory."""
+    """The folder user code writes checkpoints to (``$TONY_CHECKPOINT_DIR``), relative to the container's working
+    directory."""
 
     def validate(self) -> None:
         self.dir = _hdfs_path(self.dir, "dir")
@@ -571,9 +578,11 @@ class JobSpec(_Spec):
     queue: str = "default"
     """The YARN queue; the operator uses the connection's default queue when the job names none."""
     tags: list[str] = field(default_factory=list)
-    """YARN application tags (at most 10, ASCII, lower-cased); the operator adds its own to find a running application again."""
+    """YARN application tags (at most 10, ASCII, lower-cased); the operator adds its own to find a running application
+    again."""
     roles: dict[str, RoleSpec] = field(default_factory=dict)
-    """The task types by name (``chief``, ``worker``, ``ps``, ``evaluator``, ``tensorboard`` or any other); at least a ``chief`` or a ``worker``."""
+    """The task types by name (``chief``, ``worker``, ``ps``, ``evaluator``, ``tensorboard`` or any other); at least a
+    ``chief`` or a ``worker``."""
     python: PythonEnv = field(default_factory=PythonEnv)
     """Which Python runs ``module`` and ``script`` roles on the nodes."""
     files: dict[str, str] = field(default_factory=dict)
@@ -586,7 +595,8 @@ class JobSpec(_Spec):
     heartbeat_interval: float = 5.0
     """Seconds between a task executor's heartbeats to the AM (a start or an exit is sent at once)."""
     heartbeat_timeout: float = 25.0
-    """A tracked task silent this many seconds is lost and fails the job (retryable); more than twice ``heartbeat_interval``."""
+    """A tracked task silent this many seconds is lost and fails the job (retryable); more than twice
+    ``heartbeat_interval``."""
     registration_timeout: float = 300.0
     """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails."""
     deadline: float | None = None
@@ -594,9 +604,11 @@ class JobSpec(_Spec):
     startup_timeout: float = 600.0
     """Seconds the application may wait in YARN's queue (ACCEPTED) before the follower kills it as retryable."""
     progress_stall_timeout: float | None = None
-    """Fail (retryable) a tracked task that reported progress and then reported no new step for this many seconds; null turns it off."""
+    """Fail (retryable) a tracked task that reported progress and then reported no new step for this many seconds; null
+    turns it off."""
     success_policy: str = "chief"
-    """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must succeed."""
+    """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
+    succeed."""
     untracked_roles: list[str] = field(default_factory=lambda: ["ps", "tensorboard"])
     """Roles whose exit does not decide the job; they are stopped when the tracked roles finish."""
     acls: Acls = field(default_factory=Acls)
