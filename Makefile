@@ -72,7 +72,7 @@ reference: venv
 	$(PY) scripts/gen_reference.py
 
 # Runs the example DAG with `airflow dags test`; the same job outside Airflow:
-#   python -m airflow_provider_tony submit dags/training/digits_mwms.yaml
+#   tony submit dags/training/digits_mwms.yaml   (or python -m airflow_provider_tony submit ...)
 # The cluster stays up afterwards so the YARN pages can be browsed; stop it
 # with `make cluster-down`.
 demo: venv cluster-up
