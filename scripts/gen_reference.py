@@ -94,7 +94,9 @@ def field_docs(cls: type[Any]) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body  # type: ignore[attr-defined]
+        node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        assert isinstance(node, ast.ClassDef), klass
+        body = node.body
         for node, after in zip(body, [*body[1:], None], strict=True):
             if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                     and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
@@ -102,8 +104,17 @@ def field_docs(cls: type[Any]) -> dict[str, str]:
     return docs
 
 
+#: The default of a field that has none: the reference says "required" and the schema requires it.
+REQUIRED = object()
+
+
 def default_of(f: dataclasses.Field[Any]) -> Any:
-    value = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return REQUIRED
     return value.to_dict() if isinstance(value, model._Spec) else value
 
 
@@ -156,12 +167,17 @@ def type_schema(annotation: str) -> dict[str, Any]:
 
 
 def class_schema(cls: type[Any]) -> dict[str, Any]:
-    props = {}
+    props: dict[str, Any] = {}
+    required = list(CLASS_SCHEMA.get(cls.__name__, {}).get("required", []))
     for name, annotation, default, doc in fields_of(cls):
-        props[name] = {"description": doc, **type_schema(annotation), "default": default,
+        props[name] = {"description": doc, **type_schema(annotation),
+                       **({} if default is REQUIRED else {"default": default}),
                        **FIELD_SCHEMA.get(f"{cls.__name__}.{name}", {})}
+        if default is REQUIRED and name not in required:
+            required.append(name)
+    extra = {k: v for k, v in CLASS_SCHEMA.get(cls.__name__, {}).items() if k != "required"}
     return {"type": "object", "description": _class_summary(cls), "properties": props,
-            "additionalProperties": False, **CLASS_SCHEMA.get(cls.__name__, {})}
+            "additionalProperties": False, **({"required": required} if required else {}), **extra}
 
 
 def schema() -> dict[str, Any]:
@@ -217,8 +233,12 @@ def markdown() -> str:
         lines += [f"## {cls.__name__}", "", _class_doc(cls), "",
                   "| field | type | default | meaning |", "|---|---|---|---|"]
         for name, annotation, default, doc in fields_of(cls):
-            shown = "see below" if isinstance(default, dict) and default and "$ref" in type_schema(annotation) else (
-                f"`{json.dumps(default)}`")
+            if default is REQUIRED:
+                shown = "required"
+            elif isinstance(default, dict) and default and "$ref" in type_schema(annotation):
+                shown = "see below"
+            else:
+                shown = f"`{json.dumps(default)}`"
             lines.append(f"| `{name}` | {_cell(type_text(annotation))} | {shown} | {_cell(doc)} |")
         lines.append("")
     return "\n".join(lines)
