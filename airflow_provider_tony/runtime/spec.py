@@ -589,7 +589,7 @@ class JobSpec(_Spec):
     """Files to ship into every container: name in the working directory -> local absolute path or ``hdfs://`` URL."""
     # Every beat wakes the executor, skein's AM JVM and the AM, on the cores the
     # workers train on: 5 s (Spark's executors beat every 10 s) rather than TonY's
-    # 1 s, because a beat costs training time on a busy node (bench/README.md).
+    # 1 s, because a beat costs training time on a busy node (CHANGELOG.md).
     # A start or an exit is sent at once, not with the next beat; only a hang is
     # found by the timeout.
     heartbeat_interval: float = 5.0
