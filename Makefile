@@ -11,20 +11,23 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 
-.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast demo clean
+.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast lint reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only, no cluster"
+	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
+	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
+# Reinstalls whenever pyproject.toml changes (a new dependency, the tony script).
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,dev]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -58,8 +61,18 @@ airflow-down:
 test-fast: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+# The formatter only checks here; `$(VENV)/bin/ruff format .` applies it.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# docs/ is generated from runtime/spec.py; tests/unit/test_reference.py fails when it is stale.
+reference: venv
+	$(PY) scripts/gen_reference.py
+
 # Runs the example DAG with `airflow dags test`; the same job outside Airflow:
-#   python -m airflow_provider_tony submit dags/training/digits_mwms.yaml
+#   tony submit dags/training/digits_mwms.yaml   (or python -m airflow_provider_tony submit ...)
 # The cluster stays up afterwards so the YARN pages can be browsed; stop it
 # with `make cluster-down`.
 demo: venv cluster-up

@@ -13,7 +13,6 @@ versions and date.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import platform
@@ -33,6 +32,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import proctree  # noqa: E402
+
 from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
 from airflow_provider_tony.yarn.client import TonyClient  # noqa: E402
 
@@ -195,7 +195,7 @@ def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str])
             i + 1, *(runs[name][-1] for name in names)), flush=True)
 
     def ratios(top: str, bottom: str) -> list[float]:
-        return [a / b for a, b in zip(runs[top], runs[bottom])]
+        return [a / b for a, b in zip(runs[top], runs[bottom], strict=True)]
 
     tony_hand = ratios("tony_operator", "by_hand")
     return {"by_hand_steps_per_s": stats(runs["by_hand"]), "bare_yarn_steps_per_s": stats(runs["bare_yarn"]),
@@ -415,7 +415,8 @@ def bench_resume(client: TonyClient, repeat: int) -> dict[str, Any]:
         assert not first.succeeded and second.succeeded
         task = second.am_state["tasks"]["worker:0"]
         redone.append(35 - task["restored_step"])
-        took = [float(m) for e in second.am_state["events"] for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
+        took = [float(m) for e in second.am_state["events"]
+                for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
         restore.extend(took)
         client.hdfs().delete(ckpt, recursive=True)
     return {"steps_redone": stats(redone), "checkpoint_interval": 10, "killed_after_step": 35,

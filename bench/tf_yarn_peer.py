@@ -52,7 +52,8 @@ def conf(name: str) -> str:
 
 
 def webhdfs(method: str, path: str, op: str, data: Any = None, size: int = 0) -> Any:
-    url = f"{os.environ['TONY_WEBHDFS_URL']}/webhdfs/v1{path}?op={op}&user.name={os.environ.get('HADOOP_USER_NAME', 'root')}"
+    user = os.environ.get("HADOOP_USER_NAME", "root")
+    url = f"{os.environ['TONY_WEBHDFS_URL']}/webhdfs/v1{path}?op={op}&user.name={user}"
     if op == "CREATE":  # two steps: the NameNode names a DataNode, which takes the bytes
         with urllib.request.urlopen(urllib.request.Request(url + "&overwrite=true&noredirect=true", method="PUT")) as r:
             url = json.load(r)["Location"]

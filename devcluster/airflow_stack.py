@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from devcluster import is_alive  # noqa: E402 - the sibling launcher's process helper
+
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 PG_BIN = Path("/usr/lib/postgresql")
 USER, PASSWORD = "admin", "admin"

@@ -31,9 +31,9 @@ import string
 import subprocess
 import sys
 import time
-import zipfile
 import urllib.error
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -331,7 +331,8 @@ def format_namenode(layout: Layout, jhome: Path, env: dict[str, str]) -> None:
            "-clusterId", "tony-devcluster"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=layout.home)
     if proc.returncode != 0:
-        raise ClusterError(f"formatting HDFS failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        raise ClusterError(f"formatting HDFS failed (exit {proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
 
 
 def _get_json(url: str) -> dict:

@@ -69,7 +69,7 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture(scope="session")
-def skein_client(cluster: Cluster) -> Iterator["skein.Client"]:  # noqa: F821
+def skein_client(cluster: Cluster) -> Iterator[skein.Client]:  # noqa: F821
     import skein
 
     with skein.Client() as client:
@@ -95,7 +95,7 @@ def app_tag(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def tony_client(cluster: Cluster) -> Iterator["TonyClient"]:  # noqa: F821
+def tony_client(cluster: Cluster) -> Iterator[TonyClient]:  # noqa: F821
     from airflow_provider_tony.yarn.client import TonyClient
 
     with TonyClient.from_env() as client:

@@ -19,7 +19,6 @@ from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.yarn.client import TonyClient
 
 
-
 class YarnHook(BaseHook):
     """Talk to one YARN cluster (and its WebHDFS) through a ``tony_yarn`` connection.
 

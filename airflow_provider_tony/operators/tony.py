@@ -12,9 +12,9 @@ the same dag_id / task_id / run_id / map_index is re-used.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
-import hashlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,7 +36,7 @@ def _tag(prefix: str, value: object) -> str:
     """A YARN tag (lower-cased by YARN, at most 100 chars, no commas)."""
     text = f"{prefix}:{value}".lower().replace(",", "_")
     if len(text) > 100:
-        text = f"{prefix}:sha1-{hashlib.sha1(str(value).encode()).hexdigest()}"
+        text = f"{prefix}:sha1-{hashlib.sha1(str(value).encode(), usedforsecurity=False).hexdigest()}"
     return text
 
 
@@ -223,7 +223,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == "SUCCEEDED"
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:
+    # The mixin declares None but returns whatever this returned on reconnect: that is the XCom.
+    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
         """Follow to the end; returns the XCom result (the mixin returns it as is on reconnect)."""
         app_id = str(external_id)
         if self._app_id != app_id:

@@ -23,8 +23,8 @@ from typing import Any
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import priority
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
+from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.am")
 # How long the final state stays readable for a client that has not yet
@@ -53,7 +53,8 @@ CONTAINER_CHECK_MAX_S = 5.0
 
 def _decode(raw: bytes) -> dict[str, Any]:
     try:
-        return json.loads(raw.decode())
+        doc: dict[str, Any] = json.loads(raw.decode())
+        return doc
     except ValueError:
         return {}
 

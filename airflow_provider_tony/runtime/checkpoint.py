@@ -78,7 +78,9 @@ def _complete_files(state_dir: Path, prefix: str) -> tuple[Path, ...] | None:
     shards = [p for p in base.parent.glob(base.name + ".data-*") if _SHARD_RE.search(p.name)]
     if not shards:
         return None
-    total = int(_SHARD_RE.search(shards[0].name).group(2))
+    match = _SHARD_RE.search(shards[0].name)
+    assert match is not None  # every shard in the list matched it above
+    total = int(match.group(2))
     if len(shards) != total:
         return None  # a shard is still being written
     return tuple(sorted(p.relative_to(state_dir) for p in [index, *shards]))

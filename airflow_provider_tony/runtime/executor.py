@@ -25,16 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint
+from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import hdfs_io
-from airflow_provider_tony.runtime import priority
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime import workspace
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.tf_config import tf_config_env
+from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.executor")
 STDERR_TAIL_LINES = 20
@@ -167,7 +165,8 @@ def wait_for_cluster(app: Any) -> dict[str, Any]:
     delays = itertools.chain(CLUSTER_POLL_S, itertools.repeat(CLUSTER_POLL_S[-1]))
     while (raw := app.kv.get(C.KV_CLUSTER)) is None:
         time.sleep(next(delays))
-    return json.loads(raw.decode())
+    cluster: dict[str, Any] = json.loads(raw.decode())
+    return cluster
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -194,7 +193,12 @@ class UserProcess:
             return
         self.pump = threading.Thread(target=_pump_stderr, args=(self.proc.stderr, self.tail), daemon=True)
         self.pump.start()
-        signal.signal(signal.SIGTERM, lambda signum, _frame: self.proc and self.proc.send_signal(signum))
+        signal.signal(signal.SIGTERM, self._forward)
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        """YARN stops a container with SIGTERM: pass it on so user code can save and exit."""
+        if self.proc is not None:
+            self.proc.send_signal(signum)
 
     def fail(self, message: str) -> None:
         """Stop the user code for a reason of ours (e.g. checkpoints cannot be saved)."""
@@ -221,7 +225,7 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
     user_env[C.ENV_RESTORED_STEP] = ""
     user_env[C.ENV_RESTORED_FROM] = ""
     user_env[C.ENV_RESTORED_KIND] = ""
-    if hdfs is None or role not in RESTORING_ROLES and role not in spec.tracked_roles():
+    if hdfs is None or spec.checkpoint.dir is None or role not in RESTORING_ROLES and role not in spec.tracked_roles():
         return None
     sources = [spec.checkpoint.dir] + ([spec.checkpoint.warm_start_from] if spec.checkpoint.warm_start_from else [])
     started = time.monotonic()
@@ -251,6 +255,7 @@ def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], ta
     """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS."""
     local = workdir / MODEL_DIR
     target = spec.checkpoint.model_dir
+    assert target is not None  # called only when the job sets model_dir
     if not local.is_dir() or not any(local.iterdir()):
         report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
         return code, tail
@@ -318,6 +323,7 @@ def main() -> int:
     priority.lower()  # the user process is forked: from now on ours yield to it
     sync = None
     if hdfs is not None and is_decider:
+        assert spec.checkpoint.dir is not None  # hdfs is set only when it is
         sync = checkpoint.CheckpointSync(
             hdfs, ckpt_dir, spec.checkpoint.dir, keep=spec.checkpoint.keep,
             poll_interval=spec.checkpoint.poll_interval, window=spec.checkpoint.upload_failure_window,
@@ -326,14 +332,16 @@ def main() -> int:
             start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
             on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"), on_fatal=user.fail)
         sync.start()
-        tb_sync = checkpoint.DirSync(hdfs, workdir / TENSORBOARD_DIR, checkpoint.tensorboard_remote(spec.checkpoint.dir),
+        tb_sync = checkpoint.DirSync(hdfs, workdir / TENSORBOARD_DIR,
+                                     checkpoint.tensorboard_remote(spec.checkpoint.dir),
                                      interval=max(5.0, spec.checkpoint.poll_interval), push=True)
         tb_sync.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
     if sync is not None:
         # A failed script's last complete checkpoint is worth saving too (bounded wait).
-        window = spec.checkpoint.upload_failure_window if code == 0 else min(30.0, spec.checkpoint.upload_failure_window)
+        window = spec.checkpoint.upload_failure_window
+        window = window if code == 0 else min(30.0, window)
         if not sync.flush(timeout=window) and code == 0:
             code, tail = 75, [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: "
                               f"{sync.last_error}"]

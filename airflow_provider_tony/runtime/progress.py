@@ -48,30 +48,32 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
 def read(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """What the executor forwards to the AM; None until the script reports."""
     try:
-        return json.loads(Path(path).read_text())
+        doc: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+    return doc
 
 
 def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> Any:
     """A tf-keras callback reporting step, epoch and logs; imports tf_keras lazily."""
     import tf_keras  # noqa: PLC0415 - only when the script asks for it
 
-    class TonyProgress(tf_keras.callbacks.Callback):
+    # tf_keras has no type information: the base class is Any to mypy.
+    class TonyProgress(tf_keras.callbacks.Callback):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.step = 0
             self.epoch = 0
 
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             self.epoch = epoch
 
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self.step += 1
             if self.step % every_n_steps == 0:
                 report(step=self.step, epoch=self.epoch, total_steps=total_steps, **(logs or {}))
 
-        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             report(step=self.step, epoch=epoch + 1, total_steps=total_steps, **(logs or {}))
 
     return TonyProgress()

@@ -44,6 +44,7 @@ __all__ = [
     "Acls",
     "CheckpointSpec",
     "ClusterInfo",
+    "MiB",
     "JobSpec",
     "PythonEnv",
     "RoleSpec",
@@ -97,6 +98,11 @@ _UNITS: dict[str, int] = {
     "t": 2**40, "tib": 2**40, "tb": 10**12,
 }
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+
+#: A memory field's type: an int of MiB once validated; given as an int of MiB or
+#: a size string (``"2 GiB"``). A named alias so the generated reference and JSON
+#: Schema (``scripts/gen_reference.py``) can say that a string is accepted too.
+MiB = int
 
 
 # --------------------------------------------------------------------------- #
@@ -370,7 +376,10 @@ class PythonEnv(_Spec):
     """
 
     interpreter: str | None = None
+    """Absolute path of a Python already installed on every node, like ``/opt/venvs/train/bin/python``."""
     archive: str | None = None
+    """A packed environment (venv-pack or conda-pack ``.tar.gz``/``.tgz``/``.zip``), local or ``hdfs://``; uploaded to
+    HDFS once per content and unpacked as ``environment`` in every container."""
 
     def validate(self) -> None:
         fix = "give the python's full path on the nodes, like '/usr/bin/python3'"
@@ -410,15 +419,29 @@ class RoleSpec(_Spec):
     """
 
     instances: int = 1
-    memory: int = 1024
+    """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1."""
+    memory: MiB = 1024
+    """Memory per container: an int of MiB or a size such as ``"4 GiB"``, ``"2g"``, ``"512 MiB"``; at most the
+    cluster's ``yarn.scheduler.maximum-allocation-mb``."""
     vcores: int = 1
+    """Virtual cores per container."""
     gpus: int = 0
+    """GPUs per container (YARN resource ``yarn.io/gpu``); the task sees exactly these in ``CUDA_VISIBLE_DEVICES``."""
     node_label: str | None = None
+    """Run only on nodes with this YARN node label."""
     env: dict[str, str] = field(default_factory=dict)
+    """Environment variables for this role's tasks, over the job-wide ``env``; ``TF_CONFIG``, ``CUDA_VISIBLE_DEVICES``
+    and ``TONY_*`` are reserved."""
     command: list[str] | None = None
+    """The full argument list to run (no shell), like ``["python", "train.py"]``; exclusive with ``module`` and
+    ``script``."""
     module: str | None = None
+    """A Python module to run as ``python -m MODULE``; exclusive with ``command`` and ``script``."""
     script: str | None = None
+    """A ``.py`` file to run: absolute (shipped from the submitting machine) or relative to the container's working
+    directory (shipped with ``files``)."""
     args: list[str] = field(default_factory=list)
+    """Arguments after ``module`` or ``script`` (with ``command``, put them in the list)."""
 
     def validate(self) -> None:
         self.instances = _int(self.instances, "instances", 1, "ask for at least 1 instance or remove the role")
@@ -490,21 +513,29 @@ class CheckpointSpec(_Spec):
     (training on without saving is wasted).
 
     ``poll_interval`` is 30 s because each upload costs the nodes that train
-    about a quarter of a CPU-second (three WebHDFS creates, each about 0.06
-    CPU-s of DataNode and NameNode, plus the listing, rename and pruning): a
-    script that checkpoints every few seconds gets one upload per interval
-    (the newest), under 1 % of one core, and a retry resumes from a
-    checkpoint at most that much older than the newest one saved. The last
-    checkpoint is always uploaded when the script ends.
+    DataNode and NameNode work (three WebHDFS creates plus a listing, a rename
+    and pruning, whatever the checkpoint's size): a script that checkpoints
+    every few seconds gets one upload per interval (the newest), and a retry
+    resumes from a checkpoint at most that much older than the newest one
+    saved. The last checkpoint is always uploaded when the script ends.
     """
 
     dir: str | None = None
+    """Where checkpoints live on HDFS (absolute path or ``hdfs://`` URL); the operator's default is one folder per task
+    run, so a retry resumes."""
     warm_start_from: str | None = None
+    """Another run's checkpoint folder to start from when ``dir`` has no checkpoint yet."""
     keep: int = 3
+    """How many of the newest checkpoints to keep on HDFS."""
     upload_failure_window: float = 600.0
+    """Seconds a new checkpoint may stay un-uploaded (HDFS trouble) before the job fails as retryable."""
     poll_interval: float = 30.0
+    """Seconds between looks for a new complete checkpoint to upload (the newest one each time)."""
     model_dir: str | None = None
+    """HDFS folder the deciding task's ``$TONY_MODEL_DIR`` is published to when the job succeeds."""
     local_dir: str = "checkpoints"
+    """The folder user code writes checkpoints to (``$TONY_CHECKPOINT_DIR``), relative to the container's working
+    directory."""
 
     def validate(self) -> None:
         self.dir = _hdfs_path(self.dir, "dir")
@@ -521,7 +552,9 @@ class Acls(_Spec):
     """YARN application ACLs: who besides the submitter may view logs or kill the job."""
 
     view_users: list[str] = field(default_factory=list)
+    """Users besides the submitter who may view the application and its logs."""
     modify_users: list[str] = field(default_factory=list)
+    """Users besides the submitter who may kill the application."""
 
     def validate(self) -> None:
         for name in ("view_users", "modify_users"):
@@ -545,30 +578,57 @@ class JobSpec(_Spec):
     """
 
     name: str = "tony"
+    """The YARN application name (1-100 characters, one line)."""
     queue: str = "default"
+    """The YARN queue; the operator uses the connection's default queue when the job names none."""
     tags: list[str] = field(default_factory=list)
+    """YARN application tags (at most 10, ASCII, lower-cased); the operator adds its own to find a running application
+    again."""
     roles: dict[str, RoleSpec] = field(default_factory=dict)
+    """The task types by name (``chief``, ``worker``, ``ps``, ``evaluator``, ``tensorboard`` or any other); at least a
+    ``chief`` or a ``worker``."""
     python: PythonEnv = field(default_factory=PythonEnv)
+    """Which Python runs ``module`` and ``script`` roles on the nodes."""
     files: dict[str, str] = field(default_factory=dict)
+    """Files to ship into every container: name in the working directory -> local absolute path or ``hdfs://`` URL."""
     src_dir: str | None = None
-    # Every beat wakes the executor, skein's AM JVM and (within a second) the
-    # AM, on the cores the workers train on: 5 s (Spark's executors beat every
-    # 10 s) rather than TonY's 1 s (training ran 2-4 % faster with beats every
-    # 10 s than every 1 s on two cores). A start or an exit is sent at once, not
-    # with the next beat; only a hang is found by the timeout.
+    """A training project shipped whole: a local directory (packed and staged on HDFS by content hash) or an
+    ``hdfs://`` archive; unpacked in every container, on ``sys.path``, and ``script``/``module`` are relative to it."""
+    # Every beat wakes the executor, skein's AM JVM and the AM, on the cores the
+    # workers train on: 5 s (Spark's executors beat every 10 s) rather than TonY's
+    # 1 s, because a beat costs training time on a busy node (CHANGELOG.md).
+    # A start or an exit is sent at once, not with the next beat; only a hang is
+    # found by the timeout.
     heartbeat_interval: float = 5.0
+    """Seconds between a task executor's heartbeats to the AM (a start or an exit is sent at once)."""
     heartbeat_timeout: float = 25.0
+    """A tracked task silent this many seconds is lost and fails the job (retryable); more than twice
+    ``heartbeat_interval``."""
     registration_timeout: float = 300.0
+    """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails."""
     deadline: float | None = None
+    """Seconds the whole job may run; null means no limit."""
     startup_timeout: float = 600.0
+    """Seconds the application may wait in YARN's queue (ACCEPTED) before the follower kills it as retryable."""
     progress_stall_timeout: float | None = None
+    """Fail (retryable) a tracked task that reported progress and then reported no new step for this many seconds; null
+    turns it off."""
     success_policy: str = "chief"
+    """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
+    succeed."""
     untracked_roles: list[str] = field(default_factory=lambda: list(_DEFAULT_UNTRACKED))
+    """Roles whose exit does not decide the job; they are stopped when the tracked roles finish. Each must be a role
+    of the job, or ``ps``/``tensorboard`` (the defaults) when the job does not define them."""
     acls: Acls = field(default_factory=Acls)
-    am_memory: int = 512
+    """Who besides the submitter may view or kill the application."""
+    am_memory: MiB = 512
+    """Memory of the application master's container (skein's Java AM plus TonY's Python AM), in MiB or a size string."""
     am_vcores: int = 1
+    """Virtual cores of the application master's container."""
     checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)
+    """Where checkpoints and the final model go on HDFS, and how often they are uploaded."""
     env: dict[str, str] = field(default_factory=dict)
+    """Environment variables for every task; a role's own ``env`` wins."""
 
     _NESTED: ClassVar[dict[str, type[_Spec]]] = {"python": PythonEnv, "acls": Acls, "checkpoint": CheckpointSpec}
 

@@ -147,11 +147,11 @@ class JobTracker:
         registered = [t for t in self.tasks.values() if t.host is not None]
         node_gpus: dict[str, list[str]] = {}
         for t in registered:
-            node_gpus.setdefault(t.host, [])
+            gpus = node_gpus.setdefault(str(t.host), [])  # str(): registered tasks have a host
             for g in t.gpus_local:
-                if g not in node_gpus[t.host]:
-                    node_gpus[t.host].append(g)
-        requests = [(t.task_id, t.host, t.gpus_wanted) for t in registered]
+                if g not in gpus:
+                    gpus.append(g)
+        requests = [(t.task_id, str(t.host), t.gpus_wanted) for t in registered]
         # Grants already published are final (executors read the document
         # once); a late task only gets what is still free.
         fixed = {t.task_id: t.gpus_pinned for t in registered if t.gpus_pinned}
@@ -238,7 +238,8 @@ class JobTracker:
         for task in self.tasks.values():
             fatal = task.tracked or task.role in TF_CLUSTER_ROLES
             if task.state == TaskState.FAILED and fatal:
-                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {task.host or 'an unregistered container'}; "
+                where = task.host or "an unregistered container"
+                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {where}; "
                                f"last stderr line: {_stderr_line(task.stderr_tail)}",
                                retryable=task.exit_code in RETRYABLE_EXIT_CODES)
             if task.state == TaskState.LOST and fatal:

@@ -16,8 +16,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.yarn.client import Watch
 
-
-# One hook (so one skein driver JVM, ~100 MiB and a share of a core) per
+# One hook (so one skein driver JVM, with its memory and CPU) per
 # connection per triggerer process, shared by every TonyTrigger polling
 # through it; without this, 20 deferred jobs meant 20 JVMs. Touched only from
 # the triggerer's event loop thread; the last user closes it.

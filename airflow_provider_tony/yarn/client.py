@@ -91,7 +91,8 @@ def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
     path = Path(conf_dir) / name
     if not path.exists():
         return None
-    for prop in ET.parse(path).getroot().iter("property"):
+    # The cluster's own Hadoop configuration, trusted as much as HADOOP_CONF_DIR itself.
+    for prop in ET.parse(path).getroot().iter("property"):  # noqa: S314
         if prop.findtext("name") == key:
             return prop.findtext("value")
     return None
@@ -291,7 +292,8 @@ class TonyClient:
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
                                           source_archive=source, extra_env=self._container_env(attempt))
         try:
-            return self.skein.submit(app_spec)
+            app_id: str = self.skein.submit(app_spec)
+            return app_id
         except Exception as exc:  # noqa: BLE001
             raise ClusterError(f"YARN refused the application {spec.name!r}: {exc}") from exc
 
@@ -341,7 +343,7 @@ class TonyClient:
         if app is not None:
             try:
                 app.kv[C.KV_FINAL_ACK] = b"1"
-            except Exception:  # noqa: BLE001 - the AM stops on its own after a linger
+            except Exception:  # noqa: BLE001, S110 - the AM stops on its own after a linger
                 pass
 
     def kill(self, app_id: str) -> None:
@@ -358,6 +360,50 @@ class TonyClient:
         apps = (self._rm_get(f"apps?{query}").get("apps") or {}).get("app") or []
         found = [a for a in apps if wanted <= set((a.get("applicationTags") or "").split(","))]
         return sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
+
+    def application_containers(self, app_id: str) -> list[tuple[str, str]]:
+        """``(container_id, host)`` of every container of ``app_id`` whose logs a NodeManager keeps.
+
+        While the application runs, each NodeManager lists its containers
+        (REST ``/ws/v1/node/apps/<app>``). Once it ended, neither the
+        ResourceManager nor the NodeManagers list them (that needs the timeline
+        server), but the RM still names each attempt's AM container, and YARN
+        numbers an attempt's containers in sequence after it: ids are tried in
+        order on every node until three in a row are found on none.
+        """
+        nodes = {n["nodeHTTPAddress"]: n["nodeHostName"]
+                 for n in (self._rm_get("nodes").get("nodes") or {}).get("node") or []}
+        found: set[tuple[str, str]] = set()
+        for address, host in nodes.items():
+            app = self._nm_get(address, f"apps/{urllib.parse.quote(app_id)}") or {}
+            found.update((cid, host) for cid in (app.get("app") or {}).get("containerids") or [])
+        if found:
+            return sorted(found)
+        attempts = (self._rm_get(f"apps/{urllib.parse.quote(app_id)}/appattempts").get("appAttempts") or {})
+        for attempt in attempts.get("appAttempt") or []:
+            prefix, _, first = str(attempt.get("containerId") or "").rpartition("_")
+            if not prefix or not first.isdigit():
+                continue
+            misses, number = 0, int(first)
+            while misses < 3:
+                cid = f"{prefix}_{number:0{len(first)}d}"
+                # A NodeManager answers for any id; one that ran the container lists its log files.
+                hosts = [host for address, host in nodes.items()
+                         if ((self._nm_get(address, f"containers/{cid}/logs") or {}).get("containerLogsInfo")
+                             or {}).get("containerLogInfo")]
+                found.update((cid, host) for host in hosts)
+                misses = 0 if hosts else misses + 1
+                number += 1
+        return sorted(found)
+
+    @staticmethod
+    def _nm_get(address: str, path: str) -> Any:
+        """A NodeManager REST document, or None when it has nothing there (or is unreachable)."""
+        try:
+            with urllib.request.urlopen(f"http://{address}/ws/v1/node/{path}", timeout=15) as resp:  # noqa: S310
+                return json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         """A container's log files as its NodeManager serves them (REST), by file name.

@@ -2,13 +2,12 @@
 
 Both live for one job (or one worker/triggerer), serve a few small calls a
 second, and share their machine with work that matters more: training on
-the AM's node, Airflow on the driver's. HotSpot's default tiered JIT spent
-about half of the AM's CPU in the first minutes of a job in its C1 and C2
-compiler threads, and half of the driver's start-up CPU. Stopping at the
+the AM's node, Airflow on the driver's. With HotSpot's default tiered JIT,
+the C1 and C2 compiler threads were the largest part of both JVMs' CPU in
+the first minutes of a job, more than the work they serve. Stopping at the
 quick C1 compiler (tier 1) is the usual setting for a small control-plane
-JVM: the driver starts in 1.4 s instead of 1.8 s on half the CPU, and the
-AM JVM of a 2-worker job used 0.006-0.010 cores instead of 0.013-0.014 in
-its first minutes.
+JVM: the driver starts sooner on less CPU and the AM JVM takes less from
+the training beside it (the figures are in CHANGELOG.md and bench/).
 """
 from __future__ import annotations
 

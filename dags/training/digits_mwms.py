@@ -107,7 +107,8 @@ def main(argv: list[str]) -> int:
     x, y = load_partition(args.partition)
     split = int(len(x) * 0.8)
     global_batch = args.batch_size * strategy.num_replicas_in_sync
-    train = tf.data.Dataset.from_tensor_slices((x[:split], y[:split])).shuffle(2048, seed=1).repeat().batch(global_batch)
+    train = (tf.data.Dataset.from_tensor_slices((x[:split], y[:split]))
+             .shuffle(2048, seed=1).repeat().batch(global_batch))
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train = train.with_options(options)

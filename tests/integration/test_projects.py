@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_provider_tony.__main__ import load_job
-from airflow_provider_tony.__main__ import main as cli
+from airflow_provider_tony.cli import load_job
+from airflow_provider_tony.cli import main as cli
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
 

@@ -161,7 +161,8 @@ def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app
 @pytest.mark.parametrize("change, field", [
     ({"roles": {"ps": {"script": BEHAVE}}}, "roles"),
     ({"roles": {"chief": {"instances": 2, "script": BEHAVE}}}, "roles.chief.instances"),
-    ({"roles": {"worker": {"script": BEHAVE}, "evaluator": {"instances": 2, "script": BEHAVE}}}, "roles.evaluator.instances"),
+    ({"roles": {"worker": {"script": BEHAVE}, "evaluator": {"instances": 2, "script": BEHAVE}}},
+     "roles.evaluator.instances"),
     ({"roles": {"worker": {"memory": 0, "script": BEHAVE}}}, "roles.worker.memory"),
     ({"roles": {"worker": {"vcores": -1, "script": BEHAVE}}}, "roles.worker.vcores"),
     ({"roles": {"worker": {"gpus": 1, "script": BEHAVE}}}, "roles.worker.gpus"),

@@ -1,0 +1,287 @@
+"""The ``tony`` command: run, inspect and check TonY jobs outside Airflow.
+
+    tony validate JOB.yaml [--cluster]   # offline checks; --cluster adds the cluster's limits
+    tony submit JOB.yaml                 # submit and follow to the end; exit 0 only on success
+    tony status APP_ID                   # the AM state document (or YARN's report) as JSON
+    tony logs APP_ID [--task worker:0]   # the containers' logs, from the NodeManagers
+    tony kill APP_ID
+    tony convert tony.xml [-o JOB.yaml]  # a TonY job configuration as a JobSpec YAML
+
+``python -m airflow_provider_tony`` is the same command. It goes through the
+same ``TonyClient`` as the Airflow hook, and finds the cluster in the
+environment (``TONY_RM_URL`` or ``HADOOP_CONF_DIR``; for the local cluster
+``eval "$(make -s cluster-env)"``).
+
+Each subcommand is one small function registered with :func:`command`, so a
+new one is a function and a decorator; :data:`COMMANDS` is the one list.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from airflow_provider_tony import __version__
+from airflow_provider_tony.runtime.errors import SpecError, TonyError
+from airflow_provider_tony.runtime.spec import JobSpec, validate_local_files
+
+if TYPE_CHECKING:
+    from airflow_provider_tony.yarn.client import TonyClient
+
+#: Exit codes: the job failed; bad input or the cluster refused (argparse uses 2 too); Ctrl-C.
+EXIT_JOB_FAILED = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+Arguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its help line, how it declares its arguments, and what it runs."""
+
+    name: str
+    summary: str
+    arguments: Arguments
+    run: Run
+
+
+#: Every subcommand, in the order ``tony --help`` lists them.
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, summary: str, arguments: Arguments) -> Callable[[Run], Run]:
+    """Register ``run`` as the subcommand ``name``; ``summary`` is its line in ``tony --help``."""
+
+    def register(run: Run) -> Run:
+        if name in COMMANDS:
+            raise ValueError(f"subcommand {name!r} is registered twice")
+        COMMANDS[name] = Command(name, summary, arguments, run)
+        return run
+
+    return register
+
+
+def _client() -> TonyClient:
+    # Imported here: `tony validate` and `tony --help` need no YARN client code.
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    return TonyClient.from_env()
+
+
+def load_job(path: str) -> JobSpec:
+    """Read a JobSpec YAML; a relative ``src_dir`` is read from the file's folder,
+    and (without ``src_dir``) a relative role script that exists beside the file
+    is made absolute, so a YAML next to its training code runs from anywhere."""
+    base = Path(path).resolve().parent
+    data = yaml.safe_load(Path(path).read_text())
+    src_dir = data.get("src_dir") if isinstance(data, dict) else None
+    if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")):
+        data["src_dir"] = str((base / src_dir).resolve())
+    spec = JobSpec.from_dict(data)
+    if spec.src_dir is not None:
+        return spec  # scripts are relative to the source tree
+    data = spec.to_dict()
+    for role in data["roles"].values():
+        script = role.get("script")
+        if script and not script.startswith("/") and script not in data["files"] and (base / script).is_file():
+            role["script"] = str((base / script).resolve())
+    return JobSpec.from_dict(data)
+
+
+def _job_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "job", metavar="JOB.yaml",
+        help="a JobSpec as YAML (reference: docs/jobspec.md); a relative role script is looked up beside the file",
+    )
+
+
+def _app_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app_id", metavar="APP_ID", help="the YARN application id, like application_1700000000000_0001")
+
+
+# --------------------------------------------------------------------------- validate
+def _validate_arguments(parser: argparse.ArgumentParser) -> None:
+    _job_argument(parser)
+    parser.add_argument(
+        "--cluster", action="store_true",
+        help="also check against the cluster's limits (maximum container size, queues, GPUs, node labels,"
+        " total capacity); needs TONY_RM_URL or HADOOP_CONF_DIR",
+    )
+    parser.add_argument("--show", action="store_true", help="print the job as it will be submitted (normalised YAML)")
+
+
+@command("validate", "check a JobSpec YAML without submitting it", _validate_arguments)
+def validate(args: argparse.Namespace) -> int:
+    """Offline: the model's own rules and the local files; ``--cluster``: the ResourceManager's limits too."""
+    spec = load_job(args.job)
+    if args.cluster:
+        with _client() as client:
+            client.validate(spec)
+    else:
+        validate_local_files(spec)
+    if args.show:
+        print(spec.to_yaml(), end="")
+    where = "against the cluster" if args.cluster else "offline"
+    print(f"{args.job}: valid {where}; {len(spec.task_ids())} tasks: {', '.join(spec.task_ids())}")
+    return 0
+
+
+# --------------------------------------------------------------------------- submit
+def _submit_arguments(parser: argparse.ArgumentParser) -> None:
+    _job_argument(parser)
+    parser.add_argument(
+        "--tag", action="append", default=[], metavar="TAG",
+        help="an extra YARN application tag (repeatable), e.g. to find the application later",
+    )
+    parser.add_argument(
+        "--poll-interval", type=float, default=1.0, metavar="SECONDS",
+        help="seconds between looks at the application while following it (default: 1)",
+    )
+    parser.add_argument(
+        "--detach", action="store_true",
+        help="print the application id and return at once instead of following the job",
+    )
+
+
+@command("submit", "validate, submit and follow a JobSpec YAML; exit 0 only on success", _submit_arguments)
+def submit(args: argparse.Namespace) -> int:
+    spec = load_job(args.job)
+    with _client() as client:
+        app_id = client.submit(spec, extra_tags=args.tag)
+        print(app_id, flush=True)
+        if args.detach:
+            return 0
+        try:
+            result = client.wait(app_id, poll_interval=args.poll_interval, startup_timeout=spec.startup_timeout,
+                                 emit=lambda line: print(line, flush=True))
+        except KeyboardInterrupt:
+            client.kill(app_id)
+            print(f"interrupted: killed {app_id}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+    print(f"{app_id} {result.final_status}: {result.diagnostics}", flush=True)
+    return 0 if result.succeeded else EXIT_JOB_FAILED
+
+
+# --------------------------------------------------------------------------- status
+@command("status", "print the AM state document as JSON (YARN's report once the AM is gone)", _app_argument)
+def status(args: argparse.Namespace) -> int:
+    with _client() as client:
+        doc = client.am_state(args.app_id)
+        print(json.dumps(doc if doc is not None else client.report(args.app_id), indent=2, sort_keys=True))
+    return 0
+
+
+# --------------------------------------------------------------------------- logs
+def _logs_arguments(parser: argparse.ArgumentParser) -> None:
+    _app_argument(parser)
+    parser.add_argument(
+        "--task", metavar="TASK_ID",
+        help="only this task's container, like worker:0 (needs the AM state, so a running application)",
+    )
+    parser.add_argument(
+        "--file", metavar="NAME",
+        help="only this log file, like worker.log (skein writes a service's stdout and stderr to <service>.log)",
+    )
+
+
+@command("logs", "print an application's container logs as the NodeManagers serve them", _logs_arguments)
+def logs(args: argparse.Namespace) -> int:
+    with _client() as client:
+        containers = client.application_containers(args.app_id)
+        doc = client.am_state(args.app_id)
+        names = {t.get("container_id"): task_id for task_id, t in ((doc or {}).get("tasks") or {}).items()}
+        if args.task:
+            if args.task not in names.values():
+                known = ", ".join(sorted(names.values())) or "none: the AM state is gone once the application ends"
+                raise TonyError(f"--task {args.task!r} is not a task of {args.app_id} (known: {known});"
+                                " leave --task out to print every container")
+            containers = [(cid, host) for cid, host in containers if names.get(cid) == args.task]
+        if not containers:
+            print(f"no container logs on the NodeManagers for {args.app_id}; once aggregated, read them with"
+                  f" `yarn logs -applicationId {args.app_id}`", file=sys.stderr)
+            return EXIT_ERROR
+        for cid, host in containers:
+            for name, text in sorted(client.container_logs(cid, host).items()):
+                if args.file and name != args.file:
+                    continue
+                label = f"{names[cid]} " if cid in names else ""
+                print(f"==== {label}{cid} on {host}: {name} ====")
+                print(text, end="" if text.endswith("\n") or not text else "\n")
+    return 0
+
+
+# --------------------------------------------------------------------------- kill
+@command("kill", "kill an application", _app_argument)
+def kill(args: argparse.Namespace) -> int:
+    with _client() as client:
+        client.kill(args.app_id)
+    print(f"killed {args.app_id}")
+    return 0
+
+
+# --------------------------------------------------------------------------- entry point
+# --------------------------------------------------------------------------- convert
+def _convert_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("xml", metavar="tony.xml", help="a TonY job configuration (tony.xml)")
+    parser.add_argument("-o", "--output", help="write the JobSpec YAML here instead of standard output")
+    for flag in ("executes", "task_params", "src_dir", "python_venv", "python_binary_path"):
+        parser.add_argument(f"--{flag}", help=f"the value of TonY's --{flag} command-line option, if the job used it")
+
+
+@command("convert", "turn a TonY configuration (tony.xml) into a JobSpec YAML; unmapped keys go to stderr",
+         _convert_arguments)
+def convert(args: argparse.Namespace) -> int:
+    """Exit 1 when the converted job is still incomplete (for example no command without ``--executes``)."""
+    from airflow_provider_tony.tony_xml import convert_tony_xml, to_yaml
+
+    job, unmapped = convert_tony_xml(args.xml, executes=args.executes, task_params=args.task_params,
+                                     src_dir=args.src_dir, python_venv=args.python_venv,
+                                     python_binary_path=args.python_binary_path)
+    text = to_yaml(job, unmapped)
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    for key, why in unmapped:
+        print(f"not converted: {key}: {why}", file=sys.stderr)
+    try:
+        JobSpec.from_dict(job)
+    except SpecError as exc:  # still written: the user completes it
+        print(f"warning: the converted job is not complete yet: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser(prog: str = "tony") -> argparse.ArgumentParser:
+    """The parser for every registered subcommand (separate from ``main`` so tests can read it)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run, inspect and check TonY jobs (distributed TensorFlow on YARN) outside Airflow.",
+        epilog="The cluster comes from TONY_RM_URL or HADOOP_CONF_DIR (WebHDFS: TONY_WEBHDFS_URL).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in COMMANDS.values():
+        cmd.arguments(sub.add_parser(cmd.name, help=cmd.summary, description=cmd.summary))
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "tony") -> int:
+    """Run one subcommand; the exit code is 0, ``EXIT_JOB_FAILED``, ``EXIT_ERROR`` or ``EXIT_INTERRUPTED``."""
+    args = build_parser(prog).parse_args(argv)
+    try:
+        return COMMANDS[args.command].run(args)
+    except (TonyError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+__all__ = ["COMMANDS", "Command", "build_parser", "command", "load_job", "main"]

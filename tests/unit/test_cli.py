@@ -1,0 +1,128 @@
+"""The ``tony`` command's parsing and its offline ``validate`` (no cluster, no YARN client)."""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_provider_tony import __version__, cli
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "dags" / "training" / "digits_mwms.yaml"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_subcommand_is_registered() -> None:
+    assert {"submit", "status", "kill", "logs", "validate"} <= set(cli.COMMANDS)
+    assert set(_subparsers(cli.build_parser())) == set(cli.COMMANDS)
+
+
+def test_every_argument_has_help() -> None:
+    parser = cli.build_parser()
+    missing = [
+        f"{name} {action.dest}"
+        for name, sub in _subparsers(parser).items()
+        for action in sub._actions
+        if not action.help and not isinstance(action, argparse._HelpAction)
+    ]
+    assert missing == []
+    assert all(cmd.summary for cmd in cli.COMMANDS.values())
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["submit", "job.yaml"], {"job": "job.yaml", "tag": [], "poll_interval": 1.0, "detach": False}),
+        (["submit", "job.yaml", "--tag", "a", "--tag", "b", "--poll-interval", "2.5", "--detach"],
+         {"tag": ["a", "b"], "poll_interval": 2.5, "detach": True}),
+        (["status", "application_1_0001"], {"app_id": "application_1_0001"}),
+        (["kill", "application_1_0001"], {"app_id": "application_1_0001"}),
+        (["logs", "application_1_0001", "--task", "worker:1", "--file", "worker.log"],
+         {"app_id": "application_1_0001", "task": "worker:1", "file": "worker.log"}),
+        (["validate", "job.yaml"], {"job": "job.yaml", "cluster": False, "show": False}),
+        (["validate", "job.yaml", "--cluster", "--show"], {"cluster": True, "show": True}),
+    ],
+)
+def test_parses(argv: list[str], expected: dict[str, object]) -> None:
+    args = vars(cli.build_parser().parse_args(argv))
+    assert args["command"] == argv[0]
+    assert {k: args[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("argv", [[], ["submit"], ["status"], ["submit", "j.yaml", "--poll-interval", "soon"],
+                                  ["frobnicate"]])
+def test_bad_usage_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.build_parser().parse_args(argv)
+    assert exc.value.code == 2
+    assert "usage: tony" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == f"tony {__version__}"
+
+
+def test_command_registry_refuses_a_second_registration() -> None:
+    with pytest.raises(ValueError, match="'status' is registered twice"):
+        cli.command("status", "again", lambda parser: None)(lambda args: 0)
+
+
+def test_validate_accepts_the_example_offline(capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_client", lambda: pytest.fail("offline validate must not reach the cluster"))
+    assert cli.main(["validate", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "valid offline; 2 tasks: worker:0, worker:1" in out
+
+
+def test_validate_show_prints_the_normalised_job(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", str(EXAMPLE), "--show"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out.split("\n" + str(EXAMPLE))[0])
+    assert shown["roles"]["worker"]["memory"] == 1024  # "1 GiB" normalised to MiB
+    assert shown["roles"]["worker"]["script"] == str(EXAMPLE.parent / "digits_mwms.py")  # resolved beside the YAML
+
+
+def _job(tmp_path: Path, **role: object) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"roles": {"worker": {"script": "/bin/true.py", **role}}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("role", "field", "fix"),
+    [
+        ({"memory": "lots"}, "roles.worker.memory", "'2 GiB'"),
+        ({"instances": 0}, "roles.worker.instances", "at least 1 instance"),
+        ({"memroy": "1g"}, "roles.worker.memroy", "known keys are"),
+        ({}, "roles.worker.script", "file not found on this machine"),  # local files are checked offline too
+    ],
+)
+def test_validate_names_the_field_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              role: dict[str, object], field: str, fix: str) -> None:
+    assert cli.main(["validate", str(_job(tmp_path, **role))]) == cli.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and fix in err
+
+
+def test_validate_of_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", str(tmp_path / "nope.yaml")]) == cli.EXIT_ERROR
+    assert "nope.yaml" in capsys.readouterr().err
+
+
+def test_python_dash_m_is_the_same_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "airflow_provider_tony", "validate", str(EXAMPLE)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "valid offline" in proc.stdout
+    usage = subprocess.run([sys.executable, "-m", "airflow_provider_tony", "--help"], capture_output=True, text=True)
+    assert usage.stdout.startswith("usage: python -m airflow_provider_tony")
