@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _submit(client, args)
             if args.command == "status":
                 doc = client.am_state(args.app_id)
-                print(json.dumps(doc if doc is not None else client.report(args.app_id), indent=2, sort_keys=True))
+                shown = doc.to_dict() if doc is not None else client.report(args.app_id).to_dict()
+                print(json.dumps(shown, indent=2, sort_keys=True))
                 return 0
             client.kill(args.app_id)
             print(f"killed {args.app_id}")

@@ -16,6 +16,10 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests._cluster import export_cluster_env
+
+export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
+
 REPO = Path(__file__).resolve().parents[2]
 STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]
 CHROMIUM = "/usr/bin/chromium"
