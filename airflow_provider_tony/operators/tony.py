@@ -59,6 +59,10 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
         before the AM counts as hung (killed, task failed).
     :param deferrable: wait in the triggerer instead of a worker slot.
+    :param fail_fast_on_permanent: when True, a failure the runtime does not mark retryable (user code
+        exiting 1-127, the job's deadline) fails the task without Airflow retries, as Kubeflow's
+        exit-code restart policy does; retryable ones (exit 75/137/143, a lost task or node, a hung
+        AM, no room in the queue) are retried. Default False: every failure is retried.
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
@@ -74,7 +78,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                  yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
                  am_stale_timeout: float = 120.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 fail_fast_on_permanent: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         self.name = name
@@ -86,6 +90,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.am_stale_timeout = am_stale_timeout
         self.deferrable = deferrable
+        self.fail_fast_on_permanent = fail_fast_on_permanent
         self._hook: YarnHook | None = None
         self._app_id: str | None = None
         self._spec: JobSpec | None = None
@@ -290,8 +295,12 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return
         self.log.error("%s %s: %s", result.app_id, result.final_status, result.diagnostics)
         self._copy_failed_logs(result)
-        raise AirflowException(f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
-                               f"Logs: yarn logs -applicationId {result.app_id}")
+        message = (f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
+                   f"Logs: yarn logs -applicationId {result.app_id}")
+        if self.fail_fast_on_permanent and not result.retryable:
+            raise AirflowFailException(f"{message}\nNot retried: the failure is not retryable "
+                                       "(fail_fast_on_permanent=True)")
+        raise AirflowException(message)
 
     def _copy_failed_logs(self, result: JobResult) -> None:
         """Copy the failed containers' logs into the task log, where the cluster serves them."""
