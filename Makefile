@@ -16,7 +16,7 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
-	@echo "make test-fast       unit tests only, no cluster"
+	@echo "make test-fast       unit tests only: no cluster, no Java"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
