@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import json
 import math
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
