@@ -17,6 +17,8 @@ Every error is a :class:`SpecError` whose ``field`` is a dotted path
 
 This module imports only the standard library and PyYAML because it is shipped
 into YARN containers, where neither Airflow, TensorFlow nor skein may exist.
+It is the model alone: the checks only the submitting side can run (the
+cluster's limits, files on the submitting machine) are in ``yarn/checks.py``.
 """
 from __future__ import annotations
 
