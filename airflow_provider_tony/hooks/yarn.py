@@ -16,7 +16,9 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.yarn.client import TonyClient
+from airflow_provider_tony.yarn.follower import AppReport
 
 
 class YarnHook(BaseHook):
@@ -118,16 +120,16 @@ class YarnHook(BaseHook):
     def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
         return self.get_conn().submit(spec, attempt=attempt, extra_tags=extra_tags)
 
-    def report(self, app_id: str) -> dict[str, Any]:
+    def report(self, app_id: str) -> AppReport:
         return self.get_conn().report(app_id)
 
-    def am_state(self, app_id: str) -> dict[str, Any] | None:
+    def am_state(self, app_id: str) -> StateDocument | None:
         return self.get_conn().am_state(app_id)
 
     def kill(self, app_id: str) -> None:
         self.get_conn().kill(app_id)
 
-    def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[dict[str, Any]]:
+    def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
         return self.get_conn().find_by_tags(tags, active_only=active_only)
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
