@@ -95,15 +95,21 @@ def _steps_per_s(text: str, what: str) -> float:
     return float(rate[-1])
 
 
-def _cpu_idle_fraction(window: float = 1.0) -> float:
-    def sample() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+def _cpu_sample(proc_stat: str) -> tuple[int, int]:
+    """(idle + iowait, all) jiffies from the aggregate ``cpu`` line of /proc/stat's text."""
+    fields = [int(v) for v in proc_stat.split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)
 
-    idle0, all0 = sample()
+
+def _idle_between(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time spent idle between two samples (0 when no time passed)."""
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
+def _cpu_idle_fraction(window: float = 1.0) -> float:
+    before = _cpu_sample(Path("/proc/stat").read_text())
     time.sleep(window)
-    idle1, all1 = sample()
-    return (idle1 - idle0) / max(1, all1 - all0)
+    return _idle_between(before, _cpu_sample(Path("/proc/stat").read_text()))
 
 
 def quiet_machine(timeout: float = 60.0) -> None:
@@ -530,19 +536,20 @@ def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[
 
 # ---------------------------------------------------------------- 6. scale on paper
 
-def bench_scale() -> dict[str, Any]:
+def bench_scale(cpu_clock: Callable[[], float] = time.process_time) -> dict[str, Any]:
+    """The AM's bookkeeping for 100 and 1000 tasks, with ``cpu_clock`` (seconds) timing it."""
     from airflow_provider_tony.runtime.state import JobTracker
 
     out = {}
     for tasks in (100, 1000):
         spec = job({"worker": {"instances": tasks, "memory": "128 MiB", "command": ["true"]}})
         tracker = JobTracker(spec, 0.0)
-        t0 = time.process_time()
+        t0 = cpu_clock()
         for i, task_id in enumerate(spec.task_ids()):
             tracker.register(task_id, Registration(host=f"node{i % 50}", port=20000 + i), 1.0)
-        register_cpu = time.process_time() - t0
+        register_cpu = cpu_clock() - t0
         tracker.cluster_doc(2.0)
-        rounds, t0 = 20, time.process_time()
+        rounds, t0 = 20, cpu_clock()
         size = 0
         for r in range(rounds):
             now = 3.0 + r
@@ -551,7 +558,7 @@ def bench_scale() -> dict[str, Any]:
                     step=r, epoch=0, time=now, total_steps=100, metrics={"loss": 0.5})), now)
             tracker.check(now)
             size = len(tracker.document(now, now, r, "application_0_1").to_json())
-        per_round = (time.process_time() - t0) / rounds
+        per_round = (cpu_clock() - t0) / rounds
         out[f"{tasks}_tasks"] = {"register_all_cpu_ms": round(register_cpu * 1000, 2),
                                  "cpu_ms_per_heartbeat_round": round(per_round * 1000, 2),
                                  "state_document_kib": round(size / 1024, 1)}

@@ -275,7 +275,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                    method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        done = TonyEvent.from_dict(event, "event")
+        try:
+            done = TonyEvent.from_dict(event, "event")
+        except SpecError as exc:  # never success: the try fails (retryable) and on_kill still knows the app
+            self._app_id = str(event.get("app_id") or self._app_id or "") or None
+            raise AirflowException(f"lost track of {self._app_id}: the trigger's event is unreadable ({exc})") from exc
         self._app_id = done.app_id
         if done.status != TonyEvent.DONE or done.result is None:
             raise AirflowException(f"lost track of {self._app_id}: {done.message}")

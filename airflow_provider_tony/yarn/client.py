@@ -78,6 +78,23 @@ def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
     return None
 
 
+def rm_url_from_conf(conf_dir: str) -> str | None:
+    """The ResourceManager web address a Hadoop conf dir's ``yarn-site.xml`` names, or None.
+
+    Hadoop's default is ``${yarn.resourcemanager.hostname}:8088``; real
+    configurations often set only the host name, or use that variable.
+    """
+    host = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.hostname")
+    addr = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.webapp.address")
+    if not addr and host:
+        addr = f"{host}:8088"
+    if addr and host:
+        addr = addr.replace("${yarn.resourcemanager.hostname}", host)
+    if not addr or "${" in addr:
+        return None
+    return addr if "://" in addr else f"http://{addr}"
+
+
 class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
@@ -98,15 +115,16 @@ class TonyClient:
 
     @classmethod
     def from_env(cls) -> TonyClient:
-        """The cluster that ``make -s cluster-env`` (or a Hadoop conf dir) describes."""
-        rm_url = os.environ.get("TONY_RM_URL")
+        """The cluster that ``make -s cluster-env`` (or a Hadoop conf dir) describes.
+
+        ``TONY_RM_URL`` wins over ``HADOOP_CONF_DIR`` when both are set: the
+        explicit address beats the derived one (``HADOOP_CONF_DIR`` still tells
+        skein's driver where the rest of the configuration is).
+        """
+        rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
-            addr = _read_site(os.environ.get("HADOOP_CONF_DIR"), "yarn-site.xml",
-                              "yarn.resourcemanager.webapp.address")
-            if not addr:
-                raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
-                                   "(for the local cluster: eval \"$(make -s cluster-env)\")")
-            rm_url = f"http://{addr}"
+            raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
+                               "(for the local cluster: eval \"$(make -s cluster-env)\")")
         return cls(rm_url=rm_url, webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
                    webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"))
 
@@ -422,4 +440,4 @@ class TonyClient:
             time.sleep(poll_interval)
 
 
-__all__ = ["ACTIVE_YARN_STATES", "AppReport", "Follower", "JobResult", "StagedSource", "TonyClient"]
+__all__ = ["ACTIVE_YARN_STATES", "AppReport", "Follower", "JobResult", "StagedSource", "TonyClient", "rm_url_from_conf"]

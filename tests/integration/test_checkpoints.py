@@ -15,7 +15,8 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_name
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
-from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
+from tests.integration.test_airflow import (  # noqa: F401 - fixtures
+    airflow_env, dags_test, fresh_base, kill_dag_apps, result_of, run_state, with_base_path)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -228,16 +229,16 @@ def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_
     tony_client.kill(app_id)
 
 
-def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, cluster) -> None:  # noqa: F811
+def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, fresh_base) -> None:  # noqa: F811
     """Day 1 trains from scratch and leaves checkpoints; day 2 starts from day 1's weights."""
     kill_dag_apps.append("tony_nightly_retrain")
-    base = "/user/root/tony/checkpoints/digits"
-    for day in ("2026-10-01", "2026-10-02"):
-        hdfs.delete(f"{base}/{day}", recursive=True)
-    day1 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
+    env = with_base_path(airflow_env, fresh_base)  # under the cluster user's home, not a fixed /user/root
+    base = f"{fresh_base}/checkpoints/digits"
+    day1 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
     assert run_state(day1) == "success", day1[-3000:]
+    assert result_of(day1)["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"
     assert remote_checkpoints(hdfs, f"{base}/2026-10-01"), "day 1 left no checkpoint"
-    day2 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
+    day2 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
     assert run_state(day2) == "success", day2[-3000:]
     result = result_of(day2)
     assert any(f"from {base}/2026-10-01/ckpt-" in e for e in result["events"]), result["events"]
