@@ -1,14 +1,18 @@
 """Extra links on the task page: the YARN application, and TensorBoard when the job has one.
 
-The operator pushes the URLs to XCom as soon as the application is submitted,
-so the links work while the job runs, not only after it ended.
+Airflow 3 renders an extra link from the XCom under the link's ``xcom_key``
+(by default ``_link_<Class>``, written only when the task process ends). Each
+link here names the key the operator pushes as soon as the application is
+submitted (as the Databricks provider's run link does), so the links work
+while the job runs, in polling mode as well as deferred. ``get_link`` reads
+the same key back, so the push Airflow makes at the end rewrites the same
+value instead of blanking it.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperatorLink
-from airflow.sdk.execution_time.xcom import XCom
+from airflow.sdk import BaseOperatorLink, BaseXCom
 
 XCOM_TRACKING_URL = "tracking_url"
 XCOM_TENSORBOARD_URL = "tensorboard_url"
@@ -17,8 +21,12 @@ XCOM_TENSORBOARD_URL = "tensorboard_url"
 class _XComLink(BaseOperatorLink):
     xcom_key_name = ""
 
+    @property
+    def xcom_key(self) -> str:
+        return self.xcom_key_name
+
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        value = XCom.get_value(ti_key=ti_key, key=self.xcom_key_name)
+        value = BaseXCom.get_value(ti_key=ti_key, key=self.xcom_key_name)
         return str(value) if value else ""
 
 
@@ -30,7 +38,7 @@ class YarnApplicationLink(_XComLink):
 
 
 class TensorBoardLink(_XComLink):
-    """TensorBoard served by the job's ``tensorboard`` role (empty when there is none)."""
+    """TensorBoard served by the job's ``tensorboard`` role, through the ResourceManager's proxy."""
 
     name = "TensorBoard"
     xcom_key_name = XCOM_TENSORBOARD_URL

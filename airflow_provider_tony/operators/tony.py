@@ -18,8 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator, conf
-from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
+from airflow.sdk import BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook

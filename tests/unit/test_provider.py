@@ -65,3 +65,44 @@ def test_airflow_lists_the_provider(tmp_path: Path) -> None:
     providers = {p["package_name"]: p for p in json.loads(proc.stdout[start:])}
     assert "airflow-provider-tony" in providers
     assert providers["airflow-provider-tony"]["version"] == airflow_provider_tony.__version__
+
+
+# The Task SDK's public surface: ``airflow.sdk`` itself and its exceptions module.
+# ``airflow.sdk.bases.*``, ``airflow.sdk.definitions.*`` and ``airflow.sdk.execution_time.*``
+# are internals that move between minor releases; core's ``airflow.models`` and
+# ``airflow.utils`` are not for providers' task code either.
+_PUBLIC_SDK = {"airflow.sdk", "airflow.sdk.exceptions"}
+_FORBIDDEN_PREFIXES = ("airflow.models", "airflow.utils", "airflow.settings")
+
+
+def _airflow_imports(path: Path) -> list[str]:
+    import ast  # noqa: PLC0415
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return [n for n in names if n == "airflow" or n.startswith("airflow.")]
+
+
+def _bad_import(name: str) -> bool:
+    if name.startswith("airflow.sdk"):
+        return name not in _PUBLIC_SDK
+    return name.startswith(_FORBIDDEN_PREFIXES)
+
+
+def test_bad_import_rule_itself() -> None:
+    assert _bad_import("airflow.sdk.bases.resumablejobmixin")
+    assert _bad_import("airflow.sdk.execution_time.xcom")
+    assert _bad_import("airflow.models.xcom")
+    assert not _bad_import("airflow.sdk")
+    assert not _bad_import("airflow.sdk.exceptions")
+    assert not _bad_import("airflow.triggers.base")
+
+
+def test_only_public_task_sdk_import_paths() -> None:
+    files = [*(REPO / "airflow_provider_tony").rglob("*.py"), *(REPO / "dags").rglob("*.py")]
+    bad = {f"{p.relative_to(REPO)}: {name}" for p in files for name in _airflow_imports(p) if _bad_import(name)}
+    assert not bad, f"internal Airflow import paths (use airflow.sdk's public names): {sorted(bad)}"
