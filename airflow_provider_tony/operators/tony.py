@@ -283,6 +283,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if done.status != TonyEvent.DONE or done.result is None:
             raise AirflowException(f"lost track of {self._app_id}: {done.message}")
         result = done.result
+        if self._spec is None:
+            # A fresh operator after the deferral: rebuild the spec (no cluster contact) so the
+            # result names checkpoint_dir, model_dir and the deciding task's step and metrics, as
+            # the polling mode's does.
+            try:
+                self._spec = self.build_spec(context)
+            except SpecError as exc:
+                self.log.warning("could not rebuild the job to describe its result: %s", exc)
         self._tensorboard_url = ""
         self._on_state(context, result.am_state)
         self._finish(result)

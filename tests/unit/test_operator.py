@@ -210,3 +210,26 @@ def test_on_kill_kills_the_application_it_follows() -> None:
     op.on_kill()
     assert hook.killed == [APP]
 
+
+
+@pytest.mark.parametrize("make", [succeeded, lambda: failed("[retryable] worker:0 lost")])
+def test_the_xcom_result_is_the_same_in_both_modes_field_by_field(make: Any) -> None:
+    polling, _hook, ctx = operator(make(), deferrable=False)
+    try:
+        direct = polling.execute(ctx)
+    except AirflowException:
+        direct = polling._xcom_result(polling._result)  # type: ignore[arg-type]
+    deferring, _, dctx = operator(make(), deferrable=True)
+    with pytest.raises(TaskDeferred):
+        deferring.execute(dctx)
+    fresh, _, fctx = operator(make(), deferrable=True)  # execute_complete runs on a new instance
+    assert fresh._spec is None
+    event = TonyEvent.done(make()).to_dict()
+    try:
+        after = fresh.execute_complete(fctx, event)
+    except AirflowException:
+        after = fresh._xcom_result(fresh._result)  # type: ignore[arg-type]
+    assert set(after) == set(direct)
+    for key in direct:
+        assert after[key] == direct[key], key
+    assert after["checkpoint_dir"] and after["model_dir"] and after["step"] == 60 and after["metrics"]
