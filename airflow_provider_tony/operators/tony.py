@@ -59,10 +59,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
         before the AM counts as hung (killed, task failed).
     :param deferrable: wait in the triggerer instead of a worker slot.
-    :param fail_fast_on_permanent: when True, a failure the runtime does not mark retryable (user code
-        exiting 1-127, the job's deadline) fails the task without Airflow retries, as Kubeflow's
-        exit-code restart policy does; retryable ones (exit 75/137/143, a lost task or node, a hung
-        AM, no room in the queue) are retried. Default False: every failure is retried.
+    :param fail_fast_on_permanent: a failure the runtime does not mark retryable (the script exiting
+        1-127 and not in the job's ``retryable_exit_codes``, the job's deadline) fails the task without
+        Airflow retries (``AirflowFailException``), so a bug in user code does not burn every retry;
+        retryable ones (exit 75 or a signal's 128-255, a lost task or node, a hung AM, no room in the
+        queue, an HDFS outage) are retried. Default True; False retries every failure.
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
@@ -78,7 +79,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                  yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
                  am_stale_timeout: float = 120.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 fail_fast_on_permanent: bool = False, **kwargs: Any) -> None:
+                 fail_fast_on_permanent: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         self.name = name
@@ -289,7 +290,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             # the polling mode's does.
             try:
                 self._spec = self.build_spec(context)
-            except SpecError as exc:
+            except Exception as exc:  # noqa: BLE001 - describing the result must not change the outcome
                 self.log.warning("could not rebuild the job to describe its result: %s", exc)
         self._tensorboard_url = ""
         self._on_state(context, result.am_state)
@@ -319,8 +320,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         message = (f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
                    f"Logs: yarn logs -applicationId {result.app_id}")
         if self.fail_fast_on_permanent and not result.retryable:
-            raise AirflowFailException(f"{message}\nNot retried: the failure is not retryable "
-                                       "(fail_fast_on_permanent=True)")
+            raise AirflowFailException(f"{message}\nNot retried: a retry would fail the same way (see the "
+                                       "failure classification in the README; list an exit code in the job's "
+                                       "retryable_exit_codes to retry it)")
         raise AirflowException(message)
 
     def _copy_failed_logs(self, result: JobResult) -> None:

@@ -66,9 +66,13 @@ def task_id_of(key: str, prefix: str) -> str:
 RUNTIME_ZIP = "tony_runtime.zip"
 TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
 
-# Exit codes that mean "try again" (preemption, OOM kill, SIGTERM) as in
-# Kubeflow's exit-code restart policy; the operator marks these retryable.
-RETRYABLE_EXIT_CODES = frozenset({137, 143, 75})
+# Exit codes that mean "try again", as in Kubeflow's exit-code restart policy:
+# 75 (EX_TEMPFAIL, what the executor exits with when HDFS fails it) and every
+# code from a signal (128 + N: preemption, OOM kill, SIGTERM; a negative code is
+# Python's way of saying the same). Codes 1-127 are the script's own failure,
+# which a retry repeats; JobSpec.retryable_exit_codes adds to this set.
+RETRYABLE_EXIT_CODES = frozenset({75})
+SIGNAL_EXIT_CODES = range(128, 256)
 RETRYABLE_MARK = "[retryable]"
 
 # ---- a job's source tree (JobSpec.src_dir)

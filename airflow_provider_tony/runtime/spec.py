@@ -612,6 +612,10 @@ class JobSpec(_Spec):
     progress_stall_timeout: float | None = None
     """Fail (retryable) a tracked task that reported progress and then reported no new step for this many seconds; null
     turns it off."""
+    retryable_exit_codes: list[int] = field(default_factory=list)
+    """Extra exit codes (1-255) of a tracked task that mark the job's failure retryable, as Kubeflow's exit-code restart
+    policy does; 75 and 128-255 (killed by a signal: preemption, OOM) always are, any other non-zero code is the
+    script's own failure and fails the Airflow task without retries."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""
@@ -651,6 +655,7 @@ class JobSpec(_Spec):
         self.src_dir = self._validated_src_dir()
         self.env = _env(self.env, "env")
         self._validate_timeouts()
+        self.retryable_exit_codes = self._validated_exit_codes()
         self._validate_tracking()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
@@ -735,6 +740,17 @@ class JobSpec(_Spec):
         _check(not _is_hdfs(path) or path.endswith(ARCHIVE_SUFFIXES), "src_dir",
                f"{path!r} is an hdfs:// URL but not an archive; {fix}")
         return path.rstrip("/") if not _is_hdfs(path) and path != "/" else path
+
+    def _validated_exit_codes(self) -> list[int]:
+        codes = self.retryable_exit_codes
+        fix = "give a list of exit codes from 1 to 255, like [1, 3]"
+        _check(isinstance(codes, list), "retryable_exit_codes", f"{codes!r} is not a list; {fix}")
+        out = []
+        for i, code in enumerate(codes):
+            where = f"retryable_exit_codes.{i}"
+            _check(_is_int(code) and 1 <= code <= 255, where, f"{code!r} is not an exit code from 1 to 255; {fix}")
+            out.append(int(code))
+        return sorted(set(out))
 
     def _validate_timeouts(self) -> None:
         for name in ("heartbeat_interval", "heartbeat_timeout", "registration_timeout", "startup_timeout"):

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK
+from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK, SIGNAL_EXIT_CODES
 from airflow_provider_tony.runtime.gpu import assign_gpus
 from airflow_provider_tony.runtime.messages import (
     MILESTONE_ALL_USER_STARTED,
@@ -81,6 +81,18 @@ class Task:
             exit_code=self.exit_code, progress=self.progress,
             stderr_tail=self.stderr_tail[-5:], message=self.message, restored_step=self.restored_step,
         )
+
+
+def exit_code_retryable(code: int | None, extra: list[int] | tuple[int, ...] = ()) -> bool:
+    """Whether a task's exit code makes the job's failure worth a retry.
+
+    Signals (128-255, or negative) and 75 are retryable; so are the job's own
+    ``retryable_exit_codes``. Anything else (a traceback's exit 1, a bad
+    argument's exit 2) would fail the same way again.
+    """
+    if code is None:
+        return False
+    return code < 0 or code in SIGNAL_EXIT_CODES or code in RETRYABLE_EXIT_CODES or code in extra
 
 
 def _stderr_line(tail: list[str]) -> str:
@@ -231,7 +243,7 @@ class JobTracker:
                 where = task.host or "an unregistered container"
                 return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {where}; "
                                f"last stderr line: {_stderr_line(task.stderr_tail)}",
-                               retryable=task.exit_code in RETRYABLE_EXIT_CODES)
+                               retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes))
             if task.state == TaskState.LOST and fatal:
                 return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True)
         if self.cluster_published_at is None:

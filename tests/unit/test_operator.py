@@ -139,7 +139,8 @@ def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_lo
                              deferrable=False)
     with pytest.raises(AirflowException) as info:
         op.execute(ctx)
-    assert not isinstance(info.value, AirflowFailException), "by default every failure is left to Airflow's retries"
+    assert isinstance(info.value, AirflowFailException), "a script's exit 1 is not retried by default"
+    assert "retryable_exit_codes" in str(info.value), "the message says how to retry it anyway"
     assert "worker:0 exited with code 1" in str(info.value)
     assert f"yarn logs -applicationId {APP}" in str(info.value)
     assert hook.logs_asked == [("container_1_0042_01_000002", "node1")], "only the failed task's logs"
@@ -149,11 +150,23 @@ def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_lo
     ("worker:0 exited with code 1 on node1; last stderr line: boom", False),
     (f"{RETRYABLE_MARK} worker:0 exited with code 137 on node1; last stderr line: Killed", True),
 ])
-def test_with_fail_fast_only_retryable_failures_are_left_to_retries(diagnostics: str, retried: bool) -> None:
-    op, _hook, ctx = operator(failed(diagnostics), deferrable=False, fail_fast_on_permanent=True)
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_only_retryable_failures_are_left_to_retries(diagnostics: str, retried: bool, deferrable: bool) -> None:
+    op, _hook, ctx = operator(failed(diagnostics), deferrable=deferrable)
+    with pytest.raises(AirflowException) as info:
+        if deferrable:
+            op.execute_complete(ctx, TonyEvent.done(failed(diagnostics)).to_dict())
+        else:
+            op.execute(ctx)
+    assert isinstance(info.value, AirflowFailException) is not retried, info.value
+
+
+def test_fail_fast_off_leaves_every_failure_to_retries() -> None:
+    op, _hook, ctx = operator(failed("worker:0 exited with code 1 on node1"), deferrable=False,
+                              fail_fast_on_permanent=False)
     with pytest.raises(AirflowException) as info:
         op.execute(ctx)
-    assert isinstance(info.value, AirflowFailException) is not retried, info.value
+    assert not isinstance(info.value, AirflowFailException)
 
 
 def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_xcom() -> None:

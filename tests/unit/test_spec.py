@@ -77,6 +77,7 @@ FULL: dict[str, Any] = {
     "deadline": 7200.0,
     "startup_timeout": 900.0,
     "progress_stall_timeout": 1800.0,
+    "retryable_exit_codes": [1, 3],
     "success_policy": "all_workers",
     "untracked_roles": ["ps"],
     "acls": {"view_users": ["alice"], "modify_users": ["bob", "carol"]},
@@ -494,3 +495,16 @@ def test_task_ids_tracked_roles_and_decider() -> None:
 def test_role_env_overlays_job_env() -> None:
     spec = _spec(lambda d: d.update(env={"A": "job", "B": "job"}) or d["roles"]["worker"].update(env={"B": "role"}))
     assert spec.role_env("worker") == {"A": "job", "B": "role"}
+
+
+@pytest.mark.parametrize(("value", "field", "fragment"), [
+    ([0], "retryable_exit_codes.0", "0 is not an exit code from 1 to 255"),
+    ([1, 256], "retryable_exit_codes.1", "256"),
+    ([True], "retryable_exit_codes.0", "True"),
+    ("3", "retryable_exit_codes", "not a list"),
+])
+def test_retryable_exit_codes_are_checked(value: Any, field: str, fragment: str) -> None:
+    data = {"roles": {"worker": {"command": ["true"]}}, "retryable_exit_codes": value}
+    with pytest.raises(SpecError) as info:
+        JobSpec.from_dict(data)
+    assert info.value.field == field and fragment in str(info.value) and "like [1, 3]" in str(info.value)

@@ -12,7 +12,14 @@ import pytest
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.messages import ClusterDocument, Heartbeat, Progress, Registration, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.runtime.state import JobTracker, TaskState, Verdict, final_diagnostics, material
+from airflow_provider_tony.runtime.state import (
+    JobTracker,
+    TaskState,
+    Verdict,
+    exit_code_retryable,
+    final_diagnostics,
+    material,
+)
 
 APP_ID = "application_1700000000000_0042"
 T0 = 1000.0  # the tracker's start on the AM's monotonic clock
@@ -263,6 +270,7 @@ EXIT_CASES = {
     "worker-oom-137": ({"worker": 2}, "worker:1", 137, ["Killed"], (["worker:1", "code 137", "Killed"], True)),
     "worker-sigterm-143": ({"worker": 1}, "worker:0", 143, [], (["code 143", "(no stderr)"], True)),
     "worker-75": ({"worker": 1}, "worker:0", 75, ["tempfail"], (["code 75"], True)),
+    "worker-sigsegv-139": ({"worker": 1}, "worker:0", 139, [], (["code 139"], True)),
     "worker-1": ({"worker": 1}, "worker:0", 1, ["boom"], (["code 1", "boom"], False)),
     "chief-2": ({"chief": 1, "worker": 1}, "chief:0", 2, ["usage"], (["chief:0", "code 2", "usage"], False)),
     "ps-nonzero": ({"worker": 1, "ps": 1}, "ps:0", 1, ["grpc died"], (["ps:0", "code 1", "grpc died"], False)),
@@ -270,6 +278,26 @@ EXIT_CASES = {
     "tensorboard-nonzero": ({"worker": 1, "tensorboard": 1}, "tensorboard:0", 1, ["port in use"], None),
     "worker-1-zero-chief-policy": ({"worker": 2}, "worker:1", 0, [], None),
 }
+
+
+@pytest.mark.parametrize(("code", "extra", "retryable"), [
+    (1, [], False), (2, [], False), (127, [], False), (75, [], True), (128, [], True), (137, [], True),
+    (143, [], True), (255, [], True), (-9, [], True), (None, [], False), (1, [1, 3], True), (3, [1, 3], True),
+    (4, [1, 3], False),
+])
+def test_exit_code_classification(code: int | None, extra: list[int], retryable: bool) -> None:
+    assert exit_code_retryable(code, extra) is retryable
+
+
+def test_the_jobs_retryable_exit_codes_make_a_script_failure_retryable() -> None:
+    tr = make_tracker({"worker": 1}, retryable_exit_codes=[3])
+    start(tr)
+    tr.exited("worker:0", 3, ["flaky data source"], T0 + 3)
+    failed(tr.check(T0 + 3), "code 3", retryable=True)
+    plain = make_tracker({"worker": 1})
+    start(plain)
+    plain.exited("worker:0", 3, ["flaky data source"], T0 + 3)
+    failed(plain.check(T0 + 3), "code 3", retryable=False)
 
 
 @pytest.mark.parametrize(("roles", "task_id", "code", "stderr", "expected"), EXIT_CASES.values(), ids=EXIT_CASES)
