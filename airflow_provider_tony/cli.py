@@ -31,6 +31,7 @@ from airflow_provider_tony import __version__
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
+from airflow_provider_tony.yarn.source import paths_beside_job_file
 
 if TYPE_CHECKING:
     from airflow_provider_tony.yarn.client import TonyClient
@@ -80,21 +81,10 @@ def _client() -> TonyClient:
 def load_job(path: str) -> JobSpec:
     """Read a JobSpec YAML; a relative ``src_dir`` is read from the file's folder,
     and (without ``src_dir``) a relative role script that exists beside the file
-    is made absolute, so a YAML next to its training code runs from anywhere."""
-    base = Path(path).resolve().parent
+    is made absolute, so a YAML next to its training code runs from anywhere
+    (``yarn.source.paths_beside_job_file``, which the operator uses too)."""
     data = yaml.safe_load(Path(path).read_text())
-    src_dir = data.get("src_dir") if isinstance(data, dict) else None
-    if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")):
-        data["src_dir"] = str((base / src_dir).resolve())
-    spec = JobSpec.from_dict(data)
-    if spec.src_dir is not None:
-        return spec  # scripts are relative to the source tree
-    data = spec.to_dict()
-    for role in data["roles"].values():
-        script = role.get("script")
-        if script and not script.startswith("/") and script not in data["files"] and (base / script).is_file():
-            role["script"] = str((base / script).resolve())
-    return JobSpec.from_dict(data)
+    return JobSpec.from_dict(paths_beside_job_file(data, Path(path).resolve().parent))
 
 
 def _job_argument(parser: argparse.ArgumentParser) -> None:

@@ -25,11 +25,10 @@ from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.messages import StateDocument
-from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
+from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
-
-INT_ROLE_FIELDS = ("instances", "vcores", "gpus")
+from airflow_provider_tony.yarn.source import paths_beside_job_file
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -69,6 +68,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     template_fields: Sequence[str] = ("job", "name", "env", "python", "checkpoint_dir", "warm_start_from")
     template_fields_renderers = {"job": "json", "env": "json"}
+    # job="training/x.yaml" is read and rendered as a Jinja template, as the CLI reads it.
+    template_ext: Sequence[str] = (".yaml", ".yml")
     operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
     external_id_key = "yarn_application_id"
     ui_color = "#ffcc80"
@@ -82,6 +83,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                  fail_fast_on_permanent: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
+        # The path as given: rendering replaces ``job`` by the file's rendered text.
+        self._job_file = job if isinstance(job, str) and job.endswith(tuple(self.template_ext)) else None
         self.name = name
         self.env = env
         self.python = python
@@ -106,25 +109,51 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ the spec
 
+    def _job_file_path(self) -> Path:
+        """Where ``job="x.yaml"`` lives: as given, else beside the DAG file or in ``template_searchpath``."""
+        path = Path(str(self._job_file))
+        if path.is_absolute():
+            return path
+        folders = [Path(self.dag.fileloc).parent] if self.dag and self.dag.fileloc else []
+        searchpath = getattr(self.dag, "template_searchpath", None) or []
+        folders += [Path(p) for p in ([searchpath] if isinstance(searchpath, str) else searchpath)]
+        return next((f / path for f in folders if (f / path).is_file()), folders[0] / path if folders else path)
+
     def _job_dict(self) -> dict[str, Any]:
         if isinstance(self.job, str):
             import yaml  # noqa: PLC0415
 
-            path = Path(self.job)
-            if not path.is_absolute() and self.dag and self.dag.fileloc:
-                path = Path(self.dag.fileloc).parent / path
+            text = self.job
+            if self._job_file is None:
+                raise SpecError("job", f"{text[:80]!r} is not a JobSpec dict nor a path ending in "
+                                f"{' or '.join(self.template_ext)}; give one of them")
+            path = self._job_file_path()
+            if text == self._job_file:  # not rendered (execute called directly): read it as is
+                try:
+                    text = path.read_text()
+                except OSError as exc:
+                    raise SpecError("job", f"{self.job!r} could not be read ({exc}); give a JobSpec dict "
+                                    "or the path of a JobSpec YAML") from exc
             try:
-                data = yaml.safe_load(path.read_text())
-            except OSError as exc:
-                raise SpecError("job", f"{self.job!r} could not be read ({exc}); give a JobSpec dict "
-                                "or the path of a JobSpec YAML") from exc
-            src_dir = data.get("src_dir") if isinstance(data, dict) else None
-            if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")):
-                data["src_dir"] = str((path.parent / src_dir).resolve())  # beside the YAML, as the CLI reads it
-            return data
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise SpecError("job", f"{self._job_file!r} is not valid YAML after rendering ({exc}); "
+                                "fix the file or its templates") from exc
+            if not isinstance(data, dict):
+                raise SpecError("job", f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
+                                "give the job's fields at the top level of the file")
+            return dict(paths_beside_job_file(data, path.parent))
         if not isinstance(self.job, dict):
             raise SpecError("job", f"{type(self.job).__name__} is not a JobSpec, dict or YAML path")
         return copy.deepcopy(self.job)
+
+    def render_template(self, content: Any, context: Any, jinja_env: Any = None,
+                        seen_oids: set[int] | None = None) -> Any:
+        """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text."""
+        if isinstance(content, str) and content != self._job_file and content.endswith(tuple(self.template_ext)):
+            env = jinja_env or self.get_template_env()
+            return self._render(env.from_string(content), context)
+        return super().render_template(content, context, jinja_env, seen_oids)
 
     def identity_tags(self, context: Any) -> list[str]:
         """What a retry or a restarted worker matches on (never the try number)."""
@@ -147,11 +176,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if self.python:
             key = "archive" if self.python.endswith(ARCHIVE_SUFFIXES) else "interpreter"
             data["python"] = {key: self.python}
-        for role in (data.get("roles") or {}).values():
-            # Templates render to text: "{{ params.workers }}" arrives as "2".
-            for key in INT_ROLE_FIELDS:
-                if isinstance(role, dict) and isinstance(role.get(key), str) and role[key].strip().isdigit():
-                    role[key] = int(role[key])
+        # Templates render to text: "{{ params.workers }}" arrives as "2", for any numeric field.
+        data = dict(numbers_from_text(data))  # type: ignore[call-overload]  # a dict in, a dict out
         data["tags"] = list(dict.fromkeys([*(data.get("tags") or []), "tony"]))
         checkpoint = dict(data.get("checkpoint") or {})
         checkpoint["dir"] = self.checkpoint_dir or checkpoint.get("dir") or self.default_checkpoint_dir(context)

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar, get_args, get_type_hints
 
 import yaml
 
@@ -49,6 +49,7 @@ __all__ = [
     "JobSpec",
     "PythonEnv",
     "RoleSpec",
+    "numbers_from_text",
     "parse_memory_mib",
 ]
 
@@ -852,3 +853,53 @@ class JobSpec(_Spec):
         except yaml.YAMLError as err:
             _fail("spec", f"not valid YAML ({err}); check the document's syntax")
         return cls.from_dict(data)
+
+
+# --------------------------------------------------------------------------- #
+# Numbers that arrive as text
+# --------------------------------------------------------------------------- #
+_INT_TEXT = re.compile(r"^\s*[-+]?\d+\s*$")
+_FLOAT_TEXT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+
+
+def _number(value: object, hint: Any) -> object:
+    """``value`` as the int or float ``hint`` asks for when it is text spelling one; else unchanged."""
+    kinds = set(get_args(hint)) or {hint}
+    if not isinstance(value, str):
+        return value
+    if int in kinds and _INT_TEXT.match(value):
+        return int(value)
+    if float in kinds and _FLOAT_TEXT.match(value):
+        return float(value)
+    return value
+
+
+def numbers_from_text(data: object, cls: type[_Spec] | None = None) -> object:
+    """A copy of ``data`` (a spec in dict form) whose numeric fields given as text are numbers.
+
+    Airflow renders templates to text, so ``instances: "{{ params.workers }}"``
+    arrives as ``"2"``. Every ``int`` and ``float`` field of the model (nested
+    objects, each role, lists of numbers) is converted here, from the model's
+    own type hints, so a new numeric field is covered without a list to keep.
+    Text that is not a number is left for validation to reject with the
+    field's own message; a memory size like ``"2 GiB"`` stays a string.
+    """
+    cls = cls or JobSpec
+    if not isinstance(data, Mapping):
+        return data
+    hints = get_type_hints(cls)
+    nested: dict[str, type[_Spec]] = getattr(cls, "_NESTED", {})
+    out = dict(data)
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in out:
+            continue
+        value, hint = out[f.name], hints[f.name]
+        if f.name in nested:
+            out[f.name] = numbers_from_text(value, nested[f.name])
+        elif cls is JobSpec and f.name == "roles" and isinstance(value, Mapping):
+            out[f.name] = {k: numbers_from_text(v, RoleSpec) for k, v in value.items()}
+        elif isinstance(value, list) and get_args(hint) and get_args(hint)[0] in (int, float):
+            out[f.name] = [_number(v, get_args(hint)[0]) for v in value]
+        else:
+            out[f.name] = _number(value, hint)
+    return out

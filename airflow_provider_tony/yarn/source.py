@@ -28,6 +28,7 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -202,6 +203,36 @@ def pack(tree: SourceTree, dest: Path) -> Path:
                     tar.addfile(info, fh)
     tmp.replace(dest)
     return dest
+
+
+def paths_beside_job_file(data: Any, base: Path) -> Any:
+    """A job read from a file in folder ``base``, its relative paths made absolute there.
+
+    The one rule the ``tony`` command and ``TonyOperator(job="x.yaml")`` share,
+    so a YAML next to its training code runs the same from a terminal and from
+    a DAG: a relative ``src_dir`` is read from ``base``; without one, a
+    relative role script that exists beside the file becomes absolute (with a
+    ``src_dir``, scripts stay relative to the source tree). Anything that is
+    not a mapping is returned unchanged for the model to reject.
+    """
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    src_dir = data.get("src_dir")
+    if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")):
+        data["src_dir"] = str((base / src_dir).resolve())
+    if data.get("src_dir") or not isinstance(data.get("roles"), dict):
+        return data
+    files = data.get("files") if isinstance(data.get("files"), dict) else {}
+    roles = {}
+    for name, role in data["roles"].items():
+        script = role.get("script") if isinstance(role, dict) else None
+        if isinstance(script, str) and script and not script.startswith("/") and script not in files \
+                and (base / script).is_file():
+            role = {**role, "script": str((base / script).resolve())}
+        roles[name] = role
+    data["roles"] = roles
+    return data
 
 
 def relative_scripts(spec: JobSpec) -> JobSpec:
