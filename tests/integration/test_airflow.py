@@ -273,3 +273,21 @@ def test_connection_type_and_test_connection(airflow_env) -> None:
     assert ok and "1 active node(s)" in message, message
     bad_ok, bad_message = doc["bad"]
     assert not bad_ok and "127.0.0.1:9" in bad_message and "unreachable" in bad_message
+
+
+def test_a_script_failure_is_not_retried_unless_its_code_is_listed(airflow_env, cluster, kill_dag_apps) -> None:
+    kill_dag_apps += ["tony_test_fail_no_retry", "tony_test_fail_retry_code"]
+    before = own_runs(airflow_env)
+    started = time.monotonic()
+    out = dags_test(airflow_env, "tony_test_fail_no_retry", dagfile=TEST_DAGS)
+    elapsed = time.monotonic() - started
+    assert run_state(out) == "failed", out[-4000:]
+    assert "Not retried: a retry would fail the same way" in out, out[-4000:]
+    runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_fail_no_retry"}
+    assert len(apps_of_runs(cluster.rm_url, runs)) == 1, "retries=2, yet exit 3 must be submitted once"
+    print(f"non-retryable failure failed the task in {elapsed:.1f}s (airflow dags test, no retries)")
+
+    out = dags_test(airflow_env, "tony_test_fail_retry_code", dagfile=TEST_DAGS)
+    assert run_state(out) == "failed", out[-4000:]
+    runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_fail_retry_code"}
+    assert len(apps_of_runs(cluster.rm_url, runs)) == 2, "retryable_exit_codes: [3] must give the retry a new app"

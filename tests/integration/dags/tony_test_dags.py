@@ -47,3 +47,11 @@ with DAG("tony_test_resume", schedule=None, start_date=START, catchup=False,
                              "args": ["--steps", "60", "--every", "10", "--fail-at", "35"]}},
         "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 20,
         "checkpoint": {"poll_interval": 0.5}})
+
+# Retries only where they help: the script's own exit 3 fails the task at once despite
+# retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).
+for _dag_id, _extra in (("tony_test_fail_no_retry", {}), ("tony_test_fail_retry_code", {"retryable_exit_codes": [3]})):
+    with DAG(_dag_id, schedule=None, start_date=START, catchup=False,
+             default_args={"retries": 2 if not _extra else 1, "retry_delay": timedelta(seconds=1)}):
+        TonyOperator(task_id="train", job=behave_job("exit", "--index", "1", "--code", "3", **_extra),
+                     poll_interval=1.0)
