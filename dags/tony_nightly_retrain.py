@@ -5,7 +5,8 @@ publishes the model to HDFS under the run's date. Retries back off
 exponentially; a retry re-attaches to a still-running application instead of
 submitting a second one, or resumes from the run's last checkpoint on HDFS.
 With ``warm_start`` (default on) a run that has no checkpoint yet starts from
-yesterday's weights.
+yesterday's weights. Each published model emits an event on the ``digits`` model
+asset, which schedules ``tony_score_new_model``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Param
 
+from airflow_provider_tony.assets import model_asset
 from airflow_provider_tony.operators.tony import TonyOperator
 
 TRAINING = Path(__file__).resolve().parent / "training"
@@ -38,6 +40,7 @@ with DAG(
     TonyOperator(
         task_id="train",
         execution_timeout=timedelta(hours=2),
+        model_asset=model_asset("digits"),  # each new model schedules tony_score_new_model
         checkpoint_dir=BASE + "/checkpoints/digits/{{ " + DAY + ".to_date_string() }}",
         warm_start_from="{{ (" + BASE_EXPR + " ~ '/checkpoints/digits/' ~ " + DAY
                         + ".subtract(days=1).to_date_string()) if params.warm_start else '' }}",

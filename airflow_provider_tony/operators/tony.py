@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf
+from airflow.sdk import Asset, BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
@@ -63,6 +63,10 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         Airflow retries (``AirflowFailException``), so a bug in user code does not burn every retry;
         retryable ones (exit 75 or a signal's 128-255, a lost task or node, a hung AM, no room in the
         queue, an HDFS outage) are retried. Default True; False retries every failure.
+    :param model_asset: an Airflow ``Asset`` (``airflow_provider_tony.assets.model_asset("digits")``) declared as
+        an outlet: when the job succeeds and published ``checkpoint.model_dir``, the task emits an event on it
+        whose ``extra`` carries ``model_dir``, ``application_id``, ``step`` and ``metrics``, so DAGs scheduled on
+        the asset run on each new model.
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
@@ -80,8 +84,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                  yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
                  am_stale_timeout: float = 120.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 fail_fast_on_permanent: bool = True, **kwargs: Any) -> None:
+                 fail_fast_on_permanent: bool = True, model_asset: Asset | None = None, **kwargs: Any) -> None:
+        if model_asset is not None:
+            kwargs["outlets"] = [*(kwargs.get("outlets") or []), model_asset]
         super().__init__(**kwargs)
+        self.model_asset = model_asset
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         # The path as given: rendering replaces ``job`` by the file's rendered text.
         self._job_file = job if isinstance(job, str) and job.endswith(tuple(self.template_ext)) else None
@@ -272,17 +279,17 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self._kill_quietly(app_id)
             raise
         self._finish(result)
-        return self.xcom_result(result)
+        return self._announce(context, self.xcom_result(result))
 
     def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
-            return self._xcom_result(self._result)
+            return self._announce(context, self._xcom_result(self._result))
         # Re-used an application that had already succeeded: YARN's report is what is left.
         if self._app_id != app_id:
             self._on_app(app_id, context)
         self._result = JobResult.from_report(self.hook.report(app_id))
-        return self.xcom_result(self._result)
+        return self._announce(context, self.xcom_result(self._result))
 
     # ------------------------------------------------------------ entry points
 
@@ -321,7 +328,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._tensorboard_url = ""
         self._on_state(context, result.am_state)
         self._finish(result)
-        return self.xcom_result(result)
+        return self._announce(context, self.xcom_result(result))
 
     def on_kill(self) -> None:
         if self._app_id:
@@ -365,6 +372,15 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             for name, text in logs.items():
                 self.log.error("---- %s %s (%s), last 60 lines ----\n%s", task_id, name, task.container_id,
                                "\n".join(text.splitlines()[-60:]))
+
+    def _announce(self, context: Any, value: dict[str, Any]) -> dict[str, Any]:
+        """A succeeded job that published a model: the model asset's event says where it is."""
+        if self.model_asset is not None and value.get("final_state") == "SUCCEEDED" and value.get("model_dir"):
+            context["outlet_events"][self.model_asset].extra = {
+                "model_dir": value["model_dir"], "application_id": value["application_id"],
+                "step": value["step"], "metrics": value["metrics"]}
+            self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
+        return value
 
     def xcom_result(self, result: JobResult) -> dict[str, Any]:
         """What downstream tasks read: ids, state, per-task summary, metrics, locations."""

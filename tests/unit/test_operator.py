@@ -246,3 +246,53 @@ def test_the_xcom_result_is_the_same_in_both_modes_field_by_field(make: Any) -> 
     for key in direct:
         assert after[key] == direct[key], key
     assert after["checkpoint_dir"] and after["model_dir"] and after["step"] == 60 and after["metrics"]
+
+
+class OutletEvents(dict):
+    """What ``context["outlet_events"]`` does for these tests: an accessor per asset, made on first use."""
+
+    def __missing__(self, key: Any) -> Any:
+        from types import SimpleNamespace
+
+        self[key] = SimpleNamespace(extra={})
+        return self[key]
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_published_model_emits_an_event_on_the_model_asset(deferrable: bool) -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    asset = model_asset("digits")
+    op, _hook, ctx = operator(succeeded(), deferrable=deferrable, model_asset=asset)
+    assert asset in op.outlets, "declared as an outlet, so Airflow schedules consumers on it"
+    ctx["outlet_events"] = OutletEvents()
+    if deferrable:
+        op.execute_complete(ctx, TonyEvent.done(succeeded()).to_dict())
+    else:
+        op.execute(ctx)
+    assert ctx["outlet_events"][asset].extra == {
+        "model_dir": "/user/airflow/models/digits", "application_id": APP, "step": 60,
+        "metrics": {"val_accuracy": 0.91}}
+
+
+def test_a_failed_job_or_no_model_asset_emits_nothing() -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    op, _hook, ctx = operator(failed("worker:0 exited with code 1"), deferrable=False,
+                              model_asset=model_asset("digits"))
+    ctx["outlet_events"] = OutletEvents()
+    with pytest.raises(AirflowException):
+        op.execute(ctx)
+    assert dict(ctx["outlet_events"]) == {}
+    plain, _hook, pctx = operator(succeeded(), deferrable=False)
+    pctx["outlet_events"] = OutletEvents()
+    plain.execute(pctx)
+    assert plain.outlets == [] and dict(pctx["outlet_events"]) == {}
+
+
+def test_model_asset_names_are_checked() -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    assert model_asset("digits") == model_asset("digits") and model_asset("digits").uri.startswith("tony-model://digits")
+    with pytest.raises(ValueError, match="model_asset\\('digits'\\)"):
+        model_asset("../etc")
