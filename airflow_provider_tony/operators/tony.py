@@ -28,6 +28,7 @@ from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
+from airflow_provider_tony.yarn.logformat import log_groups
 from airflow_provider_tony.yarn.source import paths_beside_job_file
 
 
@@ -369,9 +370,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             except Exception as exc:  # noqa: BLE001 - the diagnostics above already say what failed
                 self.log.warning("could not fetch the logs of %s: %s", task_id, exc)
                 continue
-            for name, text in logs.items():
-                self.log.error("---- %s %s (%s), last 60 lines ----\n%s", task_id, name, task.container_id,
-                               "\n".join(text.splitlines()[-60:]))
+            for name, text in logs.items():  # folded: Airflow's log view collapses ::group:: sections
+                for line in log_groups(f"{task_id} {name} ({task.container_id})", text):
+                    self.log.info("%s", line)
 
     def _announce(self, context: Any, value: dict[str, Any]) -> dict[str, Any]:
         """A succeeded job that published a model: the model asset's event says where it is."""

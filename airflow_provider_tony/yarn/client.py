@@ -95,6 +95,14 @@ def rm_url_from_conf(conf_dir: str) -> str | None:
     return addr if "://" in addr else f"http://{addr}"
 
 
+DRIVER_LOG4J = Path(__file__).with_name("driver-log4j.properties")
+
+
+def driver_java_options() -> list[str]:
+    """The skein driver's JVM options: the control-plane JIT setting and our log4j config."""
+    return [*JVM_OPTIONS, f"-Dlog4j.configuration={DRIVER_LOG4J.as_uri()}"]
+
+
 class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
@@ -143,8 +151,9 @@ class TonyClient:
         with _cluster_errors("could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                              "and the ResourceManager up?)"):
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
-            # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
-            self._skein = skein.Client(log_level="error", java_options=list(JVM_OPTIONS), **kwargs)
+            # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real
+            # errors, Hadoop's client loggers included (its own log4j config would print INFO/WARN).
+            self._skein = skein.Client(log_level="error", java_options=driver_java_options(), **kwargs)
         return self._skein
 
     def close(self) -> None:

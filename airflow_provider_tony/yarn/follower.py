@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.messages import Message, StateDocument
+from airflow_provider_tony.yarn import logformat
 
 __all__ = ["ACTIVE_YARN_STATES", "Action", "AppReport", "Follower", "JobResult", "Step", "TonyEvent"]
 
@@ -120,7 +121,7 @@ class Follower:
         self.last_seq: Any = None
         self.fresh_at: float | None = None  # when RUNNING began or the document last moved
         self.document: StateDocument | None = None  # the newest one read
-        self.progress_lines: dict[str, str] = {}
+        self.task_states: dict[str, str] = {}  # task id -> the state last logged
         self.events_seen: set[str] = set()
 
     def observe(self, report: AppReport, document: StateDocument | None, now: float) -> Step:
@@ -168,22 +169,14 @@ class Follower:
         return step
 
     def _progress_lines(self, doc: StateDocument) -> list[str]:
-        """New artefact events, and each task's state/progress line when it changed."""
+        """New artefact events, a line per task whose state changed, and the poll's summary line."""
         lines = []
         for event in doc.artefact_events():  # restores, checkpoint uploads, model export
             if event not in self.events_seen:
                 self.events_seen.add(event)
                 lines.append(event)
-        for task_id, task in sorted(doc.tasks.items()):
-            prog = task.progress
-            line = f"{task_id} {task.state}"
-            if prog is not None and prog.step is not None:
-                metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in sorted(prog.metrics.items()))
-                line += f" step {prog.step} epoch {prog.epoch}" + (f" ({metrics})" if metrics else "")
-            if self.progress_lines.get(task_id) != line:
-                self.progress_lines[task_id] = line
-                lines.append(line)
+        lines.extend(logformat.task_state_lines(doc, self.task_states))
+        lines.append(logformat.summary_line(doc))
         return lines
 
 

@@ -161,6 +161,19 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
     with urllib.request.urlopen(result["tracking_url"], timeout=10) as page:  # noqa: S310 - loopback
         assert app_id in page.read().decode()
 
+    # The new model is an event on the digits model asset, saying where it is ...
+    db = Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        extras = [json.loads(row[0]) for row in conn.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_model_digits'")]
+    assert any(e.get("model_dir") == result["model_dir"] and e.get("application_id") == app_id for e in extras), extras
+    # ... and the DAG scheduled on that asset loads it from HDFS and scores samples with it.
+    scored = dags_test(with_base_path(airflow_env, fresh_base), "tony_score_new_model",
+                       conf={"model_dir": result["model_dir"], "samples": 40})
+    assert run_state(scored) == "success", scored[-4000:]
+    accuracy = re.findall(r"accuracy (\d\.\d+) on 40 samples", scored)
+    assert accuracy and float(accuracy[-1]) > 0.3, scored[-4000:]
+
 
 def test_param_values_reach_the_script_as_literal_text(airflow_env, kill_dag_apps) -> None:
     kill_dag_apps.append("tony_train_on_demand")
@@ -191,7 +204,7 @@ def test_modes_succeed_and_fail_alike(airflow_env, kill_dag_apps, deferrable: bo
     failed = dags_test(airflow_env, "tony_test_fail", dagfile=TEST_DAGS, deferrable=deferrable)
     assert run_state(failed) == "failed", failed[-4000:]
     for needle in ("worker:1 exited with code 3", "behave: worker:1 giving up with code 3",
-                   "yarn logs -applicationId", "---- worker:1 worker.log"):
+                   "yarn logs -applicationId", "::group::worker:1 worker.log"):
         assert needle in failed, (needle, failed[-4000:])
     assert ("Pausing task as DEFERRED" in ok or "TonyTrigger" in ok) == deferrable
 

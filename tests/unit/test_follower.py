@@ -160,14 +160,19 @@ def test_a_retryable_verdict_in_the_document_makes_the_result_retryable() -> Non
 # --------------------------------------------------------------------------- #
 
 
-def test_progress_and_artefact_events_are_logged_once_each() -> None:
+def test_events_once_task_states_on_change_and_one_summary_per_poll() -> None:
     f = follower()
     events = ["worker:0 registered at h:1", "worker:0 restored checkpoint step 10 from /c in 0.1s"]
     first = f.observe(report("RUNNING"), doc(1, step=5, events=events), T0)
-    assert first.lines == [f"{APP} is RUNNING ({URL})", events[1], "worker:0 RUNNING step 5 epoch 1 (loss=0.25)"]
-    assert f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1).lines == []
+    assert first.lines == [f"{APP} is RUNNING ({URL})", events[1], "worker:0 RUNNING",
+                           "RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"]
+    same = f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1)
+    assert same.lines == ["RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"], "only the summary"
     later = f.observe(report("RUNNING"), doc(3, step=6, events=[*events, "worker:0 uploaded checkpoint 20"]), T0 + 2)
-    assert later.lines == ["worker:0 uploaded checkpoint 20", "worker:0 RUNNING step 6 epoch 1 (loss=0.25)"]
+    assert later.lines == ["worker:0 uploaded checkpoint 20",
+                           "RUNNING: 1 RUNNING | worker:0 step 6 epoch 1 (loss=0.25)"]
+    done = f.observe(report("RUNNING"), doc(4, step=6, state="SUCCEEDED"), T0 + 3)
+    assert done.lines[0] == "worker:0 RUNNING -> SUCCEEDED"
 
 
 # --------------------------------------------------------------------------- #
