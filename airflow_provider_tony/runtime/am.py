@@ -81,6 +81,7 @@ class ApplicationMaster:
         self.last_progress: float | None = None
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
+        self.pages: set[str] = set()  # task ids whose web page is registered with skein's UI
 
     # ---------------------------------------------------------------- input
 
@@ -144,6 +145,23 @@ class ApplicationMaster:
             self.app.kv[C.KV_CLUSTER] = tracker.cluster_doc(now).to_json()
             self.published_addresses = registered
 
+    def register_pages(self) -> None:
+        """Once the tensorboard role registered its port, serve it through skein's UI (the RM proxy).
+
+        Before the state document shows the task's port, so a client that sees
+        the port may link to the page at once.
+        """
+        for task in self.tracker.tasks.values():
+            if task.role != C.TENSORBOARD_ROLE or task.task_id in self.pages or not (task.host and task.port):
+                continue
+            self.pages.add(task.task_id)
+            try:
+                self.app.ui.add_page(C.TENSORBOARD_PAGE, f"http://{task.host}:{task.port}", link_name="TensorBoard")
+                self.tracker.events.append(f"{task.task_id} served at the application's page "
+                                           f"{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}")
+            except Exception as exc:  # noqa: BLE001 - a missing link must not fail training
+                log.warning("could not add the TensorBoard page to the application's UI: %s", exc)
+
     def publish_state(self, now: float, force: bool = False) -> None:
         doc = self.tracker.document(now, time.time(), self.seq, self.app_id)
         body = material(doc)
@@ -182,6 +200,7 @@ class ApplicationMaster:
             self.read_store(now)
             self.check_containers(now)
             self.publish_cluster(now)
+            self.register_pages()
             verdict = self.tracker.check(now)
             if verdict is not None:
                 return verdict

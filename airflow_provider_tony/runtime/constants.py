@@ -65,6 +65,12 @@ def task_id_of(key: str, prefix: str) -> str:
 # Files inside every container's working directory.
 RUNTIME_ZIP = "tony_runtime.zip"
 TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
+# The tensorboard role's page in skein's web UI, served through the ResourceManager's
+# web proxy at <rm>/proxy/<app id>/pages/<route>/ (a container's host:port is
+# rarely reachable from a user's browser; the RM is).
+TENSORBOARD_PAGE = "tensorboard"
+TENSORBOARD_ROLE = "tensorboard"
+SKEIN_PAGES_PREFIX = "pages"
 
 # Exit codes that mean "try again", as in Kubeflow's exit-code restart policy:
 # 75 (EX_TEMPFAIL, what the executor exits with when HDFS fails it) and every

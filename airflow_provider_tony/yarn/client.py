@@ -6,6 +6,7 @@ where skein and HTTP errors become this provider's own exceptions.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -36,6 +37,7 @@ from airflow_provider_tony.yarn.checks import (
     validate_against_cluster,
     validate_local_files,
 )
+from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 
@@ -113,13 +115,17 @@ class TonyClient:
 
     def __init__(self, *, rm_url: str, webhdfs_url: str | None = None, webhdfs_user: str | None = None,
                  base_path: str | None = None, skein_config: str | None = None,
-                 principal: str | None = None, keytab: str | None = None) -> None:
+                 principal: str | None = None, keytab: str | None = None,
+                 cluster_env: ClusterEnv | None = None) -> None:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         self.base_path = base_path or f"/user/{self.webhdfs_user}/tony"
-        if skein_config:
-            os.environ.setdefault("SKEIN_CONFIG", skein_config)
+        # This cluster's Hadoop conf dir, JDK, `yarn` and skein credentials: never set process-wide,
+        # so one process may follow jobs on several clusters (yarn/clusterenv.py).
+        self.cluster_env = cluster_env or ClusterEnv()
+        if skein_config and not self.cluster_env.skein_config:
+            self.cluster_env = dataclasses.replace(self.cluster_env, skein_config=skein_config)
         self._principal = principal
         self._keytab = keytab  # a path; never logged
         self._skein: Any = None
@@ -158,7 +164,9 @@ class TonyClient:
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real
             # errors, Hadoop's client loggers included (its own log4j config would print INFO/WARN).
-            self._skein = skein.Client(log_level="error", java_options=driver_java_options(), **kwargs)
+            with driver_environment(self.cluster_env):
+                self._skein = skein.Client(security=security_for(self.cluster_env), log_level="error",
+                                           java_options=driver_java_options(), **kwargs)
         return self._skein
 
     def close(self) -> None:
@@ -254,7 +262,7 @@ class TonyClient:
                             scanned - started, pack_s, upload_s)
 
     def _default_fs(self) -> str:
-        fs = _read_site(os.environ.get("HADOOP_CONF_DIR"), "core-site.xml", "fs.defaultFS")
+        fs = _read_site(self.cluster_env.conf_dir(), "core-site.xml", "fs.defaultFS")
         if not fs:
             raise ClusterError("fs.defaultFS not found in $HADOOP_CONF_DIR/core-site.xml: "
                                "needed to reference the python archive on HDFS")
@@ -301,13 +309,19 @@ class TonyClient:
     def tracking_url(self, app_id: str) -> str:
         return f"{self.rm_url}/cluster/app/{app_id}"
 
-    @staticmethod
-    def tensorboard_url(am_state: StateDocument | None) -> str:
-        """Where the job's ``tensorboard`` role serves (its registered port), or ""."""
-        task = am_state.task("tensorboard:0") if am_state is not None else None
-        if task is not None and task.host and task.port and task.state == "RUNNING":
-            return f"http://{task.host}:{task.port}/"
-        return ""
+    def tensorboard_url(self, am_state: StateDocument | None) -> str:
+        """The job's TensorBoard through the ResourceManager's web proxy, or "" while it does not serve.
+
+        The AM registers the ``tensorboard`` role's port as a page of skein's
+        web UI before its state shows the port; the RM proxies the AM's UI, so
+        a browser that reaches the RM reaches TensorBoard, where a container's
+        host and port usually are not reachable.
+        """
+        task = am_state.task(f"{C.TENSORBOARD_ROLE}:0") if am_state is not None else None
+        if am_state is None or task is None or not (task.host and task.port and task.state == "RUNNING"):
+            return ""
+        app_id = am_state.application_id
+        return f"{self.rm_url}/proxy/{app_id}/{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}/"
 
     def am_state(self, app_id: str) -> StateDocument | None:
         """The AM's state document, or None while it is not (or no longer) published."""

@@ -43,3 +43,40 @@ def test_containers_are_looked_at_every_heartbeat_interval_between_one_and_five_
     am.check_containers(1000.0 + expected)
     assert len(calls) == 2
     assert am_module.CONTAINER_CHECK_MIN_S <= am.container_check_interval() <= am_module.CONTAINER_CHECK_MAX_S
+
+
+class FakeUI:
+    def __init__(self) -> None:
+        self.pages: list[tuple[str, str, str | None]] = []
+
+    def add_page(self, route: str, target: str, link_name: str | None = None) -> None:
+        self.pages.append((route, target, link_name))
+
+
+def test_the_tensorboard_role_is_registered_once_as_a_page_of_the_ui_when_its_port_is_known() -> None:
+    from airflow_provider_tony.runtime.messages import Registration
+
+    spec = JobSpec.from_dict({"name": "t", "roles": {"worker": {"command": ["true"]},
+                                                     "tensorboard": {"command": ["true"]}}})
+    ui = FakeUI()
+    am = ApplicationMaster(SimpleNamespace(kv={}, ui=ui), spec, "application_1_0001")
+    am.tracker.register("worker:0", Registration(host="node1", port=4000), 1.0)
+    am.register_pages()
+    assert ui.pages == [], "no tensorboard task registered yet"
+    am.tracker.register("tensorboard:0", Registration(host="node2", port=6006), 2.0)
+    am.register_pages()
+    am.register_pages()
+    assert ui.pages == [("tensorboard", "http://node2:6006", "TensorBoard")]
+
+
+def test_tensorboard_links_go_through_the_resourcemanagers_proxy() -> None:
+    from airflow_provider_tony.runtime.messages import StateDocument, TaskSummary
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    client = TonyClient(rm_url="http://rm:8088/")
+    serving = TaskSummary(state="RUNNING", role="tensorboard", host="node2", port=6006)
+    doc = StateDocument(application_id="application_1_0001", tasks={"tensorboard:0": serving})
+    assert client.tensorboard_url(doc) == "http://rm:8088/proxy/application_1_0001/pages/tensorboard/"
+    pending = StateDocument(application_id="application_1_0001",
+                            tasks={"tensorboard:0": TaskSummary(state="PENDING", role="tensorboard")})
+    assert client.tensorboard_url(pending) == "" and client.tensorboard_url(None) == ""

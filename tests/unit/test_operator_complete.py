@@ -21,7 +21,7 @@ class FakeHook:
         self.killed: list[str] = []
 
     def get_conn(self) -> Any:
-        return SimpleNamespace(tensorboard_url=TonyClient.tensorboard_url)
+        return TonyClient(rm_url="http://rm:8088")
 
     def kill(self, app_id: str) -> None:
         self.killed.append(app_id)
