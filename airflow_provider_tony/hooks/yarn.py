@@ -8,7 +8,6 @@ path is one) never reach the logs: the hook logs only the RM URL and queue.
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -18,6 +17,7 @@ from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
+from airflow_provider_tony.yarn.clusterenv import ClusterEnv
 from airflow_provider_tony.yarn.follower import AppReport
 
 
@@ -83,17 +83,14 @@ class YarnHook(BaseHook):
     def _connect(self) -> TonyClient:
         rm_url, extra = self._resolve()
         self._extra = extra
-        # skein's driver and the Hadoop client read these from the environment.
-        for key, var in (("hadoop_conf_dir", "HADOOP_CONF_DIR"), ("java_home", "JAVA_HOME"),
-                         ("skein_config", "SKEIN_CONFIG")):
-            if extra.get(key):
-                os.environ[var] = str(extra[key])
-        if extra.get("yarn_bin_dir"):  # where `yarn` lives, for skein's classpath lookup
-            os.environ["PATH"] = f"{extra['yarn_bin_dir']}{os.pathsep}{os.environ.get('PATH', '')}"
+        # The connection's own conf dir, JDK, `yarn` and skein credentials, kept with its client
+        # rather than set process-wide: a triggerer may follow jobs on several connections.
+        cluster_env = ClusterEnv(**{key: str(extra[key]) if extra.get(key) else None
+                                    for key in ("hadoop_conf_dir", "java_home", "yarn_bin_dir", "skein_config")})
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
         self._client = TonyClient(rm_url=rm_url, webhdfs_url=webhdfs_url, webhdfs_user=webhdfs_user,
                                   base_path=extra.get("base_path"), principal=extra.get("principal"),
-                                  keytab=extra.get("keytab"))
+                                  keytab=extra.get("keytab"), cluster_env=cluster_env)
         self.log.info("YARN cluster %s (default queue %s)", rm_url, self._extra.get("queue") or "default")
         return self._client
 
