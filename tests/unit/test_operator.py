@@ -296,3 +296,22 @@ def test_model_asset_names_are_checked() -> None:
     assert model_asset("digits") == model_asset("digits") and model_asset("digits").uri.startswith("tony-model://digits")
     with pytest.raises(ValueError, match="model_asset\\('digits'\\)"):
         model_asset("../etc")
+
+
+def test_links_read_the_xcom_the_operator_writes_at_submit_so_they_are_live_while_polling() -> None:
+    from airflow_provider_tony.links import TensorBoardLink, YarnApplicationLink
+
+    # Airflow 3.3 renders a link from the XCom under its xcom_key: the key the operator pushes.
+    assert YarnApplicationLink().xcom_key == XCOM_TRACKING_URL
+    assert TensorBoardLink().xcom_key == XCOM_TENSORBOARD_URL
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    seen_while_waiting: dict[str, Any] = {}
+    wait = hook.client.wait
+
+    def wait_and_look(app_id: str, **kwargs: Any) -> JobResult:
+        seen_while_waiting.update(ctx["ti"].xcom)
+        return wait(app_id, **kwargs)
+
+    hook.client.wait = wait_and_look  # type: ignore[method-assign]
+    op.execute(ctx)
+    assert seen_while_waiting[XCOM_TRACKING_URL] == URL, "the YARN link is there before the job ends"
