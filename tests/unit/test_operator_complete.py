@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
