@@ -7,6 +7,7 @@ event's ``extra`` says where this run's model is (``model_dir``) and how it
 came about (application id, step, metrics). A consumer DAG scheduled on
 ``model_asset("digits")`` reads ``model_dir`` from its triggering event.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 def model_asset(name: str) -> Asset:
     """The Asset for the model called ``name`` (letters, digits, ``_ . -``)."""
     if not _NAME.match(name):
-        raise ValueError(f"model name {name!r} must be 1-100 letters, digits, '_', '.' or '-' starting with a "
-                         "letter or digit; e.g. model_asset('digits')")
+        raise ValueError(
+            f"model name {name!r} must be 1-100 letters, digits, '_', '.' or '-' starting with a "
+            "letter or digit; e.g. model_asset('digits')"
+        )
     return Asset(name=f"tony_model_{name}", uri=f"{MODEL_SCHEME}://{name}")
 
 

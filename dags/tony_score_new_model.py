@@ -7,6 +7,7 @@ on that event, reads the model's folder from the event's ``extra``, fetches
 few held-out samples of scikit-learn's digits. A manual run may name a model
 folder with the ``model_dir`` param instead.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -27,8 +28,10 @@ with DAG(
     catchup=False,
     tags=["tony", "scoring"],
     doc_md=__doc__,
-    params={"model_dir": Param("", type="string", title="HDFS model folder (manual runs; empty: the event's)"),
-            "samples": Param(50, type="integer", minimum=1, maximum=1797, title="Samples to score")},
+    params={
+        "model_dir": Param("", type="string", title="HDFS model folder (manual runs; empty: the event's)"),
+        "samples": Param(50, type="integer", minimum=1, maximum=1797, title="Samples to score"),
+    },
 ):
 
     @task
@@ -48,8 +51,10 @@ with DAG(
         if not model_dir and events:
             model_dir = events[-1].extra["model_dir"]
         if not model_dir:
-            raise ValueError("no model to score: neither a model asset event nor params.model_dir; "
-                             "trigger with {'model_dir': '/user/.../models/digits/<date>'}")
+            raise ValueError(
+                "no model to score: neither a model asset event nor params.model_dir; "
+                "trigger with {'model_dir': '/user/.../models/digits/<date>'}"
+            )
         hook = YarnHook()
         try:
             with tempfile.TemporaryDirectory(prefix="tony-score-") as tmp:

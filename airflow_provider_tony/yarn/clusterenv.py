@@ -14,6 +14,7 @@ and restored at once, so drivers start one at a time, each in its own
 cluster's environment), with ``Security`` read from the connection's own
 skein config folder rather than the one skein read at import.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ the deciding task's step and metrics), a line for a task only when its state
 changes, and failed containers' log tails folded in ``::group::`` sections,
 which Airflow's log view collapses. Pure functions of the AM's state document.
 """
+
 from __future__ import annotations
 
 from collections import Counter

@@ -4,6 +4,7 @@ Airflow shows a task's stderr at ERROR level whatever a line says, so the
 Hadoop client's INFO and WARN lines (the ResourceManager address, the native
 library notice) looked like failures in every task log.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,9 @@ client.close()
 
 
 def test_the_driver_writes_no_info_or_warn_lines_to_stderr(cluster) -> None:
-    proc = subprocess.run([sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **cluster.env})
+    proc = subprocess.run(
+        [sys.executable, "-c", SNIPPET], capture_output=True, text=True, timeout=300, env={**os.environ, **cluster.env}
+    )
     assert "refused:" in proc.stdout and "application_1_0001" in proc.stdout, (proc.stdout, proc.stderr)
     noisy = [line for line in proc.stderr.splitlines() if " INFO " in line or " WARN " in line]
     assert noisy == [], noisy

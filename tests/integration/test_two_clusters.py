@@ -7,6 +7,7 @@ conf dir, ``yarn`` and skein credentials folder; nothing is set process-wide,
 so the two skein drivers must each start against their own cluster although
 skein read ``SKEIN_CONFIG`` once, at import.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,7 +38,7 @@ def _exports(text: str) -> dict[str, str]:
     env = {}
     for line in text.splitlines():
         if line.startswith("export ") and "=" in line and not line.startswith("export PATH="):
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             env[name] = shlex.split(value)[0]
     return env
 
@@ -45,27 +46,44 @@ def _exports(text: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def second_cluster(cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = Path(os.environ.get("TONY_SECOND_DEVCLUSTER_HOME", REPO / ".devcluster-second"))
-    env = {**os.environ, "TONY_DEVCLUSTER_HOME": str(home), "TONY_DEVCLUSTER_PORT_BASE": SECOND_PORT_BASE,
-           "TONY_DEVCLUSTER_JARS": str(Path(cluster.home) / "jars"), "TONY_DEVCLUSTER_NM_MEMORY_MB": "4096",
-           "TONY_DEVCLUSTER_NM_VCORES": "4"}
+    env = {
+        **os.environ,
+        "TONY_DEVCLUSTER_HOME": str(home),
+        "TONY_DEVCLUSTER_PORT_BASE": SECOND_PORT_BASE,
+        "TONY_DEVCLUSTER_JARS": str(Path(cluster.home) / "jars"),
+        "TONY_DEVCLUSTER_NM_MEMORY_MB": "4096",
+        "TONY_DEVCLUSTER_NM_VCORES": "4",
+    }
     status = subprocess.run([sys.executable, str(DEVCLUSTER), "status"], env=env, capture_output=True, text=True)
     was_up = status.returncode == 0
     if not was_up:
-        up = subprocess.run([sys.executable, str(DEVCLUSTER), "up"], env=env, capture_output=True, text=True,
-                            timeout=900)
+        up = subprocess.run(
+            [sys.executable, str(DEVCLUSTER), "up"], env=env, capture_output=True, text=True, timeout=900
+        )
         assert up.returncode == 0, up.stderr[-4000:]
-    exported = subprocess.run([sys.executable, str(DEVCLUSTER), "env"], env=env, capture_output=True, text=True,
-                              check=True).stdout
+    exported = subprocess.run(
+        [sys.executable, str(DEVCLUSTER), "env"], env=env, capture_output=True, text=True, check=True
+    ).stdout
     yield {**_exports(exported), "bin": str(home / "bin")}
     if not was_up:
         subprocess.run([sys.executable, str(DEVCLUSTER), "down"], env=env, capture_output=True, timeout=300)
 
 
 def connection(env: dict[str, str], bin_dir: str, skein_dir: Path) -> str:
-    return json.dumps({"conn_type": "tony_yarn", "extra": {
-        "hadoop_conf_dir": env["HADOOP_CONF_DIR"], "yarn_bin_dir": bin_dir, "skein_config": str(skein_dir),
-        "java_home": env["JAVA_HOME"], "webhdfs_url": env["TONY_WEBHDFS_URL"], "webhdfs_user": env["TONY_WEBHDFS_USER"],
-        "base_path": f"/user/{env['TONY_WEBHDFS_USER']}/tony"}})
+    return json.dumps(
+        {
+            "conn_type": "tony_yarn",
+            "extra": {
+                "hadoop_conf_dir": env["HADOOP_CONF_DIR"],
+                "yarn_bin_dir": bin_dir,
+                "skein_config": str(skein_dir),
+                "java_home": env["JAVA_HOME"],
+                "webhdfs_url": env["TONY_WEBHDFS_URL"],
+                "webhdfs_user": env["TONY_WEBHDFS_USER"],
+                "base_path": f"/user/{env['TONY_WEBHDFS_USER']}/tony",
+            },
+        }
+    )
 
 
 def rm_knows(rm_url: str, app_id: str) -> bool:
@@ -77,7 +95,8 @@ def rm_knows(rm_url: str, app_id: str) -> bool:
 
 
 def test_a_triggerer_follows_jobs_on_two_connections_each_on_its_own_cluster(
-        cluster, second_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster, second_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow_provider_tony.hooks.yarn import YarnHook
     from airflow_provider_tony.runtime.spec import JobSpec
     from airflow_provider_tony.triggers.tony import TonyTrigger
@@ -86,10 +105,16 @@ def test_a_triggerer_follows_jobs_on_two_connections_each_on_its_own_cluster(
     monkeypatch.setenv("AIRFLOW_CONN_TONY_A", connection(cluster.env, str(cluster.home / "bin"), tmp_path / "skein-a"))
     monkeypatch.setenv("AIRFLOW_CONN_TONY_B", connection(second_cluster, second_cluster["bin"], tmp_path / "skein-b"))
     tag = f"pytest-{uuid.uuid4().hex[:12]}"
-    spec = JobSpec.from_dict({"name": "pytest-two-clusters", "tags": [tag],
-                              "roles": {"worker": {"memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
-                              "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5,
-                              "heartbeat_timeout": 10})
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-two-clusters",
+            "tags": [tag],
+            "roles": {"worker": {"memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 10,
+        }
+    )
     hooks = {conn: YarnHook(conn) for conn in ("tony_a", "tony_b")}
     apps: dict[str, str] = {}
     try:
@@ -103,8 +128,12 @@ def test_a_triggerer_follows_jobs_on_two_connections_each_on_its_own_cluster(
             assert not rm_knows(rms[other], app_id) or apps[other] == app_id, f"{app_id} leaked to {rms[other]}"
 
         async def follow_both() -> list[dict[str, Any]]:
-            triggers = [TonyTrigger(app_id=app_id, yarn_conn_id=conn, poll_interval=1.0, startup_timeout=300,
-                                    am_stale_timeout=120) for conn, app_id in apps.items()]
+            triggers = [
+                TonyTrigger(
+                    app_id=app_id, yarn_conn_id=conn, poll_interval=1.0, startup_timeout=300, am_stale_timeout=120
+                )
+                for conn, app_id in apps.items()
+            ]
 
             async def first_event(trigger: TonyTrigger) -> dict[str, Any]:
                 async for event in trigger.run():
@@ -122,7 +151,10 @@ def test_a_triggerer_follows_jobs_on_two_connections_each_on_its_own_cluster(
         assert os.environ.get("SKEIN_CONFIG") == skein_before
     finally:
         for conn, hook in hooks.items():
-            for app in rm_apps({"tony_a": cluster.rm_url, "tony_b": second_cluster["TONY_RM_URL"]}[conn],
-                               states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING", tag=tag):
+            for app in rm_apps(
+                {"tony_a": cluster.rm_url, "tony_b": second_cluster["TONY_RM_URL"]}[conn],
+                states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING",
+                tag=tag,
+            ):
                 hook.kill(app["id"])
             hook.close()

@@ -4,6 +4,7 @@ The file is rendered as a Jinja template by Airflow's own templating
 (``template_ext``), its relative paths are resolved beside it by the function
 the CLI uses, and every numeric JobSpec field may come from a template.
 """
+
 from __future__ import annotations
 
 import dataclasses
