@@ -30,7 +30,7 @@ def links(stack: Any, dag: str, run_id: str) -> dict[str, str]:
 
 def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> Any:
     """Click the task page's link ``name``; the page it opened."""
-    page.goto(f"{stack.url}/dags/{dag}/runs/{run_id}/tasks/train")
+    page.goto(f"{stack.url}/dags/{dag}/runs/{run_id}/tasks/train/details")
     link = page.get_by_role("link", name=name)
     link.wait_for(timeout=60_000)
     if link.get_attribute("target") == "_blank":
@@ -51,7 +51,7 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page
     started = time.monotonic()
     run = airflow_stack.api("POST", f"/dags/{dag}/dagRuns", {"logical_date": None, "conf": {
         # Minutes of training: the run is still going while the links are opened.
-        "workers": 1, "epochs": 20, "steps_per_epoch": 1000, "tensorboard": True, "run_label": "links"}})
+        "workers": 2, "epochs": 20, "steps_per_epoch": 1000, "tensorboard": True, "run_label": "links"}})
     run_id = run["dag_run_id"]
     tag = f"tony-run:{run_id.lower()}"
     try:
