@@ -10,6 +10,10 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 # Passed to pytest by `make test`, e.g. make test PYTEST_ARGS="-m 'not slow'"
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
+# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs).
+ifdef SECURE
+export TONY_DEVCLUSTER_SECURE := $(SECURE)
+endif
 
 .PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast demo clean
 
@@ -18,7 +22,7 @@ help:
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only, no cluster"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: Kerberized profile)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 $(VENV)/.installed: pyproject.toml
