@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
+import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -30,6 +30,7 @@ pytestmark = [
 ]
 
 JOBS = Path(__file__).parent / "jobs"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def job(name: str, script: str, *args: str, checkpoint: str | None = None, **extra: Any) -> JobSpec:
@@ -141,6 +142,45 @@ def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt
     assert remote_checkpoints(hdfs, ckpt) == [3, 6]
     last = hdfs.status(f"{ckpt}/{hdfs.list(ckpt)[-1]}")["modificationTime"] / 1000
     assert last - started > renew_s, f"last upload {last - started:.0f}s after start, renew interval {renew_s:.0f}s"
+
+
+def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
+    """Both directions of WebHDFS from containers: the chief pushes events and the model,
+    the tensorboard role pulls the events; all with the delegation token."""
+    spec = JobSpec.from_dict({
+        "name": "pytest-secure-model",
+        "roles": {
+            "worker": {"memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
+                       "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"]},
+            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+        },
+        "python": {"interpreter": sys.executable}, "heartbeat_timeout": 60,
+        "checkpoint": {"dir": f"{ckpt}/ckpt", "model_dir": f"{ckpt}/model", "poll_interval": 1},
+    })
+    app_id = krb.submit(spec, extra_tags=[tag])
+    url = wait_until(lambda: krb.tensorboard_url(krb.am_state(app_id)), 240, "TensorBoard to run")
+
+    def runs() -> list:
+        try:
+            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:  # noqa: S310 - loopback
+                return json.load(resp)
+        except OSError:
+            return []
+
+    found = wait_until(runs, 180, "the chief's event files to reach TensorBoard through HDFS")
+    assert any("train" in run for run in found), found
+    result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
+    assert result.succeeded, result.diagnostics
+    assert krb.hdfs().status(f"{ckpt}/model/model.keras", strict=False) is not None
+
+
+def test_the_hooks_test_connection_on_the_secure_connection(cluster) -> None:
+    from airflow_provider_tony.hooks.yarn import YarnHook
+
+    ok, message = YarnHook().test_connection()
+    assert ok, message
+    assert "Kerberos as " in message and "WebHDFS" in message
+    assert os.environ["TONY_KERBEROS_KEYTAB"] not in message
 
 
 def _am_container(krb, app_id: str) -> tuple[str, str]:
