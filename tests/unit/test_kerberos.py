@@ -156,3 +156,29 @@ def test_kerberos_comes_from_the_connection_or_core_site(tmp_path: Path, monkeyp
 def test_dataclass_equality_ignores_nothing_secret() -> None:
     # Two tokens that differ only in their password are different tokens.
     assert dataclasses.replace(HDFS, password=b"other") != HDFS
+
+
+def test_the_spnego_session_verifies_with_the_ca_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("requests_gssapi")
+    from requests_gssapi import HTTPSPNEGOAuth
+
+    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
+
+    krb = KerberosSession(KerberosConfig("me@X", "/k.keytab", ca_bundle="/etc/cluster-ca.pem"))
+    monkeypatch.setattr(krb, "credentials", lambda: "creds")  # no KDC here: only the wiring is under test
+    session = krb.session()
+    assert session.verify == "/etc/cluster-ca.pem" and isinstance(session.auth, HTTPSPNEGOAuth)
+    assert session.auth.creds == "creds" and krb.session() is session
+    assert "/k.keytab" not in repr(krb.config)
+
+
+def test_java_learns_krb5_conf_from_krb5_config_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
+
+    krb = KerberosSession(KerberosConfig())
+    monkeypatch.setenv("KRB5_CONFIG", "/realm/krb5.conf")
+    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    assert krb.java_options() == ["-Djava.security.krb5.conf=/realm/krb5.conf"]
+    monkeypatch.setenv("JDK_JAVA_OPTIONS", "-Djava.security.krb5.conf=/other.conf")
+    assert krb.java_options() == []
