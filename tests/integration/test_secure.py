@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import urllib.request
 import uuid
@@ -97,6 +98,17 @@ def test_connection_names_each_step(krb, other) -> None:
                        principal=os.environ["TONY_KERBEROS_PRINCIPAL"], keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"])
     with pytest.raises(KerberosError, match="keytab .* failed .*klist -kt"):
         wrong.describe()
+    # A host name with no HTTP/<host> principal: the client gets no service ticket to offer.
+    me = dict(principal=os.environ["TONY_KERBEROS_PRINCIPAL"], keytab=os.environ["TONY_KERBEROS_KEYTAB"])
+    alias = socket.gethostname()
+    if socket.gethostbyname(alias) != "127.0.0.1":
+        pytest.skip(f"{alias} does not resolve to loopback here")
+    rm_alias = krb.rm_url.replace("127.0.0.1", alias)
+    with pytest.raises(KerberosError, match=f"ResourceManager at {rm_alias} refused SPNEGO .*HTTP/<host> principal"):
+        TonyClient(rm_url=rm_alias, webhdfs_url=krb.webhdfs_url, **me).describe()
+    web_alias = krb.webhdfs_url.replace("localhost", alias)
+    with pytest.raises(ClusterError, match=f"WebHDFS at {web_alias} refused"):
+        TonyClient(rm_url=krb.rm_url, webhdfs_url=web_alias, **me).describe()
 
 
 def test_no_ticket_fails_before_anything_is_submitted(krb, tag, tmp_path, monkeypatch) -> None:
