@@ -23,6 +23,7 @@ from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
+from tests.integration.test_airflow import airflow_env, dag_tag, dags_test, result_of, run_state  # noqa: F401
 
 pytestmark = [
     pytest.mark.cluster, pytest.mark.secure,
@@ -32,6 +33,7 @@ pytestmark = [
 
 JOBS = Path(__file__).parent / "jobs"
 REPO = Path(__file__).resolve().parents[2]
+TEST_DAGS = Path(__file__).parent / "dags" / "tony_test_dags.py"
 
 
 def job(name: str, script: str, *args: str, checkpoint: str | None = None, **extra: Any) -> JobSpec:
@@ -228,3 +230,17 @@ def test_acls_keep_the_other_principal_out_unless_listed(krb, other, tag, listed
     # The owner can: the kill path on a secure cluster.
     krb.kill(app_id)
     wait_until(lambda: krb.report(app_id)["state"] == "KILLED", 60, f"{app_id} KILLED by its owner")
+
+
+def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  # noqa: F811
+    """The operator, deferred to its trigger, on the Kerberos connection; the retry resumes from HDFS."""
+    try:
+        out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS, deferrable=True)
+    finally:
+        for app in krb.find_by_tags([dag_tag("tony_test_resume")]):
+            krb.kill(app["id"])
+    assert run_state(out) == "success", out[-4000:]
+    assert out.count("submitted application_") == 2, "expected exactly one retry"
+    restored = result_of(out)["tasks"]["worker:0"]["restored_step"]
+    assert restored is not None and 25 <= restored <= 35, restored
+    assert "delegation=" not in out and os.environ["TONY_KERBEROS_KEYTAB"] not in out
