@@ -130,7 +130,8 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
                checkpoint=ckpt)
     first = krb.wait(krb.submit(spec, attempt=1, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
     assert not first.succeeded and first.retryable, first.diagnostics
-    assert remote_checkpoints(krb.hdfs(), ckpt) == [5, 10]
+    # The uploader publishes the newest complete checkpoint when it looks: 5 may be skipped, 10 may not.
+    assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 10
     second = krb.wait(krb.submit(spec, attempt=2, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
     assert second.succeeded, second.diagnostics
     task = second.am_state["tasks"]["worker:0"]
