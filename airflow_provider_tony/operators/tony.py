@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
+from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
@@ -238,8 +239,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         url = self.hook.get_conn().tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
         context["ti"].xcom_push(key="application_id", value=app_id)
-        context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value="")  # set once the role serves
-        self._tensorboard_url = ""
+        # A deferred task cannot write XCom while the trigger follows the job, and the page's
+        # address is known now: link it at once (it answers once the role serves).
+        tensorboard = self._spec is not None and TENSORBOARD_ROLE in self._spec.roles
+        self._tensorboard_url = self.hook.get_conn().tensorboard_page_url(app_id) if tensorboard else ""
+        context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=self._tensorboard_url)
         self.log.info("YARN application page: %s", url)
 
     def _on_state(self, context: Any, doc: StateDocument | None) -> None:
@@ -326,7 +330,6 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 self._spec = self.build_spec(context)
             except Exception as exc:  # noqa: BLE001 - describing the result must not change the outcome
                 self.log.warning("could not rebuild the job to describe its result: %s", exc)
-        self._tensorboard_url = ""
         self._on_state(context, result.am_state)
         self._finish(result)
         return self._announce(context, self.xcom_result(result))

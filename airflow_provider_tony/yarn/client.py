@@ -370,7 +370,10 @@ class TonyClient:
         task = am_state.task(f"{C.TENSORBOARD_ROLE}:0") if am_state is not None else None
         if am_state is None or task is None or not (task.host and task.port and task.state == "RUNNING"):
             return ""
-        app_id = am_state.application_id
+        return self.tensorboard_page_url(am_state.application_id)
+
+    def tensorboard_page_url(self, app_id: str) -> str:
+        """Where the application's TensorBoard page is (or will be) served through the RM's proxy."""
         return f"{self.rm_url}/proxy/{app_id}/{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}/"
 
     def am_state(self, app_id: str) -> StateDocument | None:

@@ -46,6 +46,10 @@ class FakeClient:
     def tensorboard_url(doc: StateDocument | None) -> str:
         return ""
 
+    @staticmethod
+    def tensorboard_page_url(app_id: str) -> str:
+        return f"http://rm:8088/proxy/{app_id}/pages/tensorboard/"
+
     def wait(self, app_id: str, **kwargs: Any) -> JobResult:
         self.waited.append({"app_id": app_id, **kwargs})
         return self.result
@@ -315,3 +319,15 @@ def test_links_read_the_xcom_the_operator_writes_at_submit_so_they_are_live_whil
     hook.client.wait = wait_and_look  # type: ignore[method-assign]
     op.execute(ctx)
     assert seen_while_waiting[XCOM_TRACKING_URL] == URL, "the YARN link is there before the job ends"
+
+
+def test_a_job_with_a_tensorboard_role_links_its_page_at_submit_even_when_deferred() -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    op.job["roles"]["tensorboard"] = {"module": "airflow_provider_tony.runtime.tensorboard"}
+    with pytest.raises(TaskDeferred):
+        op.execute(ctx)
+    assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == f"http://rm:8088/proxy/{APP}/pages/tensorboard/"
+    plain, _, pctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(TaskDeferred):
+        plain.execute(pctx)
+    assert pctx["ti"].xcom[XCOM_TENSORBOARD_URL] == "", "no tensorboard role, no link"
