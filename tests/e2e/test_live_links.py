@@ -68,8 +68,14 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page
                             "the TensorBoard link while the task runs")
         assert tb_url.startswith(f"{cluster.rm_url}/proxy/{app_id}/"), tb_url
         opened = open_in_browser(page, airflow_stack, dag, run_id, "TensorBoard")
-        wait_until(lambda: "TensorBoard" in opened.title() or "tensorboard" in opened.content().lower(), 60,
-                   "TensorBoard's page")
+
+        def tensorboard_answers() -> bool:
+            # Linked from submit on (a deferred task cannot write XCom later): it answers once the role serves.
+            opened.reload()
+            opened.wait_for_load_state()
+            return opened.title() == "TensorBoard"
+
+        wait_until(tensorboard_answers, 300, "TensorBoard's own page through the link")
         opened.screenshot(path=str(shots_dir / f"live-tensorboard-{mode}.png"), full_page=True)
         assert task(airflow_stack, dag, run_id)["state"] == mode, "both links were opened while the task ran"
         print(f"{mode}: YARN link opened {yarn_s:.1f}s and TensorBoard {time.monotonic() - started:.1f}s "
