@@ -48,6 +48,8 @@ def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> 
                                        ("tony_train_on_demand_in_worker", "running")])
 def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page, shots_dir: Path, cluster,
                                                              dag: str, mode: str) -> None:
+    from playwright.sync_api import Error as PlaywrightError
+
     started = time.monotonic()
     run = airflow_stack.api("POST", f"/dags/{dag}/dagRuns", {"logical_date": None, "conf": {
         # Minutes of training: the run is still going while the links are opened.
@@ -71,8 +73,11 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page
 
         def tensorboard_answers() -> bool:
             # Linked from submit on (a deferred task cannot write XCom later): it answers once the role serves.
-            opened.reload()
-            opened.wait_for_load_state()
+            try:
+                opened.reload()
+                opened.wait_for_load_state()
+            except PlaywrightError:  # the RM proxy answers with an error status until the AM's page is up
+                return False
             return opened.title() == "TensorBoard"
 
         wait_until(tensorboard_answers, 300, "TensorBoard's own page through the link")
