@@ -367,6 +367,11 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
             _prop("yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices", "auto"),
             _prop("yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables",
                   str(layout.nm_gpu_bin(index) / "nvidia-smi")),
+            # The DefaultContainerExecutor starts containers with an empty
+            # environment (bash then falls back to its built-in PATH), so the
+            # node's PATH with the stand-in nvidia-smi is set as admin env.
+            _prop("yarn.nodemanager.admin-env",
+                  f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin"),
         ]
     return "".join(extra)
 
