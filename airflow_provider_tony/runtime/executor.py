@@ -30,7 +30,7 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec
 
@@ -45,9 +45,11 @@ TENSORBOARD_DIR = "tensorboard"
 
 
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
-    """Role and index from skein's ``<service>_<instance>`` container id."""
+    """Role and index from skein's ``<service>_<instance>`` container id
+    (``worker_1``, or ``worker.1_0`` for a spread role's one-task service)."""
     container = env[C.ENV_SKEIN_CONTAINER_ID]
-    role, _, index = container.rpartition("_")
+    service, _, instance = container.rpartition("_")
+    role, _, index = task_of_container(service, int(instance)).rpartition(":")
     return role, int(index)
 
 

@@ -196,6 +196,8 @@ class TonyClient:
         walk(sched)
         max_alloc = sched.get("maximumAllocation") or {}
         resources = [r["name"] for r in (max_alloc.get("resourceInformations") or {}).get("resourceInformation", [])]
+        nodes = (self._rm_get("nodes?states=RUNNING").get("nodes") or {}).get("node") or []
+        hosts = {str(n["nodeHostName"]): list(n.get("nodeLabels") or []) for n in nodes if n.get("nodeHostName")}
         labels_doc = self._rm_get("get-node-labels") or {}
         labels = labels_doc.get("nodeLabelInfo") or labels_doc.get("nodeLabel") or []
         if isinstance(labels, dict):
@@ -205,6 +207,7 @@ class TonyClient:
             resource_types=resources or ["memory-mb", "vcores"], queues=leaves,
             total_memory_mb=int(metrics.get("totalMB", 0)), total_vcores=int(metrics.get("totalVirtualCores", 0)),
             node_labels=[lbl["name"] if isinstance(lbl, dict) else str(lbl) for lbl in labels],
+            hosts=hosts,
         )
 
     def describe(self) -> str:
@@ -216,11 +219,13 @@ class TonyClient:
 
     # ------------------------------------------------------------ submit
 
-    def validate(self, spec: JobSpec) -> None:
-        """Everything we can check before a single container is requested."""
+    def validate(self, spec: JobSpec) -> ClusterInfo:
+        """Everything we can check before a single container is requested; returns the cluster's view."""
         validate_local_files(spec)
         src.validate_source(spec)
-        validate_against_cluster(spec, self.cluster_info())
+        info = self.cluster_info()
+        validate_against_cluster(spec, info)
+        return info
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -275,9 +280,10 @@ class TonyClient:
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec  # noqa: PLC0415
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement  # noqa: PLC0415
 
-        self.validate(spec)
+        info = self.validate(spec)
+        plan = plan_placement(spec, info.hosts)
         spec = src.relative_scripts(spec)
         source = self.stage_source(spec.src_dir).url if spec.src_dir else None
         archive = spec.python.archive
@@ -290,7 +296,8 @@ class TonyClient:
             data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
             spec = JobSpec.from_dict(data)
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
-                                          source_archive=source, extra_env=self._container_env(attempt))
+                                          source_archive=source, extra_env=self._container_env(attempt),
+                                          placement_plan=plan)
         try:
             app_id: str = self.skein.submit(app_spec)
             return app_id
