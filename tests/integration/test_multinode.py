@@ -96,3 +96,30 @@ def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python
     for app_id in apps:
         result = tony_client.wait(app_id, poll_interval=1.0, emit=lambda line: print(line, flush=True))
         assert result.succeeded, result.diagnostics
+
+
+@pytest.mark.slow
+def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, nodes, tmp_path: Path) -> None:
+    """Four spread workers go round-robin over the two unlabelled nodes, each exactly where the plan
+    put it; the ps goes to the one host it lists. Unplaced, YARN puts containers wherever a node
+    heartbeats with room (the labelled node included), which matches this exact layout by chance
+    only rarely."""
+    unlabelled = sorted(n["nodeHostName"] for n in nodes if not n.get("nodeLabels"))
+    if len(unlabelled) != 2:
+        pytest.skip("needs exactly two unlabelled nodes (TONY_DEVCLUSTER_NODEMANAGERS=3)")
+    out = tmp_path / "records"
+    out.mkdir()
+    role = {"memory": "256 MiB", "script": HOLD, "args": [str(out)]}
+    spec = job(python_exe, {"worker": {**role, "instances": 4, "placement": "spread"},
+                            "ps": {**role, "instances": 1, "placement": [unlabelled[1]]}})
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    try:
+        records = wait_until(lambda: _records_while_running(tony_client.rm_url, [app_id], out, 5), 240,
+                             "the four workers and the ps to start", interval=1.0)
+        hosts = {rec["task"]: rec["host"] for rec in records}
+        expected = {f"worker:{i}": unlabelled[i % 2] for i in range(4)} | {"ps:0": unlabelled[1]}
+        assert hosts == expected
+    finally:
+        (out / "release").touch()
+    result = tony_client.wait(app_id, poll_interval=1.0, emit=lambda line: print(line, flush=True))
+    assert result.succeeded, result.diagnostics
