@@ -16,7 +16,7 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
-	@echo "make test-fast       unit tests only, no cluster"
+	@echo "make test-fast       unit tests only: no cluster, no Java"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"

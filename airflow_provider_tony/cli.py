@@ -29,7 +29,8 @@ import yaml
 
 from airflow_provider_tony import __version__
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
-from airflow_provider_tony.runtime.spec import JobSpec, validate_local_files
+from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.yarn.checks import validate_local_files
 
 if TYPE_CHECKING:
     from airflow_provider_tony.yarn.client import TonyClient
@@ -175,7 +176,8 @@ def submit(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     with _client() as client:
         doc = client.am_state(args.app_id)
-        print(json.dumps(doc if doc is not None else client.report(args.app_id), indent=2, sort_keys=True))
+        shown = doc.to_dict() if doc is not None else client.report(args.app_id).to_dict()
+        print(json.dumps(shown, indent=2, sort_keys=True))
     return 0
 
 
@@ -197,7 +199,7 @@ def logs(args: argparse.Namespace) -> int:
     with _client() as client:
         containers = client.application_containers(args.app_id)
         doc = client.am_state(args.app_id)
-        names = {t.get("container_id"): task_id for task_id, t in ((doc or {}).get("tasks") or {}).items()}
+        names = {t.container_id: task_id for task_id, t in (doc.tasks if doc is not None else {}).items()}
         if args.task:
             if args.task not in names.values():
                 known = ", ".join(sorted(names.values())) or "none: the AM state is gone once the application ends"

@@ -33,6 +33,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import proctree  # noqa: E402
 
+from airflow_provider_tony.runtime.messages import (  # noqa: E402
+    MILESTONE_ALL_USER_STARTED,
+    MILESTONE_CLUSTER_PUBLISHED,
+    MILESTONE_VERDICT,
+    Heartbeat,
+    Progress,
+    Registration,
+)
 from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
 from airflow_provider_tony.yarn.client import TonyClient  # noqa: E402
 
@@ -88,15 +96,21 @@ def _steps_per_s(text: str, what: str) -> float:
     return float(rate[-1])
 
 
-def _cpu_idle_fraction(window: float = 1.0) -> float:
-    def sample() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+def _cpu_sample(proc_stat: str) -> tuple[int, int]:
+    """(idle + iowait, all) jiffies from the aggregate ``cpu`` line of /proc/stat's text."""
+    fields = [int(v) for v in proc_stat.split("\n", 1)[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)
 
-    idle0, all0 = sample()
+
+def _idle_between(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time spent idle between two samples (0 when no time passed)."""
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
+def _cpu_idle_fraction(window: float = 1.0) -> float:
+    before = _cpu_sample(Path("/proc/stat").read_text())
     time.sleep(window)
-    idle1, all1 = sample()
-    return (idle1 - idle0) / max(1, all1 - all0)
+    return _idle_between(before, _cpu_sample(Path("/proc/stat").read_text()))
 
 
 def quiet_machine(timeout: float = 60.0) -> None:
@@ -152,10 +166,9 @@ def on_bare_yarn(client: TonyClient, steps_args: list[str]) -> float:
         spec = skein.ApplicationSpec(name="bench-bare-training", queue="default", tags=["tony-bench"],
                                      services=services)
         app_id = client.skein.submit(spec)
-        rep = wait(lambda: (r := client.report(app_id))["state"] in ("FINISHED", "FAILED", "KILLED") and r, 600,
-                   f"{app_id} to end", interval=0.5)
-        if rep["final_status"] != "SUCCEEDED":
-            raise RuntimeError(f"bare skein training {app_id} ended {rep['final_status']}: {rep['diagnostics']}")
+        rep = wait(lambda: not (r := client.report(app_id)).active and r, 600, f"{app_id} to end", interval=0.5)
+        if rep.final_status != "SUCCEEDED":
+            raise RuntimeError(f"bare skein training {app_id} ended {rep.final_status}: {rep.diagnostics}")
         return _steps_per_s(Path(f"{tmp}/out-0").read_text(), f"bare skein application {app_id}")
 
 
@@ -229,25 +242,24 @@ def tony_startup(client: TonyClient, workers: int) -> dict[str, float]:
     app_id = client.submit(spec)
     submitted = time.time()
     accepted = running = None
-    doc: dict[str, Any] = {}
     while True:
         rep = client.report(app_id)
         now = time.time()
-        if rep["state"] in ("ACCEPTED", "RUNNING") and accepted is None:
+        if rep.state in ("ACCEPTED", "RUNNING") and accepted is None:
             accepted = now
-        if rep["state"] == "RUNNING" and running is None:
+        if rep.state == "RUNNING" and running is None:
             running = now
-        if rep["state"] == "RUNNING":
-            doc = client.am_state(app_id) or {}
-            if "all_user_started" in doc.get("timeline", {}):
+        if rep.state == "RUNNING":
+            doc = client.am_state(app_id)
+            if doc is not None and doc.milestone_wall(MILESTONE_ALL_USER_STARTED) is not None:
                 break
-        if rep["state"] in ("FINISHED", "FAILED", "KILLED"):
-            raise RuntimeError(f"{app_id} ended early: {rep['diagnostics']}")
+        if rep.state in ("FINISHED", "FAILED", "KILLED"):
+            raise RuntimeError(f"{app_id} ended early: {rep.diagnostics}")
         time.sleep(0.05)
-    am0 = doc["am_started_wall"]
+    am0 = doc.am_started_wall or 0.0
     result = {"submit_call": submitted - t0, "accepted": (accepted or submitted) - t0,
-              "am_running": am0 - t0, "all_registered": am0 + doc["timeline"]["cluster_published"] - t0,
-              "user_code_started": am0 + doc["timeline"]["all_user_started"] - t0}
+              "am_running": am0 - t0, "all_registered": doc.milestone_wall(MILESTONE_CLUSTER_PUBLISHED) - t0,
+              "user_code_started": doc.milestone_wall(MILESTONE_ALL_USER_STARTED) - t0}
     client.wait(app_id, poll_interval=0.5, emit=lambda _l: None)
     return result
 
@@ -347,16 +359,21 @@ def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
 
 # ---------------------------------------------------------------- 3. failure detection
 
+def _progress_time(client: TonyClient, app_id: str, task_id: str) -> float | None:
+    """When ``task_id`` last reported progress (its host's wall clock), None before it has."""
+    doc = client.am_state(app_id)
+    task = doc.task(task_id) if doc is not None else None
+    return task.progress.time if task is not None and task.progress is not None else None
+
+
 def detection(client: TonyClient, mode: str, timeout: float) -> dict[str, float]:
     spec = job({"worker": {"instances": 2, "memory": "256 MiB", "script": str(BEHAVE),
                            "args": [mode, "--index", "1"]}}, heartbeat_interval=1, heartbeat_timeout=timeout)
     app_id = client.submit(spec)
     # behave.py reports progress step 1 and then, ~1.5 s later, stops or kills its executor.
-    doc = wait(lambda: (d := client.am_state(app_id)) and (d["tasks"]["worker:1"].get("progress") or {}).get("time")
-               and d, 300, "worker:1 to report")
-    event_wall = doc["tasks"]["worker:1"]["progress"]["time"] + 1.5
-    final = wait(lambda: (d := client.am_state(app_id)) and d.get("final") and d, 300, "the verdict")
-    verdict_wall = final["am_started_wall"] + final["timeline"]["verdict"]
+    event_wall = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report") + 1.5
+    final = wait(lambda: (d := client.am_state(app_id)) and d.final and d, 300, "the verdict")
+    verdict_wall = final.milestone_wall(MILESTONE_VERDICT)
     result = client.wait(app_id, poll_interval=1.0, emit=lambda _l: None)
     ended_wall = time.time()
     assert not result.succeeded
@@ -376,8 +393,7 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     try:
         app_id = wait(lambda: next(iter(re.findall(r"submitted (application_\d+_\d+)", "".join(lines))), None),
                       300, "the operator to submit")
-        progress = wait(lambda: ((client.am_state(app_id) or {}).get("tasks", {}).get("worker:1", {})
-                                 .get("progress") or {}).get("time"), 300, "worker:1 to report")
+        progress = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report")
         proc.wait(timeout=300)
         reader.join(timeout=30)
     finally:
@@ -413,10 +429,9 @@ def bench_resume(client: TonyClient, repeat: int) -> dict[str, Any]:
         first = client.wait(client.submit(spec, attempt=1), poll_interval=0.5, emit=lambda _l: None)
         second = client.wait(client.submit(spec, attempt=2), poll_interval=0.5, emit=lambda _l: None)
         assert not first.succeeded and second.succeeded
-        task = second.am_state["tasks"]["worker:0"]
-        redone.append(35 - task["restored_step"])
-        took = [float(m) for e in second.am_state["events"]
-                for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
+        task = second.am_state.task("worker:0")
+        redone.append(35 - task.restored_step)
+        took = [float(m) for e in second.am_state.events for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
         restore.extend(took)
         client.hdfs().delete(ckpt, recursive=True)
     return {"steps_redone": stats(redone), "checkpoint_interval": 10, "killed_after_step": 35,
@@ -446,18 +461,18 @@ def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[
                    am_memory=384)
     app_id = client.submit(sleepers)
     try:
-        wait(lambda: (client.am_state(app_id) or {}).get("timeline", {}).get("all_user_started"), 300, "8 tasks")
+        wait(lambda: (d := client.am_state(app_id)) and d.milestone_wall(MILESTONE_ALL_USER_STARTED), 300, "8 tasks")
         am = _am_container_pid(app_id)
         am_before = proctree.usage(am)
         # Polling mode: this process (and its skein driver) follows the job the way the operator does.
-        from airflow_provider_tony.yarn.client import Watch
+        from airflow_provider_tony.yarn.follower import Follower
 
-        watch = Watch()
-        client.poll(app_id, watch, startup_timeout=600, am_stale_timeout=600, emit=lambda _l: None)
+        follower = Follower(app_id, startup_timeout=600, am_stale_timeout=600)
+        client.poll(follower, emit=lambda _l: None)
         before, t0 = proctree.usage(os.getpid()), time.monotonic()
         while time.monotonic() - t0 < seconds:
             time.sleep(5.0)
-            client.poll(app_id, watch, startup_timeout=600, am_stale_timeout=600, emit=lambda _l: None)
+            client.poll(follower, emit=lambda _l: None)
         after, elapsed = proctree.usage(os.getpid()), time.monotonic() - t0
         am_after = proctree.usage(am)
         am_cpu = (am_after["cpu"] - am_before["cpu"]) / elapsed
@@ -479,7 +494,7 @@ def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[
                am_memory=384)
     apps = [client.submit(spec) for _ in range(concurrent)]
     try:
-        wait(lambda: all((client.am_state(a) or {}).get("app_state") == "RUNNING" for a in apps), 900,
+        wait(lambda: all((d := client.am_state(a)) is not None and d.app_state == "RUNNING" for a in apps), 900,
              f"{concurrent} jobs to run")
         code = (
             "import asyncio, json, os, sys\n"
@@ -522,28 +537,29 @@ def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[
 
 # ---------------------------------------------------------------- 6. scale on paper
 
-def bench_scale() -> dict[str, Any]:
+def bench_scale(cpu_clock: Callable[[], float] = time.process_time) -> dict[str, Any]:
+    """The AM's bookkeeping for 100 and 1000 tasks, with ``cpu_clock`` (seconds) timing it."""
     from airflow_provider_tony.runtime.state import JobTracker
 
     out = {}
     for tasks in (100, 1000):
         spec = job({"worker": {"instances": tasks, "memory": "128 MiB", "command": ["true"]}})
         tracker = JobTracker(spec, 0.0)
-        t0 = time.process_time()
+        t0 = cpu_clock()
         for i, task_id in enumerate(spec.task_ids()):
-            tracker.register(task_id, {"host": f"node{i % 50}", "port": 20000 + i, "gpus_local": []}, 1.0)
-        register_cpu = time.process_time() - t0
+            tracker.register(task_id, Registration(host=f"node{i % 50}", port=20000 + i), 1.0)
+        register_cpu = cpu_clock() - t0
         tracker.cluster_doc(2.0)
-        rounds, t0 = 20, time.process_time()
+        rounds, t0 = 20, cpu_clock()
         size = 0
         for r in range(rounds):
             now = 3.0 + r
             for task_id in spec.task_ids():
-                tracker.heartbeat(task_id, {"seq": r, "user_started": True, "progress": {
-                    "step": r, "epoch": 0, "time": now, "total_steps": 100, "metrics": {"loss": 0.5}}}, now)
+                tracker.heartbeat(task_id, Heartbeat(seq=r, user_started=True, progress=Progress(
+                    step=r, epoch=0, time=now, total_steps=100, metrics={"loss": 0.5})), now)
             tracker.check(now)
-            size = len(json.dumps(tracker.document(now, now, r, "application_0_1")))
-        per_round = (time.process_time() - t0) / rounds
+            size = len(tracker.document(now, now, r, "application_0_1").to_json())
+        per_round = (cpu_clock() - t0) / rounds
         out[f"{tasks}_tasks"] = {"register_all_cpu_ms": round(register_cpu * 1000, 2),
                                  "cpu_ms_per_heartbeat_round": round(per_round * 1000, 2),
                                  "state_document_kib": round(size / 1024, 1)}

@@ -2,11 +2,10 @@
 
 The cluster is the one `make cluster-up` starts (`make test` starts and stops
 it); running pytest by hand starts it too if it is not up, and leaves it up.
+Nothing here runs at import: the unit tests need neither Java nor a cluster.
 """
 from __future__ import annotations
 
-import os
-import shlex
 import subprocess
 import sys
 import uuid
@@ -16,10 +15,9 @@ from typing import Iterator
 
 import pytest
 
+from tests._cluster import DEVCLUSTER, export_cluster_env
 from tests._util import rm_apps
 
-REPO = Path(__file__).resolve().parent.parent
-DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 
 
@@ -32,38 +30,12 @@ class Cluster:
     env: dict[str, str]
 
 
-def _parse_exports(text: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.startswith("export "):
-            continue
-        name, _, value = line[len("export "):].partition("=")
-        if name == "PATH":
-            # `export PATH=<shim dir>:"$PATH"`: keep the shim dir, expand the rest.
-            env["PATH"] = shlex.split(value.replace('"$PATH"', ""))[0] + os.environ.get("PATH", "")
-        else:
-            env[name] = shlex.split(value)[0]
-    return env
-
-
-def _cluster_env() -> dict[str, str]:
-    out = subprocess.run([sys.executable, str(DEVCLUSTER), "env"], capture_output=True, text=True,
-                         check=True).stdout
-    return _parse_exports(out)
-
-
-# Exported before any test module imports skein: skein reads SKEIN_CONFIG at
-# import time, and the provider reads the AIRFLOW_CONN_* connection.
-CLUSTER_ENV = _cluster_env()
-os.environ.update(CLUSTER_ENV)
-
-
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
     up = subprocess.run([sys.executable, str(DEVCLUSTER), "up"], capture_output=True, text=True)
     if up.returncode != 0:
         pytest.fail(f"the local cluster did not come up:\n{up.stderr[-4000:]}")
-    env = CLUSTER_ENV
+    env = export_cluster_env()
     return Cluster(rm_url=env["TONY_RM_URL"], webhdfs_url=env["TONY_WEBHDFS_URL"],
                    user=env["TONY_WEBHDFS_USER"], home=Path(env["TONY_DEVCLUSTER_HOME"]), env=env)
 

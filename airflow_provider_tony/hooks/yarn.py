@@ -16,7 +16,9 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.yarn.client import TonyClient
+from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
+from airflow_provider_tony.yarn.follower import AppReport
 
 
 class YarnHook(BaseHook):
@@ -40,18 +42,28 @@ class YarnHook(BaseHook):
     # ------------------------------------------------------------ connection
 
     def _resolve(self) -> tuple[str, dict[str, Any]]:
+        """The ResourceManager URL and the extras, from the connection alone.
+
+        The connection's host wins; without one, its ``hadoop_conf_dir``'s
+        yarn-site.xml names the ResourceManager. ``TONY_RM_URL`` and
+        ``HADOOP_CONF_DIR`` in the worker's environment never override a
+        connection: they describe the command line's cluster, not this one.
+        """
         conn = self.get_connection(self.yarn_conn_id)
         extra = conn.extra_dejson or {}
         conf_dir = extra.get("hadoop_conf_dir")
         if conn.host:
             scheme = conn.schema or "http"
-            rm_url = f"{scheme}://{conn.host}:{conn.port or 8088}"
-        elif conf_dir:
-            rm_url = ""  # read from yarn-site.xml below
-        else:
-            raise ClusterError(f"connection {self.yarn_conn_id!r} has neither a ResourceManager host nor "
-                               "extra.hadoop_conf_dir; set one of them")
-        return rm_url, extra
+            return f"{scheme}://{conn.host}:{conn.port or 8088}", extra
+        if conf_dir:
+            rm_url = rm_url_from_conf(str(conf_dir))
+            if not rm_url:
+                raise ClusterError(f"connection {self.yarn_conn_id!r}: extra.hadoop_conf_dir {conf_dir!r} has no "
+                                   "yarn-site.xml naming yarn.resourcemanager.webapp.address (or .hostname); "
+                                   "fix the conf dir or set the connection's host")
+            return rm_url, extra
+        raise ClusterError(f"connection {self.yarn_conn_id!r} has neither a ResourceManager host nor "
+                           "extra.hadoop_conf_dir; set one of them")
 
     def _webhdfs(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
         """WebHDFS from the connection itself, or from a referenced ``webhdfs`` connection."""
@@ -78,8 +90,6 @@ class YarnHook(BaseHook):
                 os.environ[var] = str(extra[key])
         if extra.get("yarn_bin_dir"):  # where `yarn` lives, for skein's classpath lookup
             os.environ["PATH"] = f"{extra['yarn_bin_dir']}{os.pathsep}{os.environ.get('PATH', '')}"
-        if not rm_url:
-            rm_url = TonyClient.from_env().rm_url
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
         self._client = TonyClient(rm_url=rm_url, webhdfs_url=webhdfs_url, webhdfs_user=webhdfs_user,
                                   base_path=extra.get("base_path"), principal=extra.get("principal"),
@@ -118,16 +128,16 @@ class YarnHook(BaseHook):
     def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
         return self.get_conn().submit(spec, attempt=attempt, extra_tags=extra_tags)
 
-    def report(self, app_id: str) -> dict[str, Any]:
+    def report(self, app_id: str) -> AppReport:
         return self.get_conn().report(app_id)
 
-    def am_state(self, app_id: str) -> dict[str, Any] | None:
+    def am_state(self, app_id: str) -> StateDocument | None:
         return self.get_conn().am_state(app_id)
 
     def kill(self, app_id: str) -> None:
         self.get_conn().kill(app_id)
 
-    def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[dict[str, Any]]:
+    def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
         return self.get_conn().find_by_tags(tags, active_only=active_only)
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:

@@ -25,9 +25,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
-from airflow_provider_tony.yarn.client import ACTIVE_YARN_STATES, JobResult
+from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 
 INT_ROLE_FIELDS = ("instances", "vcores", "gpus")
 
@@ -59,6 +60,10 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
         before the AM counts as hung (killed, task failed).
     :param deferrable: wait in the triggerer instead of a worker slot.
+    :param fail_fast_on_permanent: when True, a failure the runtime does not mark retryable (user code
+        exiting 1-127, the job's deadline) fails the task without Airflow retries, as Kubeflow's
+        exit-code restart policy does; retryable ones (exit 75/137/143, a lost task or node, a hung
+        AM, no room in the queue) are retried. Default False: every failure is retried.
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
@@ -74,7 +79,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                  yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
                  am_stale_timeout: float = 120.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 fail_fast_on_permanent: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         self.name = name
@@ -86,6 +91,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.am_stale_timeout = am_stale_timeout
         self.deferrable = deferrable
+        self.fail_fast_on_permanent = fail_fast_on_permanent
         self._hook: YarnHook | None = None
         self._app_id: str | None = None
         self._spec: JobSpec | None = None
@@ -165,13 +171,13 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ submit / re-attach
 
-    def _existing(self, context: Any) -> dict[str, Any] | None:
+    def _existing(self, context: Any) -> AppReport | None:
         """This task run's application if one is running or has succeeded."""
         apps = self.hook.find_by_tags(self.identity_tags(context), active_only=False)
         for app in apps:  # newest first
-            if app["state"] in ACTIVE_YARN_STATES:
+            if app.active:
                 return app
-        if apps and apps[0]["state"] == "FINISHED" and apps[0].get("finalStatus") == "SUCCEEDED":
+        if apps and apps[0].state == "FINISHED" and apps[0].final_status == "SUCCEEDED":
             return apps[0]
         return None
 
@@ -180,8 +186,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         existing = self._existing(context)
         if existing is not None:
             self.log.info("re-attaching to %s (%s), submitted for this task run earlier; not submitting again",
-                          existing["id"], existing["state"])
-            app_id = existing["id"]
+                          existing.app_id, existing.state)
+            app_id = existing.app_id
         else:
             ti = context["ti"]
             try:
@@ -202,7 +208,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._tensorboard_url = ""
         self.log.info("YARN application page: %s", url)
 
-    def _on_state(self, context: Any, doc: dict[str, Any]) -> None:
+    def _on_state(self, context: Any, doc: StateDocument | None) -> None:
         url = self.hook.get_conn().tensorboard_url(doc)
         if url and url != self._tensorboard_url:
             self._tensorboard_url = url
@@ -213,9 +219,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
         rep = self.hook.report(str(external_id))
-        if rep["state"] in ACTIVE_YARN_STATES:
+        if rep.active:
             return "RUNNING"
-        return "SUCCEEDED" if rep["final_status"] == "SUCCEEDED" else "FAILED"
+        return "SUCCEEDED" if rep.final_status == "SUCCEEDED" else "FAILED"
 
     def is_job_active(self, status: str) -> bool:
         return status == "RUNNING"
@@ -269,12 +275,17 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                    method_name="execute_complete")
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        self._app_id = event.get("app_id")
-        if event.get("status") != "done":
-            raise AirflowException(f"lost track of {self._app_id}: {event.get('message')}")
-        result = JobResult(**event["result"])
+        try:
+            done = TonyEvent.from_dict(event, "event")
+        except SpecError as exc:  # never success: the try fails (retryable) and on_kill still knows the app
+            self._app_id = str(event.get("app_id") or self._app_id or "") or None
+            raise AirflowException(f"lost track of {self._app_id}: the trigger's event is unreadable ({exc})") from exc
+        self._app_id = done.app_id
+        if done.status != TonyEvent.DONE or done.result is None:
+            raise AirflowException(f"lost track of {self._app_id}: {done.message}")
+        result = done.result
         self._tensorboard_url = ""
-        self._on_state(context, result.am_state or {})
+        self._on_state(context, result.am_state)
         self._finish(result)
         return self.xcom_result(result)
 
@@ -298,22 +309,26 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return
         self.log.error("%s %s: %s", result.app_id, result.final_status, result.diagnostics)
         self._copy_failed_logs(result)
-        raise AirflowException(f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
-                               f"Logs: yarn logs -applicationId {result.app_id}")
+        message = (f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
+                   f"Logs: yarn logs -applicationId {result.app_id}")
+        if self.fail_fast_on_permanent and not result.retryable:
+            raise AirflowFailException(f"{message}\nNot retried: the failure is not retryable "
+                                       "(fail_fast_on_permanent=True)")
+        raise AirflowException(message)
 
     def _copy_failed_logs(self, result: JobResult) -> None:
         """Copy the failed containers' logs into the task log, where the cluster serves them."""
-        tasks = (result.am_state or {}).get("tasks") or {}
+        tasks = result.am_state.tasks if result.am_state is not None else {}
         for task_id, task in sorted(tasks.items()):
-            if task.get("state") not in ("FAILED", "LOST") or not task.get("container_id"):
+            if not task.failed or not task.container_id:
                 continue
             try:
-                logs = self.hook.container_logs(task["container_id"], task.get("host") or "")
+                logs = self.hook.container_logs(task.container_id, task.host or "")
             except Exception as exc:  # noqa: BLE001 - the diagnostics above already say what failed
                 self.log.warning("could not fetch the logs of %s: %s", task_id, exc)
                 continue
             for name, text in logs.items():
-                self.log.error("---- %s %s (%s), last 60 lines ----\n%s", task_id, name, task["container_id"],
+                self.log.error("---- %s %s (%s), last 60 lines ----\n%s", task_id, name, task.container_id,
                                "\n".join(text.splitlines()[-60:]))
 
     def xcom_result(self, result: JobResult) -> dict[str, Any]:
@@ -323,14 +338,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return value
 
     def _xcom_result(self, result: JobResult) -> dict[str, Any]:
-        state = result.am_state or {}
-        tasks = {tid: {"state": t.get("state"), "host": t.get("host"), "exit_code": t.get("exit_code"),
-                       "restored_step": t.get("restored_step")}
-                 for tid, t in (state.get("tasks") or {}).items()}
-        decider = None
-        if self._spec is not None:
-            decider = (state.get("tasks") or {}).get(self._spec.decider_task())
-        progress = (decider or {}).get("progress") or {}
+        state = result.am_state or StateDocument()
+        tasks = {tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}
+                 for tid, t in state.tasks.items()}
+        decider = state.task(self._spec.decider_task()) if self._spec is not None else None
+        progress = decider.progress if decider is not None else None
         spec = self._spec
         return {
             "application_id": result.app_id,
@@ -339,9 +351,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             "yarn_state": result.yarn_state,
             "diagnostics": result.diagnostics,
             "tasks": tasks,
-            "metrics": progress.get("metrics") or {},
-            "step": progress.get("step"),
-            "events": [e for e in state.get("events", []) if "checkpoint" in e or "model" in e],
+            "metrics": dict(progress.metrics) if progress is not None else {},
+            "step": progress.step if progress is not None else None,
+            "events": state.artefact_events(),
             "checkpoint_dir": spec.checkpoint.dir if spec else None,
             "model_dir": spec.checkpoint.model_dir if spec else None,
         }

@@ -12,21 +12,30 @@ calls ``shutdown`` itself first.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import priority
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.messages import (
+    MILESTONE_ALL_USER_STARTED,
+    EventRecord,
+    ExitRecord,
+    Heartbeat,
+    Message,
+    Registration,
+)
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.am")
+_M = TypeVar("_M", bound=Message)
 # How long the final state stays readable for a client that has not yet
 # acknowledged it (the store disappears with the application).
 FINAL_LINGER_S = 10.0
@@ -51,12 +60,13 @@ CONTAINER_CHECK_MIN_S = 1.0
 CONTAINER_CHECK_MAX_S = 5.0
 
 
-def _decode(raw: bytes) -> dict[str, Any]:
+def _decode(raw: bytes, cls: type[_M], key: str) -> _M | None:
+    """A message from the store; a corrupt one is logged and skipped, never fatal to the AM."""
     try:
-        doc: dict[str, Any] = json.loads(raw.decode())
-        return doc
-    except ValueError:
-        return {}
+        return cls.from_json(raw)
+    except SpecError as exc:
+        log.warning("ignoring %s: %s", key, exc)
+        return None
 
 
 class ApplicationMaster:
@@ -79,23 +89,26 @@ class ApplicationMaster:
         heartbeat (with its progress) before its exit record."""
         store = self.app.kv.get_prefix(C.KV_PREFIX)
 
-        def under(prefix: str) -> list[tuple[str, dict[str, Any]]]:
-            return [(C.task_id_of(k, prefix), _decode(v)) for k, v in sorted(store.items()) if k.startswith(prefix)]
+        def under(prefix: str, cls: type[_M]) -> list[tuple[str, _M]]:
+            found = []
+            for key, raw in sorted(store.items()):
+                if key.startswith(prefix) and (msg := _decode(raw, cls, key)) is not None:
+                    found.append((C.task_id_of(key, prefix), msg))
+            return found
 
-        for task_id, doc in under(C.KV_REGISTER_PREFIX):
-            self.tracker.register(task_id, doc, now)
-        for task_id, doc in under(C.KV_HEARTBEAT_PREFIX):
-            self.tracker.heartbeat(task_id, doc, now)
-        for key, doc in under(C.KV_EVENT_PREFIX):
-            self.tracker.events.append(doc.get("message", ""))
+        for task_id, reg in under(C.KV_REGISTER_PREFIX, Registration):
+            self.tracker.register(task_id, reg, now)
+        for task_id, beat in under(C.KV_HEARTBEAT_PREFIX, Heartbeat):
+            self.tracker.heartbeat(task_id, beat, now)
+        for key, event in under(C.KV_EVENT_PREFIX, EventRecord):
+            self.tracker.events.append(event.message)
             del self.app.kv[C.KV_EVENT_PREFIX + key]
-        for task_id, doc in under(C.KV_EXIT_PREFIX):
-            self.apply_exit(task_id, doc, now)
+        for task_id, record in under(C.KV_EXIT_PREFIX, ExitRecord):
+            self.apply_exit(task_id, record, now)
 
-    def apply_exit(self, task_id: str, doc: dict[str, Any], now: float) -> None:
+    def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
         """An executor's exit record (code, stderr tail, last progress) into the tracker."""
-        self.tracker.exited(task_id, int(doc.get("exit_code", 1)), doc.get("stderr_tail") or [], now,
-                            progress=doc.get("progress"))
+        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress)
 
     def container_check_interval(self) -> float:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
@@ -112,8 +125,9 @@ class ApplicationMaster:
             if task is None or task.state.finished:
                 continue
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
-            if raw is not None:
-                self.apply_exit(task_id, _decode(raw), now)
+            record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
+            if record is not None:
+                self.apply_exit(task_id, record, now)
             else:
                 self.tracker.container_ended(
                     task_id, f"container {container.yarn_container_id} {container.state}: "
@@ -127,7 +141,7 @@ class ApplicationMaster:
             return
         registered = {t.task_id for t in tracker.tasks.values() if t.host is not None}
         if registered != self.published_addresses:  # first time, or a late (untracked) task
-            self.app.kv[C.KV_CLUSTER] = json.dumps(tracker.cluster_doc(now)).encode()
+            self.app.kv[C.KV_CLUSTER] = tracker.cluster_doc(now).to_json()
             self.published_addresses = registered
 
     def publish_state(self, now: float, force: bool = False) -> None:
@@ -137,11 +151,11 @@ class ApplicationMaster:
         # stale only after minutes); anything material: now.
         if force or body != self.last_doc or now - self.last_publish >= 2 * self.spec.heartbeat_interval:
             self.seq += 1
-            doc["seq"] = self.seq
-            self.app.kv[C.KV_STATE] = json.dumps(doc).encode()
-            if doc["progress"] != self.last_progress:
-                self.app.set_progress(doc["progress"])
-                self.last_progress = doc["progress"]
+            doc.seq = self.seq
+            self.app.kv[C.KV_STATE] = doc.to_json()
+            if doc.progress != self.last_progress:
+                self.app.set_progress(doc.progress)
+                self.last_progress = doc.progress
             self.last_doc = body
             self.last_publish = now
 
@@ -159,7 +173,7 @@ class ApplicationMaster:
     # ---------------------------------------------------------------- loop
 
     def tick(self) -> float:
-        if "all_user_started" not in self.tracker.timeline:
+        if MILESTONE_ALL_USER_STARTED not in self.tracker.timeline:
             return min(STARTUP_TICK_S, self.spec.heartbeat_interval / 2)
         return min(RUNNING_TICK_S, self.spec.heartbeat_interval)
 

@@ -30,6 +30,8 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
+from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration
+from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec
@@ -62,22 +64,22 @@ def reserve_port() -> socket.socket:
     return sock
 
 
-def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, Any], app_id: str,
+def user_environment(spec: JobSpec, role: str, index: int, cluster: ClusterDocument, app_id: str,
                      workdir: Path, base: dict[str, str], port: int | None = None) -> dict[str, str]:
     """Everything the user process sees, built from pure pieces."""
     task_id = f"{role}:{index}"
     env = {**base, **spec.role_env(role)}
     env.pop(C.ENV_TF_CONFIG, None)
-    env.update(tf_config_env(cluster["addresses"], task_id))
-    env.update(gpu_env(cluster.get("gpus", {}).get(task_id, [])))
+    env.update(tf_config_env(cluster.addresses, task_id))
+    env.update(gpu_env(cluster.gpus.get(task_id, [])))
     env.update({
         C.ENV_ROLE: role,
         C.ENV_TASK_INDEX: str(index),
         C.ENV_TASK_ID: task_id,
         C.ENV_APP_ID: app_id,
         C.ENV_ATTEMPT: base.get(C.ENV_ATTEMPT, "1"),
-        C.ENV_CLUSTER_SPEC: json.dumps(cluster["addresses"], sort_keys=True),
-        C.ENV_NUM_TASKS: json.dumps(cluster.get("num_tasks", {}), sort_keys=True),
+        C.ENV_CLUSTER_SPEC: json.dumps(cluster.addresses, sort_keys=True),
+        C.ENV_NUM_TASKS: json.dumps(cluster.num_tasks, sort_keys=True),
         C.ENV_PROGRESS_FILE: str(workdir / PROGRESS_FILE),
         C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
         C.ENV_MODEL_DIR: str(workdir / MODEL_DIR),
@@ -89,7 +91,7 @@ def user_environment(spec: JobSpec, role: str, index: int, cluster: dict[str, An
                                                   spec.role_env(role).get(C.ENV_PYTHONPATH),
                                                   base.get(C.ENV_PYTHONPATH))
     # TonY's variables, unless the job sets one itself.
-    compat = workspace.tony_env(role, index, cluster["addresses"], len(tracked_task_ids(spec)),
+    compat = workspace.tony_env(role, index, cluster.addresses, len(tracked_task_ids(spec)),
                                 task_id == spec.decider_task(), app_id, port)
     for key, value in compat.items():
         env.setdefault(key, value)
@@ -132,10 +134,9 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         self.seq += 1
-        payload = {"seq": self.seq, "time": time.time(), "user_started": self.user_started,
-                   "restored_step": self.restored_step,
-                   "progress": progress_api.read(self.progress_file)}
-        self.app.kv[self.key] = json.dumps(payload).encode()
+        payload = Beat(seq=self.seq, time=time.time(), user_started=self.user_started,
+                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file))
+        self.app.kv[self.key] = payload.to_json()
 
     def nudge(self) -> None:
         """Beat now instead of at the end of the current interval."""
@@ -155,7 +156,7 @@ class Heartbeat(threading.Thread):
             self.wake.clear()
 
 
-def wait_for_cluster(app: Any) -> dict[str, Any]:
+def wait_for_cluster(app: Any) -> ClusterDocument:
     """The cluster spec, once the AM has published it.
 
     Polled for (0.05 s, growing to 0.25 s, the AM's own start-up tick), not
@@ -167,8 +168,7 @@ def wait_for_cluster(app: Any) -> dict[str, Any]:
     delays = itertools.chain(CLUSTER_POLL_S, itertools.repeat(CLUSTER_POLL_S[-1]))
     while (raw := app.kv.get(C.KV_CLUSTER)) is None:
         time.sleep(next(delays))
-    cluster: dict[str, Any] = json.loads(raw.decode())
-    return cluster
+    return ClusterDocument.from_json(raw)
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -253,7 +253,7 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
-    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = json.dumps({"message": message}).encode()
+    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = EventRecord(message=message).to_json()
 
 
 def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], task_id: str, code: int,
@@ -342,27 +342,26 @@ def main() -> int:
         log.error("%s: %s", task_id, exc)
         # Reported like any task exit, before registering: the AM fails the
         # job with this message instead of a registration timeout.
-        app.kv[C.kv_exit(task_id)] = json.dumps(
-            {"exit_code": GPU_LEASE_EXIT_CODE, "stderr_tail": [f"GPU lease: {exc}"], "time": time.time(),
-             "progress": None}).encode()
+        app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"],
+                                                time=time.time()).to_json()
         return 0
-    registration = {"host": host, "port": sock.getsockname()[1], "pid": os.getpid(),
-                    "container_id": env.get(C.ENV_YARN_CONTAINER_ID), "gpus_local": local_gpus,
-                    # Devices this container owns on the node (YARN's or leased):
-                    # the AM treats them as fixed and withholds them from others.
-                    "gpus_pinned": pinned if pinned is not None else node_pinned}
+    # gpus_pinned: devices this container owns on the node (YARN's or leased);
+    # the AM treats them as fixed and withholds them from the job's other tasks.
+    registration = Registration(host=host, port=sock.getsockname()[1], pid=os.getpid(),
+                                container_id=env.get(C.ENV_YARN_CONTAINER_ID), gpus_local=local_gpus,
+                                gpus_pinned=pinned if pinned is not None else node_pinned)
     heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE)
     heartbeat.start()
-    app.kv[C.kv_register(task_id)] = json.dumps(registration).encode()
-    log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration["port"])
+    app.kv[C.kv_register(task_id)] = registration.to_json()
+    log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
 
     cluster = wait_for_cluster(app)
-    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration["port"])
+    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
-    user_env[C.ENV_PORT] = str(registration["port"])
+    user_env[C.ENV_PORT] = str(registration.port)
     ckpt_dir = workdir / spec.checkpoint.local_dir
     hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
@@ -404,9 +403,8 @@ def main() -> int:
     heartbeat.stop()
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
-    app.kv[C.kv_exit(task_id)] = json.dumps(
-        {"exit_code": code, "stderr_tail": tail, "time": time.time(),
-         "progress": progress_api.read(workdir / PROGRESS_FILE)}).encode()
+    app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=code, stderr_tail=tail, time=time.time(),
+                                            progress=progress_api.read(workdir / PROGRESS_FILE)).to_json()
     return 0
 
 

@@ -10,7 +10,6 @@ script that never calls it still works. Outside a TonY container (no
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_tony.runtime.constants import ENV_PROGRESS_FILE
+from airflow_provider_tony.runtime.messages import Progress
 
 
 def _clean(value: Any) -> Any:
@@ -37,21 +37,20 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
     path = os.environ.get(ENV_PROGRESS_FILE)
     if not path:
         return False
-    doc = {"step": step, "epoch": epoch, "total_steps": total_steps, "time": time.time(),
-           "metrics": {k: _clean(v) for k, v in metrics.items()}}
+    doc = Progress(step=step, epoch=epoch, total_steps=total_steps, time=time.time(),
+                   metrics={k: _clean(v) for k, v in metrics.items()})
     tmp = Path(path + ".tmp")
-    tmp.write_text(json.dumps(doc))
+    tmp.write_bytes(doc.to_json())
     os.replace(tmp, path)  # readers never see half a file
     return True
 
 
-def read(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read(path: str | os.PathLike[str]) -> Progress | None:
     """What the executor forwards to the AM; None until the script reports."""
     try:
-        doc: dict[str, Any] = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return Progress.from_json(Path(path).read_bytes())
+    except (OSError, ValueError):  # not yet written (SpecError is a ValueError)
         return None
-    return doc
 
 
 def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> Any:

@@ -17,6 +17,8 @@ Every error is a :class:`SpecError` whose ``field`` is a dotted path
 
 This module imports only the standard library and PyYAML because it is shipped
 into YARN containers, where neither Airflow, TensorFlow nor skein may exist.
+It is the model alone: the checks only the submitting side can run (the
+cluster's limits, files on the submitting machine) are in ``yarn/checks.py``.
 """
 from __future__ import annotations
 
@@ -43,14 +45,11 @@ __all__ = [
     "SUCCESS_POLICIES",
     "Acls",
     "CheckpointSpec",
-    "ClusterInfo",
     "MiB",
     "JobSpec",
     "PythonEnv",
     "RoleSpec",
     "parse_memory_mib",
-    "validate_against_cluster",
-    "validate_local_files",
 ]
 
 #: Name under which a packed Python environment is unpacked in every container.
@@ -903,156 +902,9 @@ class JobSpec(_Spec):
         return cls.from_dict(data)
 
 
-# --------------------------------------------------------------------------- #
-# Checks against the world outside the spec
-# --------------------------------------------------------------------------- #
-@dataclass
-class ClusterInfo:
-    """What the ResourceManager says about the cluster; filled by other code from its REST API.
-
-    Kept as pure data so the checks below are testable without a cluster.
-    """
-
-    max_memory_mb: int
-    max_vcores: int
-    resource_types: list[str]
-    queues: list[str]
-    total_memory_mb: int
-    total_vcores: int
-    node_labels: list[str] = field(default_factory=list)
-    #: Running nodes' host names and their labels; empty when unknown.
-    hosts: dict[str, list[str]] = field(default_factory=dict)
-
-
 def task_of_container(service: str, instance: int) -> str:
     """The task id (``role:index``) a skein container runs; inverse of :meth:`JobSpec.role_services`."""
     role, sep, index = service.partition(PLACED_SERVICE_SEP)
     if sep and index.isdigit() and index.isascii():
         return f"{role}:{int(index)}"
     return f"{service}:{instance}"
-
-
-def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
-    """Reject requests YARN could never satisfy, before submitting.
-
-    Why: YARN does not fail an impossible request, it leaves the application
-    ACCEPTED or the containers pending until some timeout; checking here
-    turns a silent hang into a message that says what to change.
-    """
-    def fits(value: int, maximum: int, field_: str, unit: str, knob: str) -> None:
-        _check(
-            value <= maximum,
-            field_,
-            f"{value} {unit} is above the cluster's maximum container size of {maximum} {unit}; lower it,"
-            f" or ask the YARN admin to raise {knob}",
-        )
-
-    mb, vc = "yarn.scheduler.maximum-allocation-mb", "yarn.scheduler.maximum-allocation-vcores"
-    fits(spec.am_memory, cluster.max_memory_mb, "am_memory", "MiB", mb)
-    fits(spec.am_vcores, cluster.max_vcores, "am_vcores", "vcores", vc)
-    for name in spec.role_names():
-        role, where = spec.roles[name], f"roles.{name}"
-        fits(role.memory, cluster.max_memory_mb, f"{where}.memory", "MiB", mb)
-        fits(role.vcores, cluster.max_vcores, f"{where}.vcores", "vcores", vc)
-        _check(
-            role.gpus == 0 or "yarn.io/gpu" in cluster.resource_types,
-            f"{where}.gpus",
-            f"{role.gpus} GPUs requested but the cluster has no GPU resource type (yarn.io/gpu) among"
-            f" {cluster.resource_types!r}; set gpus=0 or submit to a GPU cluster",
-        )
-        _check(
-            role.node_label is None or role.node_label in cluster.node_labels,
-            f"{where}.node_label",
-            f"{role.node_label!r} is not a node label of this cluster (known: {cluster.node_labels!r});"
-            " remove node_label or ask the YARN admin to add the label",
-        )
-        placement = role.placement
-        if placement is not None and cluster.hosts:
-            for i, host in enumerate(placement.nodes):
-                _check(host in cluster.hosts, f"{where}.placement.nodes[{i}]",
-                       f"{host!r} is not a running node of this cluster (running: {sorted(cluster.hosts)!r}); "
-                       "fix the host name or remove it from the list")
-                labels = cluster.hosts[host]
-                _check(role.node_label is None or role.node_label in labels, f"{where}.placement.nodes[{i}]",
-                       f"{host!r} does not carry the role's node_label {role.node_label!r} (it has {labels!r}); "
-                       "list nodes with that label, or change node_label")
-    # A queue given as a full path ("root.a.b") is matched by its leaf name; an
-    # empty list means the queues could not be read, which must not block submits.
-    _check(
-        not cluster.queues or spec.queue in cluster.queues or spec.queue.rsplit(".", 1)[-1] in cluster.queues,
-        "queue",
-        f"{spec.queue!r} is not a queue of this cluster; use one of {', '.join(map(repr, cluster.queues))}",
-    )
-    # TensorFlow needs every task up at once, so a job larger than the whole
-    # cluster would wait for registration_timeout and then fail.
-    need_mb = spec.am_memory + sum(r.instances * r.memory for r in spec.roles.values())
-    need_vc = spec.am_vcores + sum(r.instances * r.vcores for r in spec.roles.values())
-    _check(
-        not cluster.total_memory_mb or need_mb <= cluster.total_memory_mb,
-        "roles",
-        f"the job needs {need_mb} MiB in total (all tasks + AM) but the cluster has"
-        f" {cluster.total_memory_mb} MiB; lower instances or memory",
-    )
-    _check(
-        not cluster.total_vcores or need_vc <= cluster.total_vcores,
-        "roles",
-        f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has"
-        f" {cluster.total_vcores}; lower instances or vcores",
-    )
-
-
-def validate_local_files(spec: JobSpec) -> None:
-    """Check that everything to be shipped from this machine exists here.
-
-    Why: a missing file otherwise surfaces as a localisation failure inside
-    YARN, after the job was queued, with a Java stack trace instead of a path.
-    HDFS sources are not checked (that needs a cluster connection).
-    """
-    for dest, src in spec.files.items():
-        _check(
-            _is_hdfs(src) or os.path.exists(src),
-            f"files.{dest}",
-            f"{src!r} file not found on this machine;"
-            " fix the source path, or upload it to HDFS and use an hdfs:// URL",
-        )
-    archive = spec.python.archive
-    _check(
-        archive is None or _is_hdfs(archive) or os.path.isfile(archive),
-        "python.archive",
-        f"{archive!r} file not found on this machine; build it with venv-pack/conda-pack or fix the path",
-    )
-    for name in spec.role_names():
-        script = spec.roles[name].script
-        if script is None:
-            continue
-        where = f"roles.{name}.script"
-        if spec.src_dir is not None and not script.startswith("/"):
-            continue  # relative to the source tree: yarn/source.py checks it
-        if script.startswith("/"):
-            _check(
-                os.path.isfile(script),
-                where,
-                f"{script!r} file not found on this machine;"
-                " fix the path (an absolute script is shipped from here)",
-            )
-        else:
-            _check(
-                _is_shipped(script, spec.files),
-                where,
-                f"{script!r} file not found among the shipped files {sorted(spec.files)!r}; add it to files,"
-                f" e.g. files={{{script!r}: '/local/path/{posixpath.basename(script)}'}}, or ship its directory",
-            )
-
-
-def _is_shipped(script: str, files: Mapping[str, str]) -> bool:
-    """Whether a relative script is a ``files`` key or lies under a shipped directory."""
-    if script in files:
-        return True
-    for dest, src in files.items():
-        if not script.startswith(dest + "/"):
-            continue
-        if _is_hdfs(src):
-            return True  # cannot look inside HDFS from here; trust it
-        if os.path.isfile(os.path.join(src, script[len(dest) + 1:])):
-            return True
-    return False

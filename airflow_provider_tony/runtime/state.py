@@ -7,40 +7,31 @@ only input/output around a ``JobTracker``.
 """
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK
 from airflow_provider_tony.runtime.gpu import assign_gpus
+from airflow_provider_tony.runtime.messages import (
+    MILESTONE_ALL_USER_STARTED,
+    MILESTONE_CLUSTER_PUBLISHED,
+    MILESTONE_VERDICT,
+    AppState,
+    ClusterDocument,
+    Heartbeat,
+    Progress,
+    Registration,
+    StateDocument,
+    TaskState,
+    TaskSummary,
+)
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
 RENDEZVOUS_ROLES = frozenset(TF_CLUSTER_ROLES) | {"evaluator"}
-
-
-class TaskState(str, enum.Enum):
-    PENDING = "PENDING"  # no registration yet (container requested or starting)
-    REGISTERED = "REGISTERED"  # executor registered, waiting for the cluster spec
-    RUNNING = "RUNNING"  # user code started (first heartbeat after the cluster spec)
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"  # stopped by the AM (untracked role, or after the job ended)
-    LOST = "LOST"  # missed heartbeats, or the container ended without an exit record
-
-    @property
-    def finished(self) -> bool:
-        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST)
-
-
-class AppState(str, enum.Enum):
-    REGISTERING = "REGISTERING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
 
 
 @dataclass
@@ -76,20 +67,20 @@ class Task:
     last_heartbeat: float | None = None  # AM monotonic clock when the seq last changed
     exit_code: int | None = None
     stderr_tail: list[str] = field(default_factory=list)
-    progress: dict[str, Any] | None = None
+    progress: Progress | None = None
     progress_key: Any = None
     progress_changed_at: float | None = None
     message: str = ""
     restored_step: int | None = None
 
-    def summary(self, now: float) -> dict[str, Any]:
-        return {
-            "state": self.state.value, "role": self.role, "index": self.index, "tracked": self.tracked,
-            "host": self.host, "port": self.port, "container_id": self.container_id, "gpus": self.gpus,
-            "seconds_since_heartbeat": None if self.last_heartbeat is None else round(now - self.last_heartbeat, 2),
-            "exit_code": self.exit_code, "progress": self.progress,
-            "stderr_tail": self.stderr_tail[-5:], "message": self.message, "restored_step": self.restored_step,
-        }
+    def summary(self, now: float) -> TaskSummary:
+        return TaskSummary(
+            state=self.state.value, role=self.role, index=self.index, tracked=self.tracked,
+            host=self.host, port=self.port, container_id=self.container_id, gpus=list(self.gpus),
+            seconds_since_heartbeat=None if self.last_heartbeat is None else round(now - self.last_heartbeat, 2),
+            exit_code=self.exit_code, progress=self.progress,
+            stderr_tail=self.stderr_tail[-5:], message=self.message, restored_step=self.restored_step,
+        )
 
 
 def _stderr_line(tail: list[str]) -> str:
@@ -117,17 +108,16 @@ class JobTracker:
 
     # ------------------------------------------------------------ inputs
 
-    def register(self, task_id: str, info: dict[str, Any], now: float) -> None:
+    def register(self, task_id: str, info: Registration, now: float) -> None:
         task = self.tasks.get(task_id)
         if task is None or task.state != TaskState.PENDING:
             return
         task.state = TaskState.REGISTERED
-        task.host = str(info["host"])
-        task.port = int(info["port"])
-        task.container_id = info.get("container_id")
-        task.gpus_local = [str(g) for g in info.get("gpus_local") or []]
-        pinned = info.get("gpus_pinned")
-        task.gpus_pinned = None if pinned is None else [str(g) for g in pinned]
+        task.host = info.host
+        task.port = info.port
+        task.container_id = info.container_id
+        task.gpus_local = list(info.gpus_local)
+        task.gpus_pinned = None if info.gpus_pinned is None else list(info.gpus_pinned)
         task.registered_at = now
         task.last_heartbeat = now
         self.events.append(f"{task_id} registered at {task.host}:{task.port}")
@@ -138,7 +128,7 @@ class JobTracker:
     def rendezvous_ready(self) -> bool:
         return all(t.state != TaskState.PENDING for t in self.rendezvous_tasks())
 
-    def cluster_doc(self, now: float) -> dict[str, Any]:
+    def cluster_doc(self, now: float) -> ClusterDocument:
         """The cluster spec every executor waits for: addresses and GPU grants.
 
         Tasks that register late (tensorboard) read the same document: it
@@ -162,42 +152,42 @@ class JobTracker:
             t.granted = True
         if self.cluster_published_at is None:
             self.cluster_published_at = now
-            self.timeline["cluster_published"] = round(now - self.started, 3)
+            self.timeline[MILESTONE_CLUSTER_PUBLISHED] = round(now - self.started, 3)
             self.events.append(f"cluster spec published ({len(registered)} tasks)")
-        return {
-            "addresses": {t.task_id: f"{t.host}:{t.port}" for t in registered},
-            "gpus": {t.task_id: t.gpus for t in registered},
-            "num_tasks": {role: r.instances for role, r in self.spec.roles.items()},
-        }
+        return ClusterDocument(
+            addresses={t.task_id: f"{t.host}:{t.port}" for t in registered},
+            gpus={t.task_id: list(t.gpus) for t in registered},
+            num_tasks={role: r.instances for role, r in self.spec.roles.items()},
+        )
 
-    def heartbeat(self, task_id: str, payload: dict[str, Any], now: float) -> None:
+    def heartbeat(self, task_id: str, payload: Heartbeat, now: float) -> None:
         """Count a beat only when its sequence number moved (no clock comparison
         across hosts: the AM times silence on its own monotonic clock)."""
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
-        if payload.get("restored_step") is not None:
-            task.restored_step = payload["restored_step"]
-        seq = payload.get("seq")
+        if payload.restored_step is not None:
+            task.restored_step = payload.restored_step
+        seq = payload.seq
         if seq != task.hb_seq:
             task.hb_seq = seq
             task.last_heartbeat = now
-        if payload.get("user_started") and task.state == TaskState.REGISTERED:
+        if payload.user_started and task.state == TaskState.REGISTERED:
             task.state = TaskState.RUNNING
             task.progress_changed_at = now
             self.events.append(f"{task_id} started user code")
             if all(t.state != TaskState.REGISTERED and t.state != TaskState.PENDING for t in self.rendezvous_tasks()):
-                self.timeline.setdefault("all_user_started", round(now - self.started, 3))
-        progress = payload.get("progress")
+                self.timeline.setdefault(MILESTONE_ALL_USER_STARTED, round(now - self.started, 3))
+        progress = payload.progress
         if progress is not None:
-            key = (progress.get("step"), progress.get("epoch"), progress.get("time"))
+            key = progress.key()
             if key != task.progress_key:
                 task.progress_key = key
                 task.progress = progress
                 task.progress_changed_at = now
 
     def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float,
-               progress: dict[str, Any] | None = None) -> None:
+               progress: Progress | None = None) -> None:
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
@@ -230,7 +220,7 @@ class JobTracker:
         if self.verdict is None:
             self.verdict = self._decide(now)
             if self.verdict is not None:
-                self.timeline["verdict"] = round(now - self.started, 3)
+                self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
     def _decide(self, now: float) -> Verdict | None:
@@ -267,7 +257,7 @@ class JobTracker:
             for task in self.tasks.values():
                 if (task.state == TaskState.RUNNING and task.tracked and task.progress is not None
                         and task.progress_changed_at is not None and now - task.progress_changed_at > stall):
-                    step = task.progress.get("step")
+                    step = task.progress.step
                     return Verdict(False, f"{task.task_id} progress stalled: no new step for "
                                    f"{now - task.progress_changed_at:.1f}s (progress_stall_timeout {stall:g}s; "
                                    f"last step {step}); a collective may be deadlocked", retryable=True)
@@ -303,31 +293,30 @@ class JobTracker:
         decider = self.tasks.get(self.spec.decider_task())
         if self.verdict is not None:
             return 1.0
-        if decider is not None and decider.progress:
-            step, total = decider.progress.get("step"), decider.progress.get("total_steps")
-            if isinstance(step, (int, float)) and isinstance(total, (int, float)) and total > 0:
-                return max(0.0, min(0.99, step / total))
+        fraction = decider.progress.fraction() if decider is not None and decider.progress else None
+        if fraction is not None:
+            return max(0.0, min(0.99, fraction))
         tracked = [t for t in self.tasks.values() if t.tracked]
         done = sum(t.state.finished for t in tracked)
         return min(0.99, done / len(tracked)) if tracked else 0.0
 
-    def document(self, now: float, wall: float, seq: int, app_id: str) -> dict[str, Any]:
+    def document(self, now: float, wall: float, seq: int, app_id: str) -> StateDocument:
         verdict = self.verdict
-        return {
-            "application_id": app_id,
-            "app_state": self.app_state().value,
-            "am_heartbeat": wall,
-            "seq": seq,
-            "elapsed": round(now - self.started, 2),
-            "final": verdict is not None,
-            "diagnostics": verdict.diagnostics if verdict else "",
-            "retryable": bool(verdict and verdict.retryable),
-            "progress": self.progress_fraction(),
-            "tasks": {tid: t.summary(now) for tid, t in self.tasks.items()},
-            "events": self.events[-50:],
-            "timeline": dict(self.timeline),
-            "am_started_wall": round(wall - (now - self.started), 3),
-        }
+        return StateDocument(
+            application_id=app_id,
+            app_state=self.app_state().value,
+            am_heartbeat=wall,
+            seq=seq,
+            elapsed=round(now - self.started, 2),
+            final=verdict is not None,
+            diagnostics=verdict.diagnostics if verdict else "",
+            retryable=bool(verdict and verdict.retryable),
+            progress=self.progress_fraction(),
+            tasks={tid: t.summary(now) for tid, t in self.tasks.items()},
+            events=self.events[-50:],
+            timeline=dict(self.timeline),
+            am_started_wall=round(wall - (now - self.started), 3),
+        )
 
 
 # Fields of the state document that change on every look (clocks, progress).
@@ -339,11 +328,12 @@ _VOLATILE = ("am_heartbeat", "seq", "elapsed", "am_started_wall", "progress")
 _VOLATILE_TASK = ("seconds_since_heartbeat", "progress")
 
 
-def material(doc: dict[str, Any]) -> str:
+def material(doc: StateDocument) -> str:
     """The state document without its ever-changing fields, as a comparable string."""
-    view = {k: v for k, v in doc.items() if k not in _VOLATILE}
+    data = doc.to_dict()
+    view = {k: v for k, v in data.items() if k not in _VOLATILE}
     view["tasks"] = {tid: {k: v for k, v in task.items() if k not in _VOLATILE_TASK}
-                     for tid, task in doc.get("tasks", {}).items()}
+                     for tid, task in data["tasks"].items()}
     return json.dumps(view, sort_keys=True, default=str)
 
 

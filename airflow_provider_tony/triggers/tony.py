@@ -1,20 +1,20 @@
 """The deferrable half of ``TonyOperator``: polls on the triggerer, frees the worker slot.
 
-It carries only primitives, polls with the same ``TonyClient.poll`` the
-synchronous path uses, and yields exactly one event with what it saw; the
-operator's ``execute_complete`` decides success or failure.
+It carries only primitives, polls with the same ``TonyClient.poll`` and
+``Follower`` the synchronous path uses, and yields exactly one event, a
+``TonyEvent`` as primitives; the operator's ``execute_complete`` decides
+success or failure.
 """
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import Counter
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
-from airflow_provider_tony.yarn.client import Watch
+from airflow_provider_tony.yarn.follower import Follower, TonyEvent
 
 # One hook (so one skein driver JVM, with its memory and CPU) per
 # connection per triggerer process, shared by every TonyTrigger polling
@@ -67,19 +67,17 @@ class TonyTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = _acquire_hook(self.yarn_conn_id)
-        watch = Watch()
+        follower = Follower(self.app_id, startup_timeout=self.startup_timeout,
+                            am_stale_timeout=self.am_stale_timeout)
         try:
             while True:
                 try:
-                    result = await asyncio.to_thread(
-                        hook.get_conn().poll, self.app_id, watch, startup_timeout=self.startup_timeout,
-                        am_stale_timeout=self.am_stale_timeout, emit=self.log.info)
+                    result = await asyncio.to_thread(hook.get_conn().poll, follower, emit=self.log.info)
                 except Exception as exc:  # noqa: BLE001 - reported, the operator decides
-                    yield TriggerEvent({"status": "error", "app_id": self.app_id, "message": str(exc)})
+                    yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
                     return
                 if result is not None:
-                    yield TriggerEvent({"status": "done", "app_id": self.app_id,
-                                        "result": dataclasses.asdict(result)})
+                    yield TriggerEvent(TonyEvent.done(result).to_dict())
                     return
                 await asyncio.sleep(self.poll_interval)
         finally:

@@ -18,45 +18,43 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.errors import ClusterError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
-from airflow_provider_tony.runtime.spec import ClusterInfo, JobSpec, validate_against_cluster, validate_local_files
+from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import source as src
+from airflow_provider_tony.yarn.checks import (
+    ClusterInfo,
+    cluster_info_from_rm,
+    validate_against_cluster,
+    validate_local_files,
+)
+from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 
 log = logging.getLogger(__name__)
 
-ACTIVE_YARN_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 
+@contextmanager
+def _cluster_errors(what: str) -> Iterator[None]:
+    """The one place where skein's, gRPC's and HTTP's errors become ``ClusterError``.
 
-@dataclass
-class JobResult:
-    """How an application ended, as the operator and the CLI report it."""
-
-    app_id: str
-    yarn_state: str
-    final_status: str
-    diagnostics: str
-    tracking_url: str | None
-    am_state: dict[str, Any] | None = None
-
-    @classmethod
-    def from_report(cls, rep: dict[str, Any], am_state: dict[str, Any] | None = None) -> JobResult:
-        """From ``TonyClient.report()`` of an application that has ended."""
-        return cls(rep["app_id"], rep["state"], rep["final_status"], rep["diagnostics"], rep["tracking_url"], am_state)
-
-    @property
-    def succeeded(self) -> bool:
-        return self.final_status == "SUCCEEDED"
-
-    @property
-    def retryable(self) -> bool:
-        return C.RETRYABLE_MARK in (self.diagnostics or "") or bool(self.am_state and self.am_state.get("retryable"))
+    ``what`` says what was being done; the transport's own message follows it.
+    Errors that are already ours pass through unchanged.
+    """
+    try:
+        yield
+    except TonyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - skein and urllib raise many kinds
+        raise ClusterError(f"{what}: {exc}") from exc
 
 
 @dataclass
@@ -72,19 +70,6 @@ class StagedSource:
     upload_s: float
 
 
-@dataclass
-class Watch:
-    """Client-side memory of one application while we follow it."""
-
-    last_state: str | None = None
-    last_seq: Any = None
-    seq_changed_at: float = field(default_factory=time.monotonic)
-    accepted_since: float | None = None
-    progress: dict[str, Any] = field(default_factory=dict)
-    events_seen: set[str] = field(default_factory=set)
-    am_state: dict[str, Any] | None = None
-
-
 def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
     if not conf_dir:
         return None
@@ -96,6 +81,23 @@ def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
         if prop.findtext("name") == key:
             return prop.findtext("value")
     return None
+
+
+def rm_url_from_conf(conf_dir: str) -> str | None:
+    """The ResourceManager web address a Hadoop conf dir's ``yarn-site.xml`` names, or None.
+
+    Hadoop's default is ``${yarn.resourcemanager.hostname}:8088``; real
+    configurations often set only the host name, or use that variable.
+    """
+    host = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.hostname")
+    addr = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.webapp.address")
+    if not addr and host:
+        addr = f"{host}:8088"
+    if addr and host:
+        addr = addr.replace("${yarn.resourcemanager.hostname}", host)
+    if not addr or "${" in addr:
+        return None
+    return addr if "://" in addr else f"http://{addr}"
 
 
 class TonyClient:
@@ -118,15 +120,16 @@ class TonyClient:
 
     @classmethod
     def from_env(cls) -> TonyClient:
-        """The cluster that ``make -s cluster-env`` (or a Hadoop conf dir) describes."""
-        rm_url = os.environ.get("TONY_RM_URL")
+        """The cluster that ``make -s cluster-env`` (or a Hadoop conf dir) describes.
+
+        ``TONY_RM_URL`` wins over ``HADOOP_CONF_DIR`` when both are set: the
+        explicit address beats the derived one (``HADOOP_CONF_DIR`` still tells
+        skein's driver where the rest of the configuration is).
+        """
+        rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
-            addr = _read_site(os.environ.get("HADOOP_CONF_DIR"), "yarn-site.xml",
-                              "yarn.resourcemanager.webapp.address")
-            if not addr:
-                raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
-                                   "(for the local cluster: eval \"$(make -s cluster-env)\")")
-            rm_url = f"http://{addr}"
+            raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
+                               "(for the local cluster: eval \"$(make -s cluster-env)\")")
         return cls(rm_url=rm_url, webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
                    webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"))
 
@@ -142,13 +145,11 @@ class TonyClient:
         """Called under ``_skein_lock`` when no driver runs yet."""
         import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
 
-        try:
+        with _cluster_errors("could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
+                             "and the ResourceManager up?)"):
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
             self._skein = skein.Client(log_level="error", java_options=list(JVM_OPTIONS), **kwargs)
-        except Exception as exc:  # noqa: BLE001 - skein raises several kinds
-            raise ClusterError(f"could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
-                               f"and the ResourceManager up?): {exc}") from exc
         return self._skein
 
     def close(self) -> None:
@@ -166,11 +167,9 @@ class TonyClient:
 
     def _rm_get(self, path: str) -> Any:
         url = f"{self.rm_url}/ws/v1/cluster/{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - configured RM
-                return json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ClusterError(f"ResourceManager at {self.rm_url} unreachable ({url}): {exc}") from exc
+        with _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"), \
+                urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - configured RM
+            return json.load(resp)
 
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
@@ -182,33 +181,9 @@ class TonyClient:
     # ------------------------------------------------------------ cluster
 
     def cluster_info(self) -> ClusterInfo:
-        sched = self._rm_get("scheduler")["scheduler"]["schedulerInfo"]
-        metrics = self._rm_get("metrics")["clusterMetrics"]
-        leaves: list[str] = []
-
-        def walk(queue: dict[str, Any]) -> None:
-            children = (queue.get("queues") or {}).get("queue") or []
-            if not children and queue.get("queueName"):
-                leaves.append(queue["queueName"])
-            for child in children:
-                walk(child)
-
-        walk(sched)
-        max_alloc = sched.get("maximumAllocation") or {}
-        resources = [r["name"] for r in (max_alloc.get("resourceInformations") or {}).get("resourceInformation", [])]
-        nodes = (self._rm_get("nodes?states=RUNNING").get("nodes") or {}).get("node") or []
-        hosts = {str(n["nodeHostName"]): list(n.get("nodeLabels") or []) for n in nodes if n.get("nodeHostName")}
-        labels_doc = self._rm_get("get-node-labels") or {}
-        labels = labels_doc.get("nodeLabelInfo") or labels_doc.get("nodeLabel") or []
-        if isinstance(labels, dict):
-            labels = [labels]
-        return ClusterInfo(
-            max_memory_mb=int(max_alloc.get("memory", 0)), max_vcores=int(max_alloc.get("vCores", 0)),
-            resource_types=resources or ["memory-mb", "vcores"], queues=leaves,
-            total_memory_mb=int(metrics.get("totalMB", 0)), total_vcores=int(metrics.get("totalVirtualCores", 0)),
-            node_labels=[lbl["name"] if isinstance(lbl, dict) else str(lbl) for lbl in labels],
-            hosts=hosts,
-        )
+        return cluster_info_from_rm(self._rm_get("scheduler")["scheduler"]["schedulerInfo"],
+                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"),
+                                    self._rm_get("nodes?states=RUNNING"))
 
     def describe(self) -> str:
         """What test_connection() shows: the cluster as the RM sees it."""
@@ -238,9 +213,10 @@ class TonyClient:
         suffix = "".join(Path(archive).suffixes[-2:]) or ".tar.gz"
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
         client = self.hdfs()
-        if client.status(remote, strict=False) is None:
-            publish(client, archive, remote, f"submit-{os.getpid()}")
-            log.info("uploaded python environment %s to %s", archive, remote)
+        with _cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
+            if client.status(remote, strict=False) is None:
+                publish(client, archive, remote, f"submit-{os.getpid()}")
+                log.info("uploaded python environment %s to %s", archive, remote)
         fs = self._default_fs()
         return f"{fs}{remote}"
 
@@ -298,11 +274,9 @@ class TonyClient:
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
                                           source_archive=source, extra_env=self._container_env(attempt),
                                           placement_plan=plan)
-        try:
+        with _cluster_errors(f"YARN refused the application {spec.name!r}"):
             app_id: str = self.skein.submit(app_spec)
-            return app_id
-        except Exception as exc:  # noqa: BLE001
-            raise ClusterError(f"YARN refused the application {spec.name!r}: {exc}") from exc
+        return app_id
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt)}
@@ -313,37 +287,35 @@ class TonyClient:
 
     # ------------------------------------------------------------ inspect
 
-    def report(self, app_id: str) -> dict[str, Any]:
-        try:
+    def report(self, app_id: str) -> AppReport:
+        with _cluster_errors(f"no report for {app_id}"):
             r = self.skein.application_report(app_id)
-        except Exception as exc:  # noqa: BLE001
-            raise ClusterError(f"no report for {app_id}: {exc}") from exc
-        return {"app_id": app_id, "state": str(r.state), "final_status": str(r.final_status),
-                "diagnostics": r.diagnostics or "", "tracking_url": self.tracking_url(app_id),
-                "progress": r.progress, "tags": sorted(r.tags), "name": r.name}
+        return AppReport(app_id=app_id, state=str(r.state), final_status=str(r.final_status),
+                         diagnostics=r.diagnostics or "", tracking_url=self.tracking_url(app_id),
+                         progress=r.progress, tags=sorted(r.tags), name=r.name)
 
     def tracking_url(self, app_id: str) -> str:
         return f"{self.rm_url}/cluster/app/{app_id}"
 
     @staticmethod
-    def tensorboard_url(am_state: dict[str, Any] | None) -> str:
+    def tensorboard_url(am_state: StateDocument | None) -> str:
         """Where the job's ``tensorboard`` role serves (its registered port), or ""."""
-        task = ((am_state or {}).get("tasks") or {}).get("tensorboard:0") or {}
-        if task.get("host") and task.get("port") and task.get("state") == "RUNNING":
-            return f"http://{task['host']}:{task['port']}/"
+        task = am_state.task("tensorboard:0") if am_state is not None else None
+        if task is not None and task.host and task.port and task.state == "RUNNING":
+            return f"http://{task.host}:{task.port}/"
         return ""
 
-    def am_state(self, app_id: str) -> dict[str, Any] | None:
+    def am_state(self, app_id: str) -> StateDocument | None:
         """The AM's state document, or None while it is not (or no longer) published."""
         try:
             app = self._apps.get(app_id)
             if app is None:
                 app = self._apps[app_id] = self.skein.connect(app_id, wait=False)
             raw = app.kv.get(C.KV_STATE)
-        except Exception:  # noqa: BLE001 - not running yet / already gone
+        except Exception:  # noqa: BLE001 - not running yet / already gone: not an error
             self._apps.pop(app_id, None)
             return None
-        return json.loads(raw.decode()) if raw else None
+        return StateDocument.from_json(raw) if raw else None
 
     def ack_final(self, app_id: str) -> None:
         app = self._apps.get(app_id)
@@ -354,19 +326,22 @@ class TonyClient:
                 pass
 
     def kill(self, app_id: str) -> None:
-        try:
+        with _cluster_errors(f"could not kill {app_id}"):
             self.skein.kill_application(app_id)
-        except Exception as exc:  # noqa: BLE001
-            raise ClusterError(f"could not kill {app_id}: {exc}") from exc
 
-    def find_by_tags(self, tags: Iterable[str], *, active_only: bool = True) -> list[dict[str, Any]]:
+    def find_by_tags(self, tags: Iterable[str], *, active_only: bool = True) -> list[AppReport]:
         """Applications carrying every tag, newest first (RM REST: tags filter any-of)."""
         wanted = {t.lower() for t in tags}  # YARN lower-cases tags
         query = "&".join([f"applicationTags={urllib.parse.quote(','.join(sorted(wanted)))}"]
                          + ([f"states={','.join(ACTIVE_YARN_STATES)}"] if active_only else []))
         apps = (self._rm_get(f"apps?{query}").get("apps") or {}).get("app") or []
         found = [a for a in apps if wanted <= set((a.get("applicationTags") or "").split(","))]
-        return sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
+        return [AppReport(app_id=a["id"], state=a["state"], final_status=a.get("finalStatus") or "UNDEFINED",
+                          diagnostics=a.get("diagnostics") or "", tracking_url=self.tracking_url(a["id"]),
+                          progress=float(a.get("progress") or 0.0),
+                          tags=sorted(t for t in (a.get("applicationTags") or "").split(",") if t),
+                          name=a.get("name") or "")
+                for a in sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)]
 
     def application_containers(self, app_id: str) -> list[tuple[str, str]]:
         """``(container_id, host)`` of every container of ``app_id`` whose logs a NodeManager keeps.
@@ -444,74 +419,36 @@ class TonyClient:
 
     # ------------------------------------------------------------ follow
 
-    def poll(self, app_id: str, watch: Watch, *, startup_timeout: float, am_stale_timeout: float,
-             emit: Callable[[str], None],
-             on_state: Callable[[dict[str, Any]], None] | None = None) -> JobResult | None:
-        """One look at the application; a JobResult once it has ended."""
-        rep = self.report(app_id)
-        state = rep["state"]
-        now = time.monotonic()
-        if state != watch.last_state:
-            emit(f"{app_id} is {state} ({rep['tracking_url']})")
-            watch.last_state = state
-        if state in ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED"):
-            watch.accepted_since = watch.accepted_since or now
-            if now - watch.accepted_since > startup_timeout:
-                self.kill(app_id)
-                return JobResult(app_id, "KILLED", "FAILED",
-                                 f"{C.RETRYABLE_MARK} still {state} after {startup_timeout:g}s (startup_timeout): "
-                                 "the queue has no room for the application master; killed", rep["tracking_url"])
-            return None
-        if state == "RUNNING":
-            doc = self.am_state(app_id)
-            if doc is not None:
-                watch.am_state = doc
-                if doc.get("seq") != watch.last_seq:
-                    watch.last_seq, watch.seq_changed_at = doc.get("seq"), now
-                    if on_state is not None:
-                        on_state(doc)
-                self._emit_progress(doc, watch, emit)
-                if doc.get("final"):
-                    self.ack_final(app_id)
-            if now - watch.seq_changed_at > am_stale_timeout:
-                self.kill(app_id)
-                return JobResult(app_id, "KILLED", "FAILED",
-                                 f"{C.RETRYABLE_MARK} the application master stopped publishing its state for "
-                                 f"{now - watch.seq_changed_at:.0f}s while YARN reports RUNNING (hung AM); killed",
-                                 rep["tracking_url"], watch.am_state)
-            return None
-        # Ended. The final state document is the richest account; YARN's
-        # diagnostics are the durable one.
-        return JobResult.from_report(rep, watch.am_state)
+    def poll(self, follower: Follower, *, emit: Callable[[str], None],
+             on_state: Callable[[StateDocument], None] | None = None) -> JobResult | None:
+        """One look at the application through ``follower``; a JobResult once it has ended.
 
-    @staticmethod
-    def _emit_progress(doc: dict[str, Any], watch: Watch, emit: Callable[[str], None]) -> None:
-        for event in doc.get("events", []):  # restores, checkpoint uploads, model export
-            if event not in watch.events_seen and ("checkpoint" in event or "model" in event):
-                watch.events_seen.add(event)
-                emit(event)
-        for task_id, task in sorted(doc.get("tasks", {}).items()):
-            prog = task.get("progress") or {}
-            line = f"{task_id} {task.get('state')}"
-            if prog.get("step") is not None:
-                metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in sorted((prog.get("metrics") or {}).items()))
-                line += f" step {prog.get('step')} epoch {prog.get('epoch')}" + (f" ({metrics})" if metrics else "")
-            if watch.progress.get(task_id) != line:
-                watch.progress[task_id] = line
-                emit(line)
+        Input and output only: the rules are ``Follower.observe``'s.
+        """
+        app_id = follower.app_id
+        rep = self.report(app_id)
+        doc = self.am_state(app_id) if rep.state == "RUNNING" else None
+        step = follower.observe(rep, doc, time.monotonic())
+        for line in step.lines:
+            emit(line)
+        if step.new_document is not None and on_state is not None:
+            on_state(step.new_document)
+        if step.action is Action.ACK:
+            self.ack_final(app_id)
+        elif step.action.kills:
+            self.kill(app_id)
+        return step.result
 
     def wait(self, app_id: str, *, poll_interval: float = 2.0, startup_timeout: float = 600.0,
              am_stale_timeout: float = 60.0, emit: Callable[[str], None] = print,
-             on_state: Callable[[dict[str, Any]], None] | None = None) -> JobResult:
+             on_state: Callable[[StateDocument], None] | None = None) -> JobResult:
         """Follow until the end, printing state changes and progress."""
-        watch = Watch()
+        follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
         while True:
-            result = self.poll(app_id, watch, startup_timeout=startup_timeout,
-                               am_stale_timeout=am_stale_timeout, emit=emit, on_state=on_state)
+            result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:
                 return result
             time.sleep(poll_interval)
 
 
-__all__ = ["JobResult", "StagedSource", "TonyClient", "Watch"]
+__all__ = ["ACTIVE_YARN_STATES", "AppReport", "Follower", "JobResult", "StagedSource", "TonyClient", "rm_url_from_conf"]

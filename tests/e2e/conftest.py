@@ -16,6 +16,10 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests._cluster import export_cluster_env
+
+export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]

@@ -5,13 +5,14 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -39,19 +40,71 @@ def dag_tag(dag_id: str) -> str:
     return f"tony-dag:{dag_id}"
 
 
+def own_runs(env: dict[str, str]) -> set[tuple[str, str]]:
+    """(dag_id, run_id) of every DAG run in this test module's own metadata database.
+
+    ``airflow dags test`` picks its run id from the clock, so the runs a test
+    made are known only afterwards, from its own ``AIRFLOW_HOME``.
+    """
+    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return set(conn.execute("SELECT dag_id, run_id FROM dag_run").fetchall())
+
+
+def apps_of_runs(rm_url: str, runs: set[tuple[str, str]], states: str | None = None) -> list[dict[str, Any]]:
+    """The YARN applications the operator submitted for exactly these DAG runs (by their tags)."""
+    from airflow_provider_tony.operators.tony import _tag
+
+    found = []
+    for dag_id in {dag for dag, _ in runs}:
+        run_tags = {_tag("tony-run", run_id) for dag, run_id in runs if dag == dag_id}
+        found += [a for a in rm_apps(rm_url, states=states, tag=dag_tag(dag_id))
+                  if run_tags & set(a.get("applicationTags", "").split(","))]
+    return found
+
+
 @pytest.fixture
-def kill_dag_apps(cluster) -> Iterator[list[str]]:
-    """DAG ids whose applications must not outlive the test."""
+def kill_dag_apps(cluster, airflow_env) -> Iterator[list[str]]:
+    """DAG ids whose applications, submitted by this test, must not outlive it.
+
+    Only applications of the DAG runs this test created (in its own metadata
+    database) are killed: a ``make demo`` or another checkout running the same
+    DAG at the same time carries other run ids and is left alone.
+    """
     dags: list[str] = []
+    before = own_runs(airflow_env)
     yield dags
     import skein
 
-    for dag_id in dags:
-        left = rm_apps(cluster.rm_url, states=ACTIVE, tag=dag_tag(dag_id))
-        if left:
-            with skein.Client() as client:
-                for app in left:
-                    client.kill_application(app["id"])
+    mine = {(dag, run) for dag, run in own_runs(airflow_env) - before if dag in dags}
+    left = apps_of_runs(cluster.rm_url, mine, states=ACTIVE)
+    if left:
+        with skein.Client() as client:
+            for app in left:
+                client.kill_application(app["id"])
+
+
+@pytest.fixture
+def fresh_base(cluster) -> Iterator[str]:
+    """An HDFS base path of this test's own, under the cluster user's home; removed afterwards.
+
+    The example DAGs keep checkpoints and models under the connection's
+    ``base_path``: a fixed one would hand a rerun the previous run's files.
+    """
+    from hdfs import InsecureClient
+
+    base = f"/user/{cluster.user}/pytest-{uuid.uuid4().hex[:10]}/tony"
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    assert hdfs.status(base, strict=False) is None
+    yield base
+    hdfs.delete(base.rsplit("/", 1)[0], recursive=True)
+
+
+def with_base_path(env: dict[str, str], base: str) -> dict[str, str]:
+    """``env`` with the default connection's HDFS base path set to ``base``."""
+    conn = json.loads(env["AIRFLOW_CONN_TONY_YARN_DEFAULT"])
+    conn["extra"] = {**conn.get("extra", {}), "base_path": base}
+    return {**env, "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(conn)}
 
 
 def dags_test(env: dict[str, str], dag_id: str, *, dagfile: Path | None = None, conf: dict | None = None,
@@ -82,9 +135,11 @@ def result_of(output: str) -> dict:
     return json.loads(found[-1].split(" [airflow")[0].rsplit("}", 1)[0] + "}")
 
 
-def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps) -> None:
+def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, fresh_base) -> None:
     kill_dag_apps.append("tony_nightly_retrain")
-    out = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00")
+    # Its own checkpoint and model folders: nothing of an earlier run to resume from or to find.
+    out = dags_test(with_base_path(airflow_env, fresh_base), "tony_nightly_retrain",
+                    logical_date="2026-11-02T01:30:00+00:00")
     assert run_state(out) == "success", out[-4000:]
     result = result_of(out)
     app_id = result["application_id"]
@@ -92,11 +147,14 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps) 
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
     assert result["metrics"]["val_accuracy"] > 0.3
     assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "KILLED")
+    assert result["tasks"]["worker:0"]["restored_step"] is None, "trained from scratch, not resumed"
     # The data partition comes from the run's data interval, in the DAG's timezone.
     assert result["metrics"]["partition"] == "2026-11-02"
-    assert result["model_dir"].endswith("/tony/models/digits/2026-11-02")
+    assert result["checkpoint_dir"] == f"{fresh_base}/checkpoints/digits/2026-11-02"
+    assert result["model_dir"] == f"{fresh_base}/models/digits/2026-11-02"
     from hdfs import InsecureClient
 
+    # The folder did not exist before this run (fresh_base checks it), so this run wrote the model.
     hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
     assert "model.keras" in hdfs.list(result["model_dir"])
     # The extra link's target: the RM page of exactly this application.
@@ -116,10 +174,12 @@ def test_param_values_reach_the_script_as_literal_text(airflow_env, kill_dag_app
 
 
 def test_out_of_range_param_is_rejected_before_yarn(airflow_env, cluster) -> None:
-    before = len(rm_apps(cluster.rm_url, tag=dag_tag("tony_train_on_demand")))
+    before = own_runs(airflow_env)
     out = dags_test(airflow_env, "tony_train_on_demand", conf={"workers": 1000})
     assert "1000" in out and ("maximum" in out or "ParamValidationError" in out), out[-3000:]
-    assert len(rm_apps(cluster.rm_url, tag=dag_tag("tony_train_on_demand"))) == before
+    # By the tags of this test's own runs: a count of the DAG's applications at
+    # the RM's cap of completed applications could not change.
+    assert apps_of_runs(cluster.rm_url, own_runs(airflow_env) - before) == []
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])

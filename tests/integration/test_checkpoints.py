@@ -15,7 +15,15 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_name
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
-from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
+from tests.integration.test_airflow import (  # noqa: F401 - fixtures
+    airflow_env,
+    dags_test,
+    fresh_base,
+    kill_dag_apps,
+    result_of,
+    run_state,
+    with_base_path,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -83,9 +91,9 @@ def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, 
     result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"),
                                                  extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
-    worker = result.am_state["tasks"]["worker:0"]
-    assert worker["restored_step"] == 10
-    assert worker["progress"]["metrics"]["start_step"] == 10
+    worker = result.am_state.tasks["worker:0"]
+    assert worker.restored_step == 10
+    assert worker.progress.metrics["start_step"] == 10
     assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
 
 
@@ -105,18 +113,28 @@ def test_bad_newest_checkpoint_is_skipped_and_the_older_one_restored(tony_client
     result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "30", "--every", "10"),
                                                  extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
-    worker = result.am_state["tasks"]["worker:0"]
-    assert worker["restored_step"] == 10
-    assert worker["progress"]["metrics"]["start_step"] == 10
-    skipped = [e for e in result.am_state["events"] if f"skipped checkpoint {newest}:" in e]
-    assert skipped and f"{shard} is {len(whole) // 2} bytes" in skipped[0], result.am_state["events"]
-    assert any("restored checkpoint step 10 " in e for e in result.am_state["events"]), result.am_state["events"]
+    worker = result.am_state.task("worker:0")
+    assert worker.restored_step == 10
+    assert worker.progress.metrics["start_step"] == 10
+    events = result.am_state.events
+    skipped = [e for e in events if f"skipped checkpoint {newest}:" in e]
+    assert skipped and f"{shard} is {len(whole) // 2} bytes" in skipped[0], events
+    assert any("restored checkpoint step 10 " in e for e in events), events
     # The retrained step 20 took the name; the bad copy was moved aside, not deleted.
     assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20, 30]
     aside = [name for name in hdfs.list(ckpt_dir) if name.startswith(f"{remote_name(20)}.damaged-")]
     assert len(aside) == 1, hdfs.list(ckpt_dir)
     assert hdfs.status(f"{ckpt_dir}/{aside[0]}/{shard}")["length"] == len(whole) // 2
     assert hdfs.status(f"{newest}/{shard}")["length"] > len(whole) // 2
+
+
+def _step(client, app_id: str, task_id: str) -> int:
+    """The step ``task_id`` last reported (0 before it has)."""
+    doc = client.am_state(app_id)
+    task = doc.task(task_id) if doc is not None else None
+    if task is None or task.progress is None:
+        return 0
+    return task.progress.step or 0
 
 
 def _namenode(action: str) -> None:
@@ -132,8 +150,7 @@ def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ck
     wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
     _namenode("stop")
     try:
-        wait_until(lambda: ((tony_client.am_state(app_id) or {}).get("tasks", {}).get("worker:0", {})
-                            .get("progress") or {}).get("step", 0) >= 45, 120, "training to go on without HDFS")
+        wait_until(lambda: _step(tony_client, app_id, "worker:0") >= 45, 120, "training to go on without HDFS")
     finally:
         _namenode("up")
     result = tony_client.wait(app_id, poll_interval=0.5)
@@ -149,13 +166,13 @@ def test_long_hdfs_outage_fails_as_retryable(tony_client, app_tag, python_exe, h
     wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
     _namenode("stop")
     try:
-        state = wait_until(lambda: (doc := tony_client.am_state(app_id)) and doc.get("final") and doc, 120,
+        state = wait_until(lambda: (doc := tony_client.am_state(app_id)) and doc.final and doc, 120,
                            "the job to give up")
     finally:
         _namenode("up")
     result = tony_client.wait(app_id, poll_interval=0.5)
     assert not result.succeeded
-    assert "upload_failure_window" in state["diagnostics"] and state["retryable"], state["diagnostics"]
+    assert "upload_failure_window" in state.diagnostics and state.retryable, state.diagnostics
     assert "[retryable]" in result.diagnostics
 
 
@@ -171,7 +188,7 @@ def test_final_model_loads_back_with_the_same_predictions(tony_client, app_tag, 
     })
     result = tony_client.wait(tony_client.submit(spec, extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
-    reported = result.am_state["tasks"]["worker:0"]["progress"]["metrics"]
+    reported = result.am_state.tasks["worker:0"].progress.metrics
     hdfs.download(f"{model_dir}/model.keras", str(tmp_path / "model.keras"))
     code = (
         "import json, os, sys\n"
@@ -219,16 +236,16 @@ def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_
     tony_client.kill(app_id)
 
 
-def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, cluster) -> None:  # noqa: F811
+def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, fresh_base) -> None:  # noqa: F811
     """Day 1 trains from scratch and leaves checkpoints; day 2 starts from day 1's weights."""
     kill_dag_apps.append("tony_nightly_retrain")
-    base = "/user/root/tony/checkpoints/digits"
-    for day in ("2026-10-01", "2026-10-02"):
-        hdfs.delete(f"{base}/{day}", recursive=True)
-    day1 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
+    env = with_base_path(airflow_env, fresh_base)  # under the cluster user's home, not a fixed /user/root
+    base = f"{fresh_base}/checkpoints/digits"
+    day1 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
     assert run_state(day1) == "success", day1[-3000:]
+    assert result_of(day1)["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"
     assert remote_checkpoints(hdfs, f"{base}/2026-10-01"), "day 1 left no checkpoint"
-    day2 = dags_test(airflow_env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
+    day2 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
     assert run_state(day2) == "success", day2[-3000:]
     result = result_of(day2)
     assert any(f"from {base}/2026-10-01/ckpt-" in e for e in result["events"]), result["events"]

@@ -41,7 +41,7 @@ def test_job_runs_in_a_packed_environment(tony_client, app_tag, packed_env: Path
 
     result = tony_client.wait(tony_client.submit(spec, extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
-    prefix = result.am_state["tasks"]["worker:0"]["progress"]["metrics"]["prefix"]
+    prefix = result.am_state.tasks["worker:0"].progress.metrics["prefix"]
     assert prefix.endswith("/environment"), f"the task did not run in the shipped environment: {prefix}"
 
     assert tony_client.stage_archive(str(packed_env)) == staged

@@ -64,8 +64,8 @@ def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) ->
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
     assert rm_app(tony_client.rm_url, result.app_id)["finalStatus"] == "SUCCEEDED"
-    tasks = result.am_state["tasks"]
-    metrics = [tasks[f"worker:{i}"]["progress"]["metrics"] for i in (0, 1)]
+    tasks = result.am_state.tasks
+    metrics = [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)]
     assert metrics[0]["num_replicas"] == 2
     assert metrics[0]["cluster_hash"] == metrics[1]["cluster_hash"], "workers saw different TF_CONFIG clusters"
     assert metrics[0]["val_accuracy"] > 0.3, f"no better than chance (0.1): {metrics[0]}"
@@ -81,11 +81,11 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app
     }, heartbeat_interval=1, heartbeat_timeout=30)
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
-    tasks = result.am_state["tasks"]
-    assert tasks["chief:0"]["state"] == "SUCCEEDED"
-    assert tasks["chief:0"]["progress"]["metrics"]["accuracy"] > 0.3
+    tasks = result.am_state.tasks
+    assert tasks["chief:0"].state == "SUCCEEDED"
+    assert tasks["chief:0"].progress.metrics["accuracy"] > 0.3
     for stopped in ("ps:0", "worker:0", "worker:1"):
-        assert tasks[stopped]["state"] == "KILLED", (stopped, tasks[stopped])
+        assert tasks[stopped].state == "KILLED", (stopped, tasks[stopped])
     assert_no_live_containers(result.app_id)
 
 
@@ -94,14 +94,14 @@ def test_evaluator_is_outside_the_cluster(tony_client, app_tag, python_exe) -> N
                success_policy="all_workers")
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
-    tasks = result.am_state["tasks"]
-    evaluator = json.loads(tasks["evaluator:0"]["progress"]["metrics"]["tf_config"])
-    worker = json.loads(tasks["worker:1"]["progress"]["metrics"]["tf_config"])
+    tasks = result.am_state.tasks
+    evaluator = json.loads(tasks["evaluator:0"].progress.metrics["tf_config"])
+    worker = json.loads(tasks["worker:1"].progress.metrics["tf_config"])
     assert evaluator["task"] == {"type": "evaluator", "index": 0}
     assert "evaluator" not in evaluator["cluster"]
     assert evaluator["cluster"] == worker["cluster"]
     assert worker["task"] == {"type": "worker", "index": 1}
-    assert tasks["worker:0"]["progress"]["metrics"]["cuda"] == "", "a task without GPUs must see none"
+    assert tasks["worker:0"].progress.metrics["cuda"] == "", "a task without GPUs must see none"
 
 
 def test_worker_exit_fails_the_job_with_its_diagnostics(tony_client, app_tag, python_exe) -> None:
@@ -111,7 +111,7 @@ def test_worker_exit_fails_the_job_with_its_diagnostics(tony_client, app_tag, py
     assert not result.succeeded
     for needle in ("worker:1", "code 3", "behave: worker:1 giving up with code 3", "yarn logs -applicationId"):
         assert needle in result.diagnostics, (needle, result.diagnostics)
-    assert result.am_state["tasks"]["worker:0"]["state"] == "KILLED"
+    assert result.am_state.tasks["worker:0"].state == "KILLED"
     print(f"exit -> job FAILED seen by the client after {time.monotonic() - started:.1f}s (incl. start-up)")
     assert_no_live_containers(result.app_id)
 
@@ -147,7 +147,8 @@ def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app
     hog = job(python_exe, {"worker": behave("sleep", 2, memory=f"{hog_each} MiB")},
               name="pytest-hog")
     hog_id = tony_client.submit(hog, extra_tags=[app_tag])
-    wait_until(lambda: (tony_client.am_state(hog_id) or {}).get("app_state") == "RUNNING", 120, "the hog to run")
+    wait_until(lambda: (d := tony_client.am_state(hog_id)) is not None and d.app_state == "RUNNING", 120,
+               "the hog to run")
     try:
         spec = job(python_exe, {"worker": behave("ok", 4, memory="1 GiB")}, registration_timeout=15)
         result = run(tony_client, spec, app_tag)
@@ -171,11 +172,12 @@ def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app
     ({"queue": "no-such-queue"}, "queue"),
     ({"roles": {"worker": {"script": "/nonexistent/train.py"}}}, "roles.worker.script"),
 ])
-def test_invalid_specs_never_reach_yarn(tony_client, python_exe, change, field) -> None:
-    before = len(rm_apps(tony_client.rm_url))
+def test_invalid_specs_never_reach_yarn(tony_client, app_tag, python_exe, change, field) -> None:
     doc = {"name": "pytest-invalid", "roles": {"worker": {"script": BEHAVE}}, "python": {"interpreter": python_exe},
            **change}
     with pytest.raises(SpecError) as err:
-        tony_client.submit(JobSpec.from_dict(doc))
+        tony_client.submit(JobSpec.from_dict(doc), extra_tags=[app_tag])
     assert err.value.field == field, str(err.value)
-    assert len(rm_apps(tony_client.rm_url)) == before, "an invalid spec created a YARN application"
+    # Counted by this test's own tag: a count of every application the RM
+    # remembers stops changing at its cap of completed applications.
+    assert rm_apps(tony_client.rm_url, tag=app_tag) == [], "an invalid spec created a YARN application"

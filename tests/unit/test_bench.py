@@ -20,11 +20,19 @@ import run  # noqa: E402
 
 
 def test_scale_simulation_reports_cpu_and_document_size_per_task_count() -> None:
-    out = run.bench_scale()
-    assert set(out) == {"100_tasks", "1000_tasks"}
-    for figures in out.values():
-        assert figures["cpu_ms_per_heartbeat_round"] >= 0
-    assert out["1000_tasks"]["state_document_kib"] > 5 * out["100_tasks"]["state_document_kib"]
+    # A CPU clock that advances 0.5 s per reading: registering all tasks spans
+    # one step (500 ms), the 20 heartbeat rounds one step (25 ms a round).
+    ticks = iter(range(100))
+    out = run.bench_scale(cpu_clock=lambda: next(ticks) * 0.5)
+    assert out == {
+        "100_tasks": {"register_all_cpu_ms": 500.0, "cpu_ms_per_heartbeat_round": 25.0,
+                      "state_document_kib": out["100_tasks"]["state_document_kib"]},
+        "1000_tasks": {"register_all_cpu_ms": 500.0, "cpu_ms_per_heartbeat_round": 25.0,
+                       "state_document_kib": out["1000_tasks"]["state_document_kib"]},
+    }
+    # The document lists every task: ten times the tasks, about ten times the size.
+    small, large = out["100_tasks"]["state_document_kib"], out["1000_tasks"]["state_document_kib"]
+    assert small > 10 and 8 * small < large < 12 * small, (small, large)
 
 
 def test_stats_and_markdown_table() -> None:
@@ -96,5 +104,13 @@ def test_training_rounds_rotate_the_order_and_report_each_ratio(monkeypatch: pyt
     assert out["tony_operator_steps_per_s"]["n"] == 3
 
 
-def test_the_idle_fraction_is_a_fraction() -> None:
-    assert 0.0 <= run._cpu_idle_fraction(window=0.05) <= 1.0
+PROC_STAT = "cpu  {user} 0 {system} {idle} {iowait} 0 0 0 0 0\ncpu0 1 2 3 4 5 0 0 0 0 0\n"
+
+
+def test_the_idle_fraction_counts_idle_and_iowait_of_all_cores() -> None:
+    before = run._cpu_sample(PROC_STAT.format(user=100, system=50, idle=800, iowait=50))
+    after = run._cpu_sample(PROC_STAT.format(user=160, system=90, idle=1070, iowait=80))
+    assert before == (850, 1000)  # the aggregate line, not cpu0's
+    # 400 jiffies passed: 100 busy (60 user + 40 system), 300 idle (270 idle + 30 iowait).
+    assert run._idle_between(before, after) == 0.75
+    assert run._idle_between(before, before) == 0.0, "no time passed: not idle, so never 'quiet'"

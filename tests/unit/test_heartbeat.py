@@ -2,12 +2,13 @@
 wait for the cluster spec."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.executor import Heartbeat, wait_for_cluster
+from airflow_provider_tony.runtime.messages import ClusterDocument
+from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from tests._util import wait_until
 
 
@@ -16,25 +17,25 @@ def test_a_nudge_beats_now_and_stop_ends_the_thread_without_waiting_an_interval(
     beat = Heartbeat(app, "worker:0", interval=3600.0, progress_file=tmp_path / "progress.json")
     beat.start()
     key = next(iter(wait_until(lambda: app.kv, 10, "the first beat", interval=0.01)))
-    first = json.loads(app.kv[key])
-    assert first["seq"] == 1 and first["user_started"] is False
+    first = Beat.from_json(app.kv[key])
+    assert first.seq == 1 and first.user_started is False
 
     beat.user_started = True
     beat.nudge()
-    second = wait_until(lambda: (doc := json.loads(app.kv[key]))["seq"] == 2 and doc, 10, "the nudged beat",
+    second = wait_until(lambda: (doc := Beat.from_json(app.kv[key])).seq == 2 and doc, 10, "the nudged beat",
                         interval=0.01)
-    assert second["user_started"] is True
+    assert second.user_started is True
 
     beat.stop()
     beat.join(timeout=10)
     assert not beat.is_alive()
-    assert json.loads(app.kv[key])["seq"] == 2  # stopping sends no further beat
+    assert Beat.from_json(app.kv[key]).seq == 2  # stopping sends no further beat
 
 
 def test_the_cluster_spec_is_polled_for_with_gets_not_a_watch() -> None:
     """skein 0.8.2's watches race with puts in its AM: the executor only gets."""
-    doc = {"addresses": {"worker": ["h:1"]}}
-    answers = iter([None, None, json.dumps(doc).encode()])
+    doc = ClusterDocument(addresses={"worker:0": "h:1"}, num_tasks={"worker": 1})
+    answers = iter([None, None, doc.to_json()])
     gets: list[str] = []
 
     def get(key: str) -> bytes | None:

@@ -7,14 +7,9 @@ import pytest
 
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.executor import task_identity
-from airflow_provider_tony.runtime.spec import (
-    ClusterInfo,
-    JobSpec,
-    Placement,
-    task_of_container,
-    validate_against_cluster,
-)
+from airflow_provider_tony.runtime.spec import JobSpec, Placement, task_of_container
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
+from airflow_provider_tony.yarn.checks import ClusterInfo, cluster_info_from_rm, validate_against_cluster
 
 HOSTS = {"localhost": [], "127.0.0.2": [], "127.0.0.3": ["gpu"]}
 
@@ -120,3 +115,14 @@ def test_listed_nodes_must_be_running_and_carry_the_label() -> None:
     assert "does not carry the role's node_label 'gpu'" in str(err.value)
     validate_against_cluster(spec(worker={"node_label": "gpu", "placement": ["127.0.0.3"]}), _cluster(HOSTS))
     validate_against_cluster(spec(worker={"placement": ["anything"]}), _cluster({}))  # unknown: no check
+
+
+def test_cluster_info_reads_running_hosts_and_their_labels() -> None:
+    nodes = {"nodes": {"node": [{"nodeHostName": "a", "state": "RUNNING", "nodeLabels": ["gpu"]},
+                                {"nodeHostName": "b", "state": "RUNNING"},
+                                {"nodeHostName": "c", "state": "LOST"}]}}
+    info = cluster_info_from_rm({}, {}, None, nodes)
+    assert info.hosts == {"a": ["gpu"], "b": []}
+    one = cluster_info_from_rm({}, {}, None, {"nodes": {"node": {"nodeHostName": "a"}}})
+    assert one.hosts == {"a": []}
+    assert cluster_info_from_rm({}, {}, None).hosts == {}

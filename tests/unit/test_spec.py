@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import json
 import math
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -18,13 +17,10 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import (
     Acls,
     CheckpointSpec,
-    ClusterInfo,
     JobSpec,
     PythonEnv,
     RoleSpec,
     parse_memory_mib,
-    validate_against_cluster,
-    validate_local_files,
 )
 
 # --------------------------------------------------------------------------- #
@@ -501,114 +497,3 @@ def test_task_ids_tracked_roles_and_decider() -> None:
 def test_role_env_overlays_job_env() -> None:
     spec = _spec(lambda d: d.update(env={"A": "job", "B": "job"}) or d["roles"]["worker"].update(env={"B": "role"}))
     assert spec.role_env("worker") == {"A": "job", "B": "role"}
-
-
-# --------------------------------------------------------------------------- #
-# Against the cluster
-# --------------------------------------------------------------------------- #
-def _cluster(**kw: Any) -> ClusterInfo:
-    base: dict[str, Any] = dict(
-        max_memory_mb=8192,
-        max_vcores=8,
-        resource_types=["memory-mb", "vcores"],
-        queues=["default", "gpu"],
-        total_memory_mb=65536,
-        total_vcores=64,
-        node_labels=["fast"],
-    )
-    return ClusterInfo(**{**base, **kw})
-
-
-def test_cluster_check_passes() -> None:
-    spec = _spec(lambda d: d["roles"].update(worker=_role(instances=4, memory="8 GiB", vcores=8, node_label="fast")))
-    validate_against_cluster(spec, _cluster())
-    validate_against_cluster(_spec(lambda d: d.update(queue="root.gpu")), _cluster())
-    validate_against_cluster(_spec(lambda d: d.update(queue="anything")), _cluster(queues=[]))
-    gpu_spec = _spec(_set_role("worker", gpus=2))
-    validate_against_cluster(gpu_spec, _cluster(resource_types=["memory-mb", "vcores", "yarn.io/gpu"]))
-
-
-CLUSTER_INVALID: list[tuple[str, Callable[[dict[str, Any]], object], str, list[str]]] = [
-    (
-        "role-memory",
-        _set_role("worker", memory=16384),
-        "roles.worker.memory",
-        ["16384", "8192", "yarn.scheduler.maximum-allocation-mb"],
-    ),
-    (
-        "role-vcores",
-        _set_role("worker", vcores=16),
-        "roles.worker.vcores",
-        ["16", "8 vcores", "yarn.scheduler.maximum-allocation-vcores"],
-    ),
-    ("am-memory", lambda d: d.update(am_memory=9000), "am_memory", ["9000", "8192", "maximum-allocation-mb"]),
-    ("am-vcores", lambda d: d.update(am_vcores=9), "am_vcores", ["9", "maximum-allocation-vcores"]),
-    ("gpus", _set_role("worker", gpus=1), "roles.worker.gpus", ["1 GPUs", "no GPU resource type", "gpus=0"]),
-    ("queue", lambda d: d.update(queue="nope"), "queue", ["'nope'", "'default'", "'gpu'"]),
-    ("node-label", _set_role("worker", node_label="slow"), "roles.worker.node_label", ["'slow'", "'fast'"]),
-    ("total-memory", _set_role("worker", instances=9, memory=8192), "roles", ["74240 MiB", "65536"]),
-    ("total-vcores", _set_role("worker", instances=9, vcores=8), "roles", ["73 vcores", "64"]),
-]
-
-
-@pytest.mark.parametrize("mutate, field, texts", [c[1:] for c in CLUSTER_INVALID], ids=[c[0] for c in CLUSTER_INVALID])
-def test_cluster_check_rejects(mutate: Callable[[dict[str, Any]], object], field: str, texts: list[str]) -> None:
-    with pytest.raises(SpecError) as info:
-        validate_against_cluster(_spec(mutate), _cluster())
-    assert info.value.field == field
-    for text in texts:
-        assert text in str(info.value)
-
-
-# --------------------------------------------------------------------------- #
-# Local files
-# --------------------------------------------------------------------------- #
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    (tmp_path / "pkg" / "sub" / "run.py").write_text("")
-    (tmp_path / "env.tar.gz").write_bytes(b"")
-    return tmp_path
-
-
-def _local_spec(tree: Path, **changes: Any) -> JobSpec:
-    data: dict[str, Any] = {
-        "python": {"archive": str(tree / "env.tar.gz")},
-        "files": {
-            "train.py": str(tree / "train.py"),
-            "code": str(tree / "pkg"),
-            "remote": "hdfs:///user/me/remote",
-        },
-        "roles": {
-            "chief": {"script": "train.py"},
-            "worker": {"script": "code/sub/run.py"},
-            "evaluator": {"script": "remote/eval.py"},
-            "ps": {"script": str(tree / "train.py")},
-        },
-    }
-    data.update(changes)
-    return JobSpec.from_dict(data)
-
-
-def test_local_files_pass(tree: Path) -> None:
-    validate_local_files(_local_spec(tree))
-    validate_local_files(_local_spec(tree, python={"archive": "hdfs:///envs/missing.tar.gz"}))
-
-
-@pytest.mark.parametrize(
-    "changes, field, value",
-    [
-        ({"files": {"train.py": "/nonexistent/train.py"}}, "files.train.py", "/nonexistent/train.py"),
-        ({"python": {"archive": "/nonexistent/env.tar.gz"}}, "python.archive", "/nonexistent/env.tar.gz"),
-        ({"roles": {"worker": {"script": "missing.py"}}}, "roles.worker.script", "missing.py"),
-        ({"roles": {"worker": {"script": "code/sub/missing.py"}}}, "roles.worker.script", "code/sub/missing.py"),
-        ({"roles": {"worker": {"script": "/nonexistent/run.py"}}}, "roles.worker.script", "/nonexistent/run.py"),
-    ],
-)
-def test_local_files_missing(tree: Path, changes: dict[str, Any], field: str, value: str) -> None:
-    with pytest.raises(SpecError) as info:
-        validate_local_files(_local_spec(tree, **changes))
-    assert info.value.field == field
-    assert repr(value) in str(info.value)
-    assert "file not found" in str(info.value)

@@ -5,12 +5,12 @@ test sleeps and every timeout boundary is exact.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
+from airflow_provider_tony.runtime.messages import ClusterDocument, Heartbeat, Progress, Registration, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.state import JobTracker, TaskState, Verdict, final_diagnostics, material
 
@@ -40,20 +40,20 @@ def register(tr: JobTracker, task_id: str, now: float = T0 + 1, host: str = "h1"
              gpus_local: list[str] | None = None, gpus_pinned: list[str] | None = None) -> None:
     if port is None:
         port = 2000 + sorted(tr.tasks).index(task_id)
-    tr.register(task_id, {"host": host, "port": port, "gpus_local": gpus_local or [],
-                          "gpus_pinned": gpus_pinned}, now)
+    tr.register(task_id, Registration(host=host, port=port, gpus_local=gpus_local or [], gpus_pinned=gpus_pinned),
+                now)
 
 
 def beat(tr: JobTracker, task_id: str, seq: int, now: float, user_started: bool = True,
          step: int | None = None, total_steps: int | None = None, progress_time: float | None = None) -> None:
     progress = None
     if step is not None:
-        progress = {"step": step, "epoch": 1, "time": progress_time if progress_time is not None else float(step),
-                    "total_steps": total_steps, "metrics": {}}
-    tr.heartbeat(task_id, {"seq": seq, "user_started": user_started, "progress": progress}, now)
+        progress = Progress(step=step, epoch=1, time=progress_time if progress_time is not None else float(step),
+                            total_steps=total_steps)
+    tr.heartbeat(task_id, Heartbeat(seq=seq, user_started=user_started, progress=progress), now)
 
 
-def start(tr: JobTracker, now: float = T0 + 1, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def start(tr: JobTracker, now: float = T0 + 1, skip: tuple[str, ...] = ()) -> ClusterDocument:
     """Register every task (tensorboard too, unless skipped), publish the cluster, start user code."""
     for task_id in tr.tasks:
         if task_id not in skip:
@@ -140,17 +140,17 @@ def test_cluster_doc_lists_every_registered_address_and_num_tasks() -> None:
     for i, (task_id, port) in enumerate(ports.items()):
         register(tr, task_id, host=f"h{i}", port=port)
     doc = tr.cluster_doc(T0 + 2)
-    assert doc["addresses"] == {t: f"h{i}:{p}" for i, (t, p) in enumerate(ports.items())}
-    assert doc["num_tasks"] == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1, "tensorboard": 1}
-    assert doc["gpus"] == {t: [] for t in ports}
-    assert json.loads(json.dumps(doc)) == doc
+    assert doc.addresses == {t: f"h{i}:{p}" for i, (t, p) in enumerate(ports.items())}
+    assert doc.num_tasks == {"chief": 1, "worker": 2, "ps": 1, "evaluator": 1, "tensorboard": 1}
+    assert doc.gpus == {t: [] for t in ports}
+    assert ClusterDocument.from_json(doc.to_json()) == doc
     assert tr.cluster_published_at == T0 + 2
 
     # A late tensorboard reads a document that includes it; the publish time stays the first one.
     register(tr, "tensorboard:0", host="h9", port=6006)
     late = tr.cluster_doc(T0 + 50)
-    assert late["addresses"]["tensorboard:0"] == "h9:6006"
-    assert set(late["addresses"]) == set(ports) | {"tensorboard:0"}
+    assert late.addresses["tensorboard:0"] == "h9:6006"
+    assert set(late.addresses) == set(ports) | {"tensorboard:0"}
     assert tr.cluster_published_at == T0 + 2
 
 
@@ -160,11 +160,11 @@ def test_gpu_grants_are_disjoint_on_one_host() -> None:
     for task_id in tr.tasks:
         register(tr, task_id, host="gpuhost", gpus_local=four)
     doc = tr.cluster_doc(T0 + 2)
-    g0, g1 = doc["gpus"]["worker:0"], doc["gpus"]["worker:1"]
+    g0, g1 = doc.gpus["worker:0"], doc.gpus["worker:1"]
     assert len(g0) == 2 and len(g1) == 2
     assert not set(g0) & set(g1)
     assert set(g0) | set(g1) == set(four)
-    assert doc["gpus"]["ps:0"] == []
+    assert doc.gpus["ps:0"] == []
     assert tr.tasks["worker:0"].gpus == g0 and tr.tasks["worker:1"].gpus == g1
 
 
@@ -173,7 +173,7 @@ def test_gpu_grants_honour_pinned_devices() -> None:
     register(tr, "worker:0", host="g", gpus_local=["0", "1", "2", "3"], gpus_pinned=["2", "3"])
     register(tr, "worker:1", host="g", gpus_local=["0", "1", "2", "3"])
     doc = tr.cluster_doc(T0 + 2)
-    assert doc["gpus"] == {"worker:0": ["2", "3"], "worker:1": ["0", "1"]}
+    assert doc.gpus == {"worker:0": ["2", "3"], "worker:1": ["0", "1"]}
 
 
 # --------------------------------------------------------------------------- #
@@ -567,9 +567,9 @@ def test_task_state_finished(state: TaskState) -> None:
 # --------------------------------------------------------------------------- #
 
 
-def _doc(tr: JobTracker, now: float) -> dict[str, Any]:
+def _doc(tr: JobTracker, now: float) -> StateDocument:
     doc = tr.document(now, 1.7e9, 7, APP_ID)
-    assert json.loads(json.dumps(doc)) == doc
+    assert StateDocument.from_json(doc.to_json()) == doc  # what a client reads is what the AM meant
     return doc
 
 
@@ -577,22 +577,22 @@ def _doc(tr: JobTracker, now: float) -> dict[str, Any]:
 def test_document_app_state_lifecycle(outcome: str) -> None:
     tr = make_tracker({"worker": 2, "ps": 1})
     doc = _doc(tr, T0 + 0.5)
-    assert doc["app_state"] == "REGISTERING"
-    assert (doc["final"], doc["diagnostics"], doc["retryable"]) == (False, "", False)
-    assert doc["application_id"] == APP_ID and doc["seq"] == 7 and doc["elapsed"] == 0.5
-    assert set(doc["tasks"]) == {"worker:0", "worker:1", "ps:0"}
-    assert doc["tasks"]["worker:0"]["state"] == "PENDING"
+    assert doc.app_state == "REGISTERING"
+    assert (doc.final, doc.diagnostics, doc.retryable) == (False, "", False)
+    assert doc.application_id == APP_ID and doc.seq == 7 and doc.elapsed == 0.5
+    assert set(doc.tasks) == {"worker:0", "worker:1", "ps:0"}
+    assert doc.tasks["worker:0"].state == "PENDING"
 
     for task_id in tr.tasks:
         register(tr, task_id)
-    assert _doc(tr, T0 + 1)["app_state"] == "REGISTERING"  # registered, cluster not yet published
+    assert _doc(tr, T0 + 1).app_state == "REGISTERING"  # registered, cluster not yet published
     tr.cluster_doc(T0 + 2)
     beat(tr, "worker:0", 1, T0 + 2, step=1, total_steps=10)
     doc = _doc(tr, T0 + 3)
-    assert doc["app_state"] == "RUNNING"
-    assert doc["tasks"]["worker:0"]["state"] == "RUNNING"
-    assert doc["tasks"]["worker:0"]["seconds_since_heartbeat"] == 1.0
-    assert doc["tasks"]["worker:0"]["progress"]["step"] == 1
+    assert doc.app_state == "RUNNING"
+    assert doc.tasks["worker:0"].state == "RUNNING"
+    assert doc.tasks["worker:0"].seconds_since_heartbeat == 1.0
+    assert doc.tasks["worker:0"].progress.step == 1
 
     if outcome == "success":
         tr.exited("worker:0", 0, [], T0 + 4)
@@ -601,11 +601,11 @@ def test_document_app_state_lifecycle(outcome: str) -> None:
     verdict = tr.check(T0 + 4)
     assert verdict is not None
     doc = _doc(tr, T0 + 5)
-    assert doc["app_state"] == ("SUCCEEDED" if outcome == "success" else "FAILED")
-    assert doc["final"] is True
-    assert doc["diagnostics"] == verdict.diagnostics
-    assert doc["retryable"] is (outcome == "failure")
-    assert doc["progress"] == 1.0
+    assert doc.app_state == ("SUCCEEDED" if outcome == "success" else "FAILED")
+    assert doc.final is True
+    assert doc.diagnostics == verdict.diagnostics
+    assert doc.retryable is (outcome == "failure")
+    assert doc.progress == 1.0
 
 
 PROGRESS_CASES = {
@@ -625,7 +625,7 @@ def test_progress_fraction_from_decider(step: int, total: int | None, expected: 
     start(tr)
     beat(tr, "worker:0", 2, T0 + 2, step=step, total_steps=total)
     beat(tr, "worker:1", 2, T0 + 2, step=9, total_steps=10)  # not the decider: ignored
-    assert _doc(tr, T0 + 3)["progress"] == pytest.approx(expected)
+    assert _doc(tr, T0 + 3).progress == pytest.approx(expected)
 
 
 def test_progress_fraction_uses_chief_as_decider() -> None:
@@ -692,10 +692,10 @@ def test_late_gpu_task_does_not_take_gpus_already_granted() -> None:
     tr = make_tracker({"worker": {"instances": 1, "gpus": 2}, "tensorboard": {"instances": 1, "gpus": 1}})
     four = ["0", "1", "2", "3"]
     register(tr, "worker:0", host="g", gpus_local=four)
-    first = tr.cluster_doc(T0 + 2)["gpus"]["worker:0"]
+    first = tr.cluster_doc(T0 + 2).gpus["worker:0"]
     assert first == ["0", "1"]
     register(tr, "tensorboard:0", now=T0 + 30, host="g", gpus_local=four)
-    late = tr.cluster_doc(T0 + 30)["gpus"]
+    late = tr.cluster_doc(T0 + 30).gpus
     assert late["worker:0"] == first  # what the running worker applied as CUDA_VISIBLE_DEVICES
     assert not set(late["tensorboard:0"]) & set(first)
 

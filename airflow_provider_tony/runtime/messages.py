@@ -1,0 +1,316 @@
+"""Every message the components of a job exchange, as typed objects.
+
+The executors, the AM and the submitting side (client, operator, trigger,
+benchmarks) run different code on different hosts and talk through skein's
+key-value store. Each message has one class here, built on the JobSpec's
+``_Spec`` base, so that a field is spelt once, producers and consumers share
+the spelling, and nobody reads another component's dict by string key:
+
+=====================  ========================  =================================
+message                written by                read by
+=====================  ========================  =================================
+``Progress``           user code (progress.py)   executor -> AM -> clients
+``Registration``       executor                  AM (``JobTracker.register``)
+``Heartbeat``          executor                  AM (``JobTracker.heartbeat``)
+``ExitRecord``         executor                  AM (``JobTracker.exited``)
+``EventRecord``        executor                  AM (its event list)
+``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
+``TaskSummary``        AM                        clients (inside the state document)
+``StateDocument``      AM                        client, operator, trigger, bench
+=====================  ========================  =================================
+
+Compatibility rules (why ``from_dict`` here is lenient where the JobSpec is strict):
+
+* A JobSpec is written by a person, so an unknown key is a typo and is refused.
+  A message is written by a program that may be newer than its reader: a
+  provider upgraded on the Airflow side re-attaches to an application whose AM
+  runs the previous version, and the other way round. So unknown keys are
+  ignored and missing keys take their defaults.
+* ``StateDocument.version`` is raised when a field changes meaning or is
+  removed; adding a field does not raise it. A document without ``version``
+  is version 1 (the first layout had none).
+
+Like the rest of ``runtime/``, this module imports only the standard library
+(and the spec module), because it is shipped into YARN containers.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.spec import _plain as spec_plain
+from airflow_provider_tony.runtime.spec import _Spec
+
+__all__ = [
+    "STATE_DOCUMENT_VERSION",
+    "AppState",
+    "ClusterDocument",
+    "EventRecord",
+    "ExitRecord",
+    "Heartbeat",
+    "Message",
+    "Progress",
+    "Registration",
+    "StateDocument",
+    "TaskState",
+    "TaskSummary",
+]
+
+#: Raised when a field of the state document changes meaning or disappears.
+STATE_DOCUMENT_VERSION = 1
+
+# Milestones of ``StateDocument.timeline`` (seconds after the AM started).
+MILESTONE_CLUSTER_PUBLISHED = "cluster_published"
+MILESTONE_ALL_USER_STARTED = "all_user_started"
+MILESTONE_VERDICT = "verdict"
+
+_M = TypeVar("_M", bound="Message")
+
+
+class TaskState(str, enum.Enum):
+    PENDING = "PENDING"  # no registration yet (container requested or starting)
+    REGISTERED = "REGISTERED"  # executor registered, waiting for the cluster spec
+    RUNNING = "RUNNING"  # user code started (first heartbeat after the cluster spec)
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"  # stopped by the AM (untracked role, or after the job ended)
+    LOST = "LOST"  # missed heartbeats, or the container ended without an exit record
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST)
+
+
+class AppState(str, enum.Enum):
+    REGISTERING = "REGISTERING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class Message(_Spec):
+    """A ``_Spec`` whose ``from_dict`` tolerates unknown and missing keys (see the module doc)."""
+
+    def validate(self) -> None:
+        """Nothing to check by default; nested messages are coerced by their parent."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain builtins, like ``_Spec.to_dict``, by a faster path: the AM turns its whole
+        state document (a summary per task) into a dict on every tick."""
+        return {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
+
+    @classmethod
+    def from_dict(cls: type[_M], data: object, field: str = "") -> _M:
+        if not isinstance(data, Mapping):
+            raise SpecError(field or cls.__name__, f"{data!r} is a {type(data).__name__}, not a mapping; "
+                            f"a {cls.__name__} message is a JSON object")
+        known = _field_names(cls)
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError as exc:  # a required field is missing
+            raise SpecError(field or cls.__name__, f"{cls.__name__} message is incomplete ({exc}); "
+                            "it was written by an incompatible version of the provider") from None
+
+    def to_json(self) -> bytes:
+        """The bytes that go into skein's key-value store."""
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls: type[_M], raw: bytes | str) -> _M:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise SpecError(cls.__name__, f"not JSON ({exc}); the message was truncated or corrupted") from None
+        return cls.from_dict(data)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A message class's field names, computed once per class (``fields()`` is slow on every tick)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _plain(value: Any) -> Any:
+    """Builtins for JSON: concrete types first (``isinstance`` on ``Mapping`` is slow)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return spec_plain(value)
+
+
+def _nested(value: Any, cls: type[_M], where: str) -> _M | None:
+    """A nested message from its object or dict form (None stays None)."""
+    if value is None or isinstance(value, cls):
+        return value
+    return cls.from_dict(value, where)
+
+
+@dataclass
+class Progress(Message):
+    """What a training script last reported through ``progress.report``."""
+
+    step: int | None = None
+    epoch: int | None = None
+    total_steps: int | None = None
+    time: float | None = None  # wall clock of the report, on the task's host
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        self.metrics = dict(self.metrics or {})
+
+    def key(self) -> tuple[Any, ...]:
+        """What identifies one report: a new step, epoch or report time means progress."""
+        return (self.step, self.epoch, self.time)
+
+    def fraction(self) -> float | None:
+        """``step / total_steps`` when both are known, else None."""
+        step, total = self.step, self.total_steps
+        if isinstance(step, (int, float)) and isinstance(total, (int, float)) and total > 0:
+            return step / total
+        return None
+
+
+@dataclass
+class Registration(Message):
+    """An executor's address, written once before it waits for the cluster spec."""
+
+    host: str
+    port: int
+    pid: int | None = None
+    container_id: str | None = None
+    gpus_local: list[str] = field(default_factory=list)  # GPUs the executor saw on its node
+    gpus_pinned: list[str] | None = None  # NVIDIA_VISIBLE_DEVICES of the container, if set
+
+    def validate(self) -> None:
+        self.host = str(self.host)
+        self.port = int(self.port)
+        self.gpus_local = [str(g) for g in self.gpus_local or []]
+        self.gpus_pinned = None if self.gpus_pinned is None else [str(g) for g in self.gpus_pinned]
+
+
+@dataclass
+class Heartbeat(Message):
+    """An executor's beat: only ``seq`` moving counts (hosts' clocks are not compared)."""
+
+    seq: int = 0
+    time: float | None = None
+    user_started: bool = False
+    restored_step: int | None = None
+    progress: Progress | None = None
+
+    def validate(self) -> None:
+        self.progress = _nested(self.progress, Progress, "progress")
+
+
+@dataclass
+class ExitRecord(Message):
+    """How a task's user code ended; it carries the last progress (final metrics land late)."""
+
+    exit_code: int = 1
+    stderr_tail: list[str] = field(default_factory=list)
+    time: float | None = None
+    progress: Progress | None = None
+
+    def validate(self) -> None:
+        self.exit_code = int(self.exit_code)
+        self.stderr_tail = [str(line) for line in self.stderr_tail or []]
+        self.progress = _nested(self.progress, Progress, "progress")
+
+
+@dataclass
+class EventRecord(Message):
+    """A line for the AM's event list: checkpoint restores and uploads, model export."""
+
+    message: str = ""
+
+
+@dataclass
+class ClusterDocument(Message):
+    """The cluster spec executors wait for: every address, GPU grants, role sizes."""
+
+    addresses: dict[str, str] = field(default_factory=dict)  # task id -> "host:port"
+    gpus: dict[str, list[str]] = field(default_factory=dict)  # task id -> GPU ids granted
+    num_tasks: dict[str, int] = field(default_factory=dict)  # role -> instances
+
+
+@dataclass
+class TaskSummary(Message):
+    """One task as the AM publishes it in the state document."""
+
+    state: str = TaskState.PENDING.value  # a TaskState value (kept a str: a newer AM may add states)
+    role: str = ""
+    index: int = 0
+    tracked: bool = True
+    host: str | None = None
+    port: int | None = None
+    container_id: str | None = None
+    gpus: list[str] = field(default_factory=list)
+    seconds_since_heartbeat: float | None = None
+    exit_code: int | None = None
+    progress: Progress | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    message: str = ""
+    restored_step: int | None = None
+
+    def validate(self) -> None:
+        self.state = str(self.state.value if isinstance(self.state, TaskState) else self.state)
+        self.progress = _nested(self.progress, Progress, "progress")
+
+    @property
+    def failed(self) -> bool:
+        """Failed or lost: the tasks whose logs explain a failure."""
+        return self.state in (TaskState.FAILED.value, TaskState.LOST.value)
+
+
+@dataclass
+class StateDocument(Message):
+    """The AM's account of the job, published under ``tony/state``."""
+
+    application_id: str = ""
+    app_state: str = AppState.REGISTERING.value  # an AppState value
+    am_heartbeat: float | None = None  # the AM's wall clock at publication
+    seq: int = 0  # moves on every publication: a client's proof that the AM is alive
+    elapsed: float = 0.0
+    final: bool = False  # the verdict is in; the AM waits for a client's acknowledgement
+    diagnostics: str = ""
+    retryable: bool = False
+    progress: float = 0.0  # 0..1, as YARN shows it
+    tasks: dict[str, TaskSummary] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
+    timeline: dict[str, float] = field(default_factory=dict)  # milestone -> seconds after AM start
+    am_started_wall: float | None = None
+    version: int = STATE_DOCUMENT_VERSION
+
+    def validate(self) -> None:
+        self.app_state = str(self.app_state.value if isinstance(self.app_state, AppState) else self.app_state)
+        self.tasks = {str(tid): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary()
+                      for tid, t in (self.tasks or {}).items()}
+        self.events = [str(e) for e in self.events or []]
+        self.timeline = dict(self.timeline or {})
+
+    def task(self, task_id: str) -> TaskSummary | None:
+        return self.tasks.get(task_id)
+
+    def milestone_wall(self, name: str) -> float | None:
+        """Wall-clock time at which a timeline milestone was reached, if it was."""
+        if name not in self.timeline or self.am_started_wall is None:
+            return None
+        return self.am_started_wall + self.timeline[name]
+
+    def artefact_events(self) -> list[str]:
+        """Events users care about in a task log: checkpoints restored/uploaded, the model exported."""
+        return [e for e in self.events if "checkpoint" in e or "model" in e]

@@ -1,0 +1,278 @@
+"""The submitting side's follow policy (``yarn/follower.py``), driven with plain clocks.
+
+``Follower.observe`` takes a YARN report, the AM's state document and ``now``;
+these tests pass made-up reports and documents and plain floats, so every
+timeout boundary is exact and nothing sleeps. The last tests drive
+``TonyClient.poll`` with a fake skein to show the I/O does what the step says.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
+from airflow_provider_tony.yarn.client import TonyClient
+from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, JobResult, TonyEvent
+
+APP = "application_1700000000000_0007"
+URL = f"http://rm:8088/cluster/app/{APP}"
+T0 = 500.0
+STARTUP, STALE = 60.0, 30.0
+
+
+def follower() -> Follower:
+    return Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE)
+
+
+def report(state: str, final_status: str = "UNDEFINED", diagnostics: str = "") -> AppReport:
+    return AppReport(app_id=APP, state=state, final_status=final_status, diagnostics=diagnostics, tracking_url=URL)
+
+
+def doc(seq: int, *, final: bool = False, step: int | None = None, events: list[str] | None = None,
+        state: str = "RUNNING", retryable: bool = False, diagnostics: str = "") -> StateDocument:
+    progress = Progress(step=step, epoch=1, metrics={"loss": 0.25}) if step is not None else None
+    return StateDocument(application_id=APP, app_state="SUCCEEDED" if final else "RUNNING", seq=seq, final=final,
+                         retryable=retryable, diagnostics=diagnostics, events=events or [],
+                         tasks={"worker:0": TaskSummary(state=state, role="worker", progress=progress)})
+
+
+# --------------------------------------------------------------------------- #
+# start-up timeout
+# --------------------------------------------------------------------------- #
+
+
+def test_a_queued_application_is_killed_once_past_the_startup_timeout() -> None:
+    f = follower()
+    first = f.observe(report("ACCEPTED"), None, T0)
+    assert first.action is Action.NONE and first.result is None
+    assert first.lines == [f"{APP} is ACCEPTED ({URL})"]
+    assert f.observe(report("ACCEPTED"), None, T0 + STARTUP).action is Action.NONE  # at the limit: not yet
+    step = f.observe(report("ACCEPTED"), None, T0 + STARTUP + 0.001)
+    assert step.action is Action.KILL_STARTUP_TIMEOUT and step.action.kills
+    assert step.lines == [], "an unchanged state is logged once"
+    assert step.result is not None and not step.result.succeeded and step.result.retryable
+    assert step.result.yarn_state == "KILLED" and step.result.final_status == "FAILED"
+    assert f"still ACCEPTED after {STARTUP:g}s (startup_timeout)" in step.result.diagnostics
+
+
+def test_the_startup_clock_counts_from_the_first_queued_look_through_every_queued_state() -> None:
+    f = follower()
+    f.observe(report("NEW"), None, T0)
+    f.observe(report("SUBMITTED"), None, T0 + 10)
+    assert f.observe(report("ACCEPTED"), None, T0 + STARTUP + 1).action is Action.KILL_STARTUP_TIMEOUT
+
+
+# --------------------------------------------------------------------------- #
+# hung AM
+# --------------------------------------------------------------------------- #
+
+
+def test_an_am_that_stops_publishing_while_yarn_says_running_is_killed_as_hung() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    assert f.observe(report("RUNNING"), doc(1), T0 + STALE).action is Action.NONE  # at the limit: not yet
+    step = f.observe(report("RUNNING"), doc(1), T0 + STALE + 0.5)
+    assert step.action is Action.KILL_HUNG_AM
+    assert step.result is not None and step.result.retryable and not step.result.succeeded
+    assert "stopped publishing its state for 30s" in step.result.diagnostics
+    assert "hung AM" in step.result.diagnostics
+    assert step.result.am_state == doc(1), "the last document read goes with the result"
+
+
+def test_an_am_that_never_publishes_is_hung_after_the_timeout_counted_from_running() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), None, T0)
+    assert f.observe(report("RUNNING"), None, T0 + STALE).action is Action.NONE
+    step = f.observe(report("RUNNING"), None, T0 + STALE + 1)
+    assert step.action is Action.KILL_HUNG_AM and step.result is not None and step.result.am_state is None
+
+
+def test_a_new_document_resets_the_staleness_clock() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    step = f.observe(report("RUNNING"), doc(2), T0 + STALE - 1)
+    assert step.new_document == doc(2)
+    assert f.observe(report("RUNNING"), doc(2), T0 + STALE + 5).action is Action.NONE, "seq moved at T0+29"
+    assert f.observe(report("RUNNING"), doc(2), T0 + 2 * STALE).action is Action.KILL_HUNG_AM
+
+
+def test_a_document_with_the_same_seq_does_not_count_as_alive_and_is_not_handed_on() -> None:
+    f = follower()
+    assert f.observe(report("RUNNING"), doc(4), T0).new_document == doc(4)
+    again = f.observe(report("RUNNING"), doc(4, step=9), T0 + 1)
+    assert again.new_document is None
+
+
+def test_time_spent_queued_does_not_count_towards_a_hung_am() -> None:
+    """The staleness clock starts when YARN first says RUNNING, not when following began."""
+    f = follower()
+    f.observe(report("ACCEPTED"), None, T0)
+    step = f.observe(report("RUNNING"), None, T0 + STARTUP - 1)  # queued almost a minute; AM not up yet
+    assert step.action is Action.NONE, step.result
+    assert step.lines == [f"{APP} is RUNNING ({URL})"]
+    assert f.observe(report("RUNNING"), None, T0 + STARTUP - 1 + STALE + 1).action is Action.KILL_HUNG_AM
+
+
+# --------------------------------------------------------------------------- #
+# final acknowledgement and the end
+# --------------------------------------------------------------------------- #
+
+
+def test_a_final_document_is_acknowledged_and_following_goes_on_until_yarn_ends() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    step = f.observe(report("RUNNING"), doc(2, final=True), T0 + 1)
+    assert step.action is Action.ACK and step.result is None
+    assert f.observe(report("RUNNING"), doc(2, final=True), T0 + 2).action is Action.ACK  # idempotent
+
+
+def test_an_ended_application_returns_yarns_outcome_with_the_last_document() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    last = doc(2, final=True, step=60)
+    f.observe(report("RUNNING"), last, T0 + 1)
+    step = f.observe(report("FINISHED", "SUCCEEDED", "worker:0 succeeded"), None, T0 + 2)
+    assert step.action is Action.DONE
+    assert step.result == JobResult(APP, "FINISHED", "SUCCEEDED", "worker:0 succeeded", URL, last)
+    assert step.result.succeeded and not step.result.retryable
+    assert step.lines == [f"{APP} is FINISHED ({URL})"]
+
+
+def test_an_application_that_ended_before_it_was_followed_returns_without_a_document() -> None:
+    step = follower().observe(report("FAILED", "FAILED", "[retryable] worker:0 lost"), None, T0)
+    assert step.action is Action.DONE and step.result is not None
+    assert step.result.am_state is None and step.result.retryable and not step.result.succeeded
+
+
+def test_a_retryable_verdict_in_the_document_makes_the_result_retryable() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1, final=True, retryable=True, diagnostics="worker:0 missed heartbeats"), T0)
+    step = f.observe(report("FINISHED", "FAILED", "worker:0 missed heartbeats"), None, T0 + 1)
+    assert step.result is not None and step.result.retryable
+
+
+# --------------------------------------------------------------------------- #
+# what is logged
+# --------------------------------------------------------------------------- #
+
+
+def test_progress_and_artefact_events_are_logged_once_each() -> None:
+    f = follower()
+    events = ["worker:0 registered at h:1", "worker:0 restored checkpoint step 10 from /c in 0.1s"]
+    first = f.observe(report("RUNNING"), doc(1, step=5, events=events), T0)
+    assert first.lines == [f"{APP} is RUNNING ({URL})", events[1], "worker:0 RUNNING step 5 epoch 1 (loss=0.25)"]
+    assert f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1).lines == []
+    later = f.observe(report("RUNNING"), doc(3, step=6, events=[*events, "worker:0 uploaded checkpoint 20"]), T0 + 2)
+    assert later.lines == ["worker:0 uploaded checkpoint 20", "worker:0 RUNNING step 6 epoch 1 (loss=0.25)"]
+
+
+# --------------------------------------------------------------------------- #
+# the trigger event
+# --------------------------------------------------------------------------- #
+
+
+def test_the_trigger_event_round_trips_through_primitives() -> None:
+    result = JobResult(APP, "FINISHED", "SUCCEEDED", "ok", URL, doc(3, final=True, step=60))
+    event = TonyEvent.done(result)
+    data = event.to_dict()
+    assert data["status"] == "done" and data["app_id"] == APP
+    assert data["result"]["am_state"]["tasks"]["worker:0"]["progress"]["step"] == 60  # plain dicts all the way
+    assert TonyEvent.from_dict(data) == event
+    assert TonyEvent.from_dict(TonyEvent.error(APP, "RM down").to_dict()) == TonyEvent("error", APP, "RM down")
+
+
+def test_a_document_from_a_newer_am_is_read_ignoring_unknown_fields() -> None:
+    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "restarts": 1}
+    data["tasks"]["worker:0"]["gpu_memory"] = 123
+    read = StateDocument.from_dict(data)
+    assert read.seq == 5 and read.version == 2 and read.tasks["worker:0"].state == "RUNNING"
+
+
+# --------------------------------------------------------------------------- #
+# TonyClient.poll: the thin I/O around the follower
+# --------------------------------------------------------------------------- #
+
+
+class FakeSkein:
+    """What TonyClient.poll touches of skein: a report, the key-value store, kill."""
+
+    def __init__(self, states: list[str], documents: list[StateDocument | None]) -> None:
+        self.states = states
+        self.documents = documents
+        self.kv: dict[str, bytes] = {}
+        self.killed: list[str] = []
+        self.fail_report: Exception | None = None
+
+    def application_report(self, app_id: str) -> Any:
+        if self.fail_report is not None:
+            raise self.fail_report
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        final = {"FINISHED": "SUCCEEDED", "KILLED": "KILLED"}.get(state, "UNDEFINED")
+        return SimpleNamespace(state=state, final_status=final, diagnostics="", progress=0.5, tags={"t"}, name="n")
+
+    def connect(self, app_id: str, wait: bool) -> Any:
+        fake = self
+
+        class KV(dict):
+            def get(self, key: str, default: Any = None) -> Any:
+                if key == C.KV_STATE:
+                    d = fake.documents.pop(0) if len(fake.documents) > 1 else fake.documents[0]
+                    return None if d is None else d.to_json()
+                return fake.kv.get(key, default)
+
+            def __setitem__(self, key: str, value: bytes) -> None:
+                fake.kv[key] = value
+
+        return SimpleNamespace(kv=KV())
+
+    def kill_application(self, app_id: str) -> None:
+        self.killed.append(app_id)
+
+
+def client_with(fake: FakeSkein) -> TonyClient:
+    client = TonyClient(rm_url="http://rm:8088")
+    client._skein = fake
+    return client
+
+
+def test_poll_acknowledges_a_final_document_and_returns_the_result_when_yarn_ends() -> None:
+    fake = FakeSkein(["RUNNING", "FINISHED"], [doc(1, final=True)])
+    client, lines, seen = client_with(fake), [], []
+    f = follower()
+    assert client.poll(f, emit=lines.append, on_state=seen.append) is None
+    assert fake.kv == {C.KV_FINAL_ACK: b"1"}
+    assert seen == [doc(1, final=True)]
+    result = client.poll(f, emit=lines.append)
+    assert result is not None and result.succeeded and result.am_state == doc(1, final=True)
+    assert fake.killed == []
+    assert lines[0] == f"{APP} is RUNNING (http://rm:8088/cluster/app/{APP})"
+
+
+def test_poll_kills_when_the_follower_says_so() -> None:
+    fake = FakeSkein(["ACCEPTED"], [None])
+    client = client_with(fake)
+    f = Follower(APP, startup_timeout=0.0, am_stale_timeout=STALE)
+    client.poll(f, emit=lambda _l: None)  # starts the clock
+    result = wait_for_result(client, f)
+    assert fake.killed == [APP]
+    assert result.final_status == "FAILED" and "startup_timeout" in result.diagnostics
+
+
+def wait_for_result(client: TonyClient, f: Follower) -> JobResult:
+    """poll reads the monotonic clock: with a zero timeout, the first look after the start kills."""
+    for _ in range(1000):
+        result = client.poll(f, emit=lambda _l: None)
+        if result is not None:
+            return result
+    raise AssertionError("no result")
+
+
+def test_transport_errors_become_cluster_errors_in_one_place() -> None:
+    fake = FakeSkein(["RUNNING"], [None])
+    fake.fail_report = ConnectionError("connection refused")
+    with pytest.raises(ClusterError, match=f"no report for {APP}: connection refused"):
+        client_with(fake).poll(follower(), emit=lambda _l: None)

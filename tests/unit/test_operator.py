@@ -1,0 +1,212 @@
+"""TonyOperator end to end against a fake cluster: what a provider's operator tests cover.
+
+The hook is replaced by a fake whose client records submissions and returns
+made-up results, so these tests check the operator's decisions (XCom on
+success, which exception on failure, deferral and ``execute_complete``) with no
+cluster, JVM or Airflow services.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
+
+from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
+from airflow_provider_tony.operators.tony import TonyOperator
+from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
+from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
+from airflow_provider_tony.triggers.tony import TonyTrigger
+from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
+
+APP = "application_1700000000000_0042"
+URL = f"http://rm:8088/cluster/app/{APP}"
+
+
+def final_document(*, failed: bool = False) -> StateDocument:
+    worker0 = TaskSummary(state="FAILED" if failed else "SUCCEEDED", role="worker", index=0, host="node1",
+                          container_id="container_1_0042_01_000002", exit_code=1 if failed else 0,
+                          restored_step=30, progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}))
+    worker1 = TaskSummary(state="KILLED", role="worker", index=1, host="node2")
+    return StateDocument(application_id=APP, app_state="FAILED" if failed else "SUCCEEDED", seq=9, final=True,
+                         tasks={"worker:0": worker0, "worker:1": worker1},
+                         events=["worker:0 registered at node1:4000",
+                                 "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"])
+
+
+class FakeClient:
+    def __init__(self, result: JobResult) -> None:
+        self.result = result
+        self.waited: list[dict[str, Any]] = []
+
+    def tracking_url(self, app_id: str) -> str:
+        return f"http://rm:8088/cluster/app/{app_id}"
+
+    @staticmethod
+    def tensorboard_url(doc: StateDocument | None) -> str:
+        return ""
+
+    def wait(self, app_id: str, **kwargs: Any) -> JobResult:
+        self.waited.append({"app_id": app_id, **kwargs})
+        return self.result
+
+
+class FakeHook:
+    base_path = "/user/airflow/tony"
+    default_queue = "default"
+
+    def __init__(self, result: JobResult) -> None:
+        self.client = FakeClient(result)
+        self.submitted: list[Any] = []
+        self.killed: list[str] = []
+        self.logs_asked: list[tuple[str, str]] = []
+
+    def get_conn(self) -> FakeClient:
+        return self.client
+
+    def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
+        return []
+
+    def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
+        self.submitted.append((spec, attempt, extra_tags))
+        return APP
+
+    def report(self, app_id: str) -> AppReport:
+        r = self.client.result
+        return AppReport(app_id=app_id, state=r.yarn_state, final_status=r.final_status, diagnostics=r.diagnostics,
+                         tracking_url=r.tracking_url)
+
+    def kill(self, app_id: str) -> None:
+        self.killed.append(app_id)
+
+    def container_logs(self, container_id: str, host: str) -> dict[str, str]:
+        self.logs_asked.append((container_id, host))
+        return {"worker.log": "Traceback\nValueError: bad shape\n"}
+
+
+class FakeTI:
+    dag_id, task_id, run_id, map_index, try_number = "nightly", "train", "manual__1", -1, 1
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, Any] = {}
+        self.stats_tags: dict[str, str] = {}  # read by ResumableJobMixin
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, dict[str, Any]]:
+    job = {"roles": {"worker": {"instances": 2, "command": ["true"]}},
+           "checkpoint": {"model_dir": "/user/airflow/models/digits"}}
+    op = TonyOperator(task_id="train", job=job, **kwargs)
+    hook = FakeHook(result)
+    op._hook = hook  # type: ignore[assignment]
+    return op, hook, {"ti": FakeTI()}
+
+
+def succeeded() -> JobResult:
+    return JobResult(APP, "FINISHED", "SUCCEEDED", "worker:0 succeeded", URL, final_document())
+
+
+def failed(diagnostics: str) -> JobResult:
+    return JobResult(APP, "FINISHED", "FAILED", diagnostics, URL, final_document(failed=True))
+
+
+def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False, poll_interval=0.5)
+    value = op.execute(ctx)
+    assert len(hook.submitted) == 1
+    spec, attempt, tags = hook.submitted[0]
+    assert attempt == 1 and "tony-task:train" in tags and "tony-try:1" in tags
+    assert hook.client.waited[0]["app_id"] == APP and hook.client.waited[0]["poll_interval"] == 0.5
+    assert value == {
+        "application_id": APP, "tracking_url": URL, "final_state": "SUCCEEDED", "yarn_state": "FINISHED",
+        "diagnostics": "worker:0 succeeded",
+        "tasks": {"worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
+                  "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None}},
+        "metrics": {"val_accuracy": 0.91}, "step": 60,
+        "events": ["worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
+        "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
+        "model_dir": "/user/airflow/models/digits",
+    }
+    assert ctx["ti"].xcom[XCOM_TRACKING_URL] == URL and ctx["ti"].xcom["application_id"] == APP
+    assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
+    assert hook.killed == [] and hook.logs_asked == []
+
+
+def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_logs() -> None:
+    op, hook, ctx = operator(failed("worker:0 exited with code 1 on node1; last stderr line: boom"),
+                             deferrable=False)
+    with pytest.raises(AirflowException) as info:
+        op.execute(ctx)
+    assert not isinstance(info.value, AirflowFailException), "by default every failure is left to Airflow's retries"
+    assert "worker:0 exited with code 1" in str(info.value)
+    assert f"yarn logs -applicationId {APP}" in str(info.value)
+    assert hook.logs_asked == [("container_1_0042_01_000002", "node1")], "only the failed task's logs"
+
+
+@pytest.mark.parametrize(("diagnostics", "retried"), [
+    ("worker:0 exited with code 1 on node1; last stderr line: boom", False),
+    (f"{RETRYABLE_MARK} worker:0 exited with code 137 on node1; last stderr line: Killed", True),
+])
+def test_with_fail_fast_only_retryable_failures_are_left_to_retries(diagnostics: str, retried: bool) -> None:
+    op, _hook, ctx = operator(failed(diagnostics), deferrable=False, fail_fast_on_permanent=True)
+    with pytest.raises(AirflowException) as info:
+        op.execute(ctx)
+    assert isinstance(info.value, AirflowFailException) is not retried, info.value
+
+
+def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_xcom() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=True, poll_interval=7.0, am_stale_timeout=90.0)
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(ctx)
+    trigger = info.value.trigger
+    assert isinstance(trigger, TonyTrigger) and info.value.method_name == "execute_complete"
+    assert trigger.serialize() == ("airflow_provider_tony.triggers.tony.TonyTrigger", {
+        "app_id": APP, "yarn_conn_id": "tony_yarn_default", "poll_interval": 7.0, "startup_timeout": 600.0,
+        "am_stale_timeout": 90.0})
+    assert hook.client.waited == [], "a deferred task does not poll in the worker"
+
+    # The trigger's event travels through Airflow's database as primitives.
+    event = TonyEvent.done(succeeded()).to_dict()
+    value = op.execute_complete(ctx, event)
+    assert value["final_state"] == "SUCCEEDED" and value["metrics"] == {"val_accuracy": 0.91}
+
+
+def test_execute_complete_fails_on_a_failed_result_and_on_an_error_event() -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(AirflowException, match="worker:0 exited with code 3"):
+        op.execute_complete(ctx, TonyEvent.done(failed("worker:0 exited with code 3")).to_dict())
+    with pytest.raises(AirflowException, match=f"lost track of {APP}: ResourceManager at http://rm unreachable"):
+        op.execute_complete(ctx, TonyEvent.error(APP, "ResourceManager at http://rm unreachable").to_dict())
+
+
+def test_a_job_that_already_succeeded_for_this_task_run_is_reused_not_resubmitted() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    done = AppReport(app_id=APP, state="FINISHED", final_status="SUCCEEDED", tracking_url=URL)
+    hook.find_by_tags = lambda tags, active_only=True: [done]  # type: ignore[method-assign]
+    assert op.submit_job(ctx) == APP
+    assert hook.submitted == []
+    assert op.get_job_status(APP, ctx) == "SUCCEEDED"
+
+
+def test_a_lost_connection_while_polling_kills_the_application() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+
+    def broken(app_id: str, **kwargs: Any) -> JobResult:
+        raise ConnectionError("RM gone")
+
+    hook.client.wait = broken  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        op.execute(ctx)
+    assert hook.killed == [APP], "the job must not outlive the task"
+
+
+def test_on_kill_kills_the_application_it_follows() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op.on_kill()
+    assert hook.killed == [], "nothing submitted yet: nothing to kill"
+    op.submit_job(ctx)
+    op.on_kill()
+    assert hook.killed == [APP]
+
