@@ -116,8 +116,28 @@ class GpuLeases:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in device)
         return self.directory / f"gpu-{safe}.lock"
 
+    def _open(self, device: str) -> int:
+        """Open (creating if need be) the device's lease file, usable by every user.
+
+        An existing file is opened without ``O_CREAT``: Linux refuses an
+        ``O_CREAT`` open of another user's file in a sticky world-writable
+        directory (``fs.protected_regular``), which the lease directory is.
+        """
+        path = self._path(device)
+        while True:
+            try:
+                return os.open(path, os.O_RDWR)
+            except FileNotFoundError:
+                pass
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue  # another container created it just now: open theirs
+            os.fchmod(fd, 0o666)  # not the umask's 0644: other users' containers lease it too
+            return fd
+
     def _try_one(self, device: str) -> bool:
-        fd = os.open(self._path(device), os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open(device)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -62,6 +62,18 @@ def test_two_lease_holders_in_one_process_get_disjoint_sets(tmp_path: Path) -> N
     assert c.try_acquire(FOUR, 1) == ["0"]
 
 
+def test_lease_files_and_dirs_are_usable_by_every_user(tmp_path: Path) -> None:
+    directory = tmp_path / "leases" / "host"
+    old = os.umask(0o022)
+    try:
+        assert GpuLeases(directory, "a").try_acquire(FOUR, 1) == ["0"]
+    finally:
+        os.umask(old)
+    assert (directory / "gpu-0.lock").stat().st_mode & 0o777 == 0o666
+    assert directory.stat().st_mode & 0o7777 == 0o1777
+    assert (tmp_path / "leases").stat().st_mode & 0o7777 == 0o1777
+
+
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
