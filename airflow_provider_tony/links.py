@@ -1,4 +1,4 @@
-"""Extra links on the task page: the YARN application, and TensorBoard when the job has one.
+"""Extra links on the task page: the job's own page, the YARN application, TensorBoard.
 
 The operator pushes the URLs to XCom as soon as the application is submitted,
 so the links work while the job runs, not only after it ended.
@@ -12,6 +12,7 @@ from airflow.sdk.execution_time.xcom import XCom
 
 XCOM_TRACKING_URL = "tracking_url"
 XCOM_TENSORBOARD_URL = "tensorboard_url"
+XCOM_JOB_PAGE_URL = "job_page_url"
 
 
 class _XComLink(BaseOperatorLink):
@@ -34,3 +35,10 @@ class TensorBoardLink(_XComLink):
 
     name = "TensorBoard"
     xcom_key_name = XCOM_TENSORBOARD_URL
+
+
+class TonyJobLink(_XComLink):
+    """The job's page, served by its application master through the ResourceManager's proxy."""
+
+    name = "TonY job"
+    xcom_key_name = XCOM_JOB_PAGE_URL

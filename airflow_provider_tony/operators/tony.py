@@ -23,7 +23,14 @@ from airflow.sdk.bases.resumablejobmixin import ResumableJobMixin
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
-from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
+from airflow_provider_tony.links import (
+    XCOM_JOB_PAGE_URL,
+    XCOM_TENSORBOARD_URL,
+    XCOM_TRACKING_URL,
+    TensorBoardLink,
+    TonyJobLink,
+    YarnApplicationLink,
+)
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
@@ -69,7 +76,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     template_fields: Sequence[str] = ("job", "name", "env", "python", "checkpoint_dir", "warm_start_from")
     template_fields_renderers = {"job": "json", "env": "json"}
-    operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
+    operator_extra_links = (TonyJobLink(), YarnApplicationLink(), TensorBoardLink())
     external_id_key = "yarn_application_id"
     ui_color = "#ffcc80"
 
@@ -203,6 +210,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._app_id = app_id
         url = self.hook.get_conn().tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
+        page = self.hook.get_conn().job_page_url(app_id)
+        context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
+        self.log.info("TonY job page: %s", page)
         context["ti"].xcom_push(key="application_id", value=app_id)
         context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value="")  # set once the role serves
         self._tensorboard_url = ""

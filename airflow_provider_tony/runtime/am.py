@@ -20,19 +20,24 @@ import time
 from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import priority
+from airflow_provider_tony.runtime import hdfs_io, priority
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.history import MetricHistory, history_paths, write_history
 from airflow_provider_tony.runtime.messages import (
     MILESTONE_ALL_USER_STARTED,
     EventRecord,
     ExitRecord,
     Heartbeat,
+    JobHistory,
     Message,
     Registration,
+    StateDocument,
 )
+from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
+from airflow_provider_tony.runtime.web import PAGE_ROUTE, JobWebServer
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -81,6 +86,45 @@ class ApplicationMaster:
         self.last_progress: float | None = None
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
+        self.history = MetricHistory()
+        self.last_state_doc: StateDocument | None = None
+        self.web: JobWebServer | None = None
+
+    # ---------------------------------------------------------------- the job page
+
+    def start_web(self) -> None:
+        """Serve the state and the page, and register them with skein's web UI.
+
+        A job runs without its page rather than not at all: a failure here is logged.
+        """
+        try:
+            self.web = JobWebServer(self.render_page).start()
+            host = os.environ.get(C.ENV_NM_HOST) or "localhost"
+            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
+            log.info("job page: %s", page.address)
+        except Exception:  # noqa: BLE001 - followers then see no state document and say so
+            log.exception("could not serve the job page")
+
+    def job_history(self) -> JobHistory:
+        return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
+                                     nm_http_port=os.environ.get("NM_HTTP_PORT", ""))
+
+    def render_page(self) -> str:
+        return render_page(JobHistory.from_json(self.web.history_json if self.web else b"{}"),
+                           now_wall=time.time())
+
+    def write_history(self) -> None:
+        """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
+        paths = history_paths(self.app_id, self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
+                              os.environ.get(C.ENV_HISTORY_DIR))
+        client = hdfs_io.client_from_env() if paths else None
+        if client is None:
+            return
+        try:
+            for path in write_history(client, paths, self.job_history()):
+                log.info("history written to %s", path)
+        except Exception as exc:  # noqa: BLE001 - the verdict matters more than its record
+            log.warning("could not write the history to HDFS (%s): %s", ", ".join(paths), exc)
 
     # ---------------------------------------------------------------- input
 
@@ -149,15 +193,26 @@ class ApplicationMaster:
         body = material(doc)
         # Clocks and progress alone: every other heartbeat interval (clients call an AM
         # stale only after minutes); anything material: now.
+        self.history.observe(doc)  # every tick: a report between two publications is kept too
         if force or body != self.last_doc or now - self.last_publish >= 2 * self.spec.heartbeat_interval:
             self.seq += 1
             doc.seq = self.seq
-            self.app.kv[C.KV_STATE] = doc.to_json()
+            raw = doc.to_json()
+            self.app.kv[C.KV_STATE] = raw
+            self.last_state_doc = doc
+            if self.web is not None:
+                self.web.publish(raw, self.job_history().to_json())
             if doc.progress != self.last_progress:
                 self.app.set_progress(doc.progress)
                 self.last_progress = doc.progress
             self.last_doc = body
             self.last_publish = now
+
+    def acknowledged(self) -> bool:
+        """A client read the final state: over HTTP, or through the store (older clients)."""
+        if self.web is not None and self.web.acknowledged.is_set():
+            return True
+        return self.app.kv.get(C.KV_FINAL_ACK) is not None
 
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()
@@ -192,8 +247,9 @@ class ApplicationMaster:
         log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
         self.stop_remaining()
         self.publish_state(time.monotonic(), force=True)
+        self.write_history()  # before the linger: a client that saw the verdict may read it next
         deadline = time.monotonic() + FINAL_LINGER_S
-        while time.monotonic() < deadline and self.app.kv.get(C.KV_FINAL_ACK) is None:
+        while time.monotonic() < deadline and not self.acknowledged():
             time.sleep(0.2)
         self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
 
@@ -216,6 +272,7 @@ def main() -> int:
         app.shutdown("FAILED", f"the application master could not read the job spec: {exc}")
         return 0
     am = ApplicationMaster(app, spec, app_id)
+    am.start_web()
     try:
         verdict = am.run()
     except Exception as exc:  # noqa: BLE001 - never leave the job running without a brain

@@ -10,6 +10,7 @@ ENV_JOB_SPEC = "TONY_JOB_SPEC"  # the JobSpec as JSON
 ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
 ENV_WEBHDFS_URL = "TONY_WEBHDFS_URL"  # where executors publish models/checkpoints
 ENV_WEBHDFS_USER = "TONY_WEBHDFS_USER"
+ENV_HISTORY_DIR = "TONY_HISTORY_DIR"  # HDFS folder for the final JobHistory (<base_path>/history)
 
 # ---- environment the executor exports to user code
 ENV_ROLE = "TONY_ROLE"

@@ -17,6 +17,7 @@ message                written by                read by
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
 ``TaskSummary``        AM                        clients (inside the state document)
 ``StateDocument``      AM                        client, operator, trigger, bench
+``JobHistory``         AM (HTTP, HDFS)           job page, ``tony status``, operator
 =====================  ========================  =================================
 
 Compatibility rules (why ``from_dict`` here is lenient where the JobSpec is strict):
@@ -53,6 +54,7 @@ __all__ = [
     "EventRecord",
     "ExitRecord",
     "Heartbeat",
+    "JobHistory",
     "Message",
     "Progress",
     "Registration",
@@ -309,3 +311,25 @@ class StateDocument(Message):
     def artefact_events(self) -> list[str]:
         """Events users care about in a task log: checkpoints restored/uploaded, the model exported."""
         return [e for e in self.events if "checkpoint" in e or "model" in e]
+
+
+@dataclass
+class JobHistory(Message):
+    """The state document plus each task's bounded metric history: what the job page draws.
+
+    The AM serves it while the job runs and writes the final one to HDFS, so
+    the page, ``tony status`` and the XCom result outlive YARN's memory of the
+    application. ``metrics`` maps a task id to its reports, oldest first.
+    """
+
+    state: StateDocument | None = None
+    metrics: dict[str, list[Progress]] = field(default_factory=dict)
+    name: str = ""
+    user: str = ""
+    nm_http_port: str = ""  # the NodeManagers' web port, for links to container logs
+    version: int = STATE_DOCUMENT_VERSION
+
+    def validate(self) -> None:
+        self.state = _nested(self.state, StateDocument, "state")
+        self.metrics = {str(tid): [_nested(p, Progress, f"metrics.{tid}") or Progress() for p in points or []]
+                        for tid, points in (self.metrics or {}).items()}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
-from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
+from airflow_provider_tony.links import XCOM_JOB_PAGE_URL, XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
 from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
@@ -41,6 +41,9 @@ class FakeClient:
 
     def tracking_url(self, app_id: str) -> str:
         return f"http://rm:8088/cluster/app/{app_id}"
+
+    def job_page_url(self, app_id: str) -> str:
+        return f"http://rm:8088/proxy/{app_id}/pages/tony/"
 
     @staticmethod
     def tensorboard_url(doc: StateDocument | None) -> str:
@@ -131,6 +134,7 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
     }
     assert ctx["ti"].xcom[XCOM_TRACKING_URL] == URL and ctx["ti"].xcom["application_id"] == APP
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
+    assert ctx["ti"].xcom[XCOM_JOB_PAGE_URL] == f"http://rm:8088/proxy/{APP}/pages/tony/"
     assert hook.killed == [] and hook.logs_asked == []
 
 

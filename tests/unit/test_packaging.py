@@ -12,7 +12,7 @@ import airflow_provider_tony
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Distribution name -> the top-level module it provides.
-IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs"}
+IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs", "httpx": "httpx"}
 # Imported only inside containers, from the job's own Python environment (the
 # tensorboard role, the Keras progress callback): the job's requirements, not ours.
 JOB_ENVIRONMENT = {"tensorboard", "tf_keras"}

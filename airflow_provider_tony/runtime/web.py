@@ -1,0 +1,131 @@
+"""The AM's small HTTP server: the state document, the metric history and the job page.
+
+It runs in a daemon thread of the AM process and is registered with skein's
+web UI (``ApplicationClient.ui.add_page``), so the ResourceManager's web proxy
+reaches it at ``<tracking URL><proxy prefix>/<route>/`` (see ``page_url``), a
+URL the submitting side knows as soon as it has the application id. Followers
+read it with plain HTTP clients: no skein driver (a JVM) is needed to follow.
+
+Routes (relative, so they work behind any proxy prefix):
+
+==========  ====  ==================================================
+``/``        GET  the job page (HTML)
+``state``    GET  the newest state document (JSON, ``StateDocument``)
+``history``  GET  state + metric history (JSON, ``JobHistory``)
+``ack``      POST a client has read the final state: the AM may stop
+==========  ====  ==================================================
+
+The AM hands the server ready-made bytes (``publish``); the request threads
+only read them, so no request ever waits on the AM's loop or the other way
+round. Standard library only, like the rest of ``runtime/``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["PAGE_ROUTE", "PROXY_PREFIX", "JobWebServer", "page_url"]
+
+log = logging.getLogger("tony.web")
+
+#: The route segment the AM registers with skein's web UI.
+PAGE_ROUTE = "tony"
+#: skein's web UI serves registered pages under this path (``WebUI.proxy_prefix`` in skein 0.8.2).
+PROXY_PREFIX = "/pages"
+
+
+def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
+    """The job page through the ResourceManager's proxy, from the application's tracking URL.
+
+    ``tracking_url`` is ``<rm>/proxy/<app_id>/`` (what the RM reports for a
+    running skein application); the page is ``<rm>/proxy/<app_id>/pages/tony/``.
+    """
+    return f"{tracking_url.rstrip('/')}{PROXY_PREFIX}/{route}/"
+
+
+class JobWebServer:
+    """Serves what the AM last published; ``acknowledged`` is set by a client's POST to ``ack``.
+
+    :param render: builds the page's HTML from the newest history bytes at request time
+        (heartbeat ages are relative to the moment of viewing).
+    """
+
+    def __init__(self, render: Callable[[], str], *, host: str = "0.0.0.0", port: int = 0) -> None:  # noqa: S104
+        self.render = render
+        self.state_json = b"{}"
+        self.history_json = b"{}"
+        self.acknowledged = threading.Event()
+        server = self
+        self._httpd = ThreadingHTTPServer((host, port), _handler(server))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="tony-web", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def start(self) -> JobWebServer:
+        self._thread.start()
+        return self
+
+    def publish(self, state_json: bytes, history_json: bytes) -> None:
+        """Replace what is served (one reference each: a reader sees a whole document)."""
+        self.state_json, self.history_json = state_json, history_json
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "tony-am"
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            route = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+            if route in ("", PAGE_ROUTE):
+                try:
+                    body = server.render().encode()
+                except Exception as exc:  # noqa: BLE001 - a page bug must not take the JSON down
+                    log.exception("rendering the job page failed")
+                    self._send(500, f"could not render the page: {type(exc).__name__}".encode(), "text/plain")
+                    return
+                self._send(200, body, "text/html; charset=utf-8")
+            elif route in ("state", "state.json"):
+                self._send(200, server.state_json, "application/json")
+            elif route in ("history", "history.json"):
+                self._send(200, server.history_json, "application/json")
+            else:
+                self._send(404, b"not found: try state, history or the page itself", "text/plain")
+
+        def do_POST(self) -> None:  # noqa: N802
+            route = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(min(length, 1 << 16))
+            if route == "ack":
+                server.acknowledged.set()
+                self._send(200, b"ok", "text/plain")
+            else:
+                self._send(404, b"not found", "text/plain")
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
+            log.debug("%s %s", self.address_string(), format % args)
+
+    return Handler
+
+
+def now() -> float:
+    return time.time()
