@@ -31,7 +31,7 @@ from airflow_provider_tony.links import (
     TonyJobLink,
     YarnApplicationLink,
 )
-from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
@@ -262,11 +262,33 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
             return self._xcom_result(self._result)
-        # Re-used an application that had already succeeded: YARN's report is what is left.
+        # Re-used an application that had already succeeded: its AM is gone, but the
+        # history it left on HDFS keeps the tasks and metrics for the XCom.
         if self._app_id != app_id:
             self._on_app(app_id, context)
-        self._result = JobResult.from_report(self.hook.report(app_id))
+        self._result = self.ended_result(app_id)
         return self.xcom_result(self._result)
+
+    def ended_result(self, app_id: str) -> JobResult:
+        """How an ended application went: YARN's report plus the AM's stored history.
+
+        When YARN has forgotten the application (an RM restart, its retention),
+        the stored history alone answers.
+        """
+        client = self.hook.get_conn()
+        try:
+            stored = client.stored_history(app_id)
+        except TonyError as exc:
+            self.log.warning("no stored history for %s: %s", app_id, exc)
+            stored = None
+        state = stored.state if stored is not None else None
+        try:
+            return JobResult.from_report(self.hook.report(app_id), state)
+        except TonyError:
+            if state is None:
+                raise
+            status = "SUCCEEDED" if state.app_state == "SUCCEEDED" else "FAILED"
+            return JobResult(app_id, "FINISHED", status, state.diagnostics, client.tracking_url(app_id), state)
 
     # ------------------------------------------------------------ entry points
 

@@ -66,7 +66,8 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
 
     html = httpx.get(page_url, timeout=10, follow_redirects=True)
     assert html.status_code == 200 and "text/html" in html.headers["content-type"]
-    assert 'data-metric="loss"' in html.text and 'data-task="worker:1"' in html.text and "/node/containerlogs/" in html.text
+    assert 'data-metric="loss"' in html.text and 'data-task="worker:1"' in html.text
+    assert "/node/containerlogs/" in html.text
     started = time.monotonic()
     _screenshot(page_url, SHOTS / "job-page.png")
     print(f"\njob page {page_url}: {len(html.content)} bytes, browser load+screenshot "

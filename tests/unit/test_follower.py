@@ -7,13 +7,11 @@ timeout boundary is exact and nothing sleeps. The last tests drive
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
 from airflow_provider_tony.yarn.client import TonyClient

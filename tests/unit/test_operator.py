@@ -15,7 +15,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 from airflow_provider_tony.links import XCOM_JOB_PAGE_URL, XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
 from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument, TaskSummary
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 
@@ -44,6 +45,11 @@ class FakeClient:
 
     def job_page_url(self, app_id: str) -> str:
         return f"http://rm:8088/proxy/{app_id}/pages/tony/"
+
+    def stored_history(self, app_id: str) -> JobHistory | None:
+        return self.stored
+
+    stored: JobHistory | None = None
 
     @staticmethod
     def tensorboard_url(doc: StateDocument | None) -> str:
@@ -192,6 +198,30 @@ def test_a_job_that_already_succeeded_for_this_task_run_is_reused_not_resubmitte
     assert op.submit_job(ctx) == APP
     assert hook.submitted == []
     assert op.get_job_status(APP, ctx) == "SUCCEEDED"
+
+
+def test_a_reused_application_gets_its_tasks_and_metrics_from_the_stored_history() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op._spec = op.build_spec(ctx)
+    hook.client.stored = JobHistory(state=final_document())
+    value = op.get_job_result(APP, ctx)
+    assert value["metrics"] == {"val_accuracy": 0.91} and value["step"] == 60
+    assert value["tasks"]["worker:0"]["restored_step"] == 30
+
+
+def test_when_yarn_forgot_the_application_the_stored_history_answers() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    hook.client.stored = JobHistory(state=final_document())
+
+    def forgotten(app_id: str) -> AppReport:
+        raise ClusterError(f"the ResourceManager does not know {app_id}")
+
+    hook.report = forgotten  # type: ignore[method-assign]
+    result = op.ended_result(APP)
+    assert result.succeeded and result.am_state == final_document()
+    hook.client.stored = None
+    with pytest.raises(ClusterError, match="does not know"):
+        op.ended_result(APP)
 
 
 def test_a_lost_connection_while_polling_kills_the_application() -> None:
