@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority
+from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
-from airflow_provider_tony.runtime import workspace
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
-from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Heartbeat as Beat, Registration
+from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration
+from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec

@@ -164,7 +164,8 @@ def _is_shipped(script: str, files: Mapping[str, str]) -> bool:
     return False
 
 
-def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any], labels: dict[str, Any] | None) -> ClusterInfo:
+def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any],
+                         labels: dict[str, Any] | None) -> ClusterInfo:
     """``ClusterInfo`` from the ResourceManager's REST answers.
 
     :param scheduler: ``/ws/v1/cluster/scheduler``'s ``scheduler.schedulerInfo``.

@@ -33,7 +33,12 @@ from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
-from airflow_provider_tony.yarn.checks import ClusterInfo, cluster_info_from_rm, validate_against_cluster, validate_local_files
+from airflow_provider_tony.yarn.checks import (
+    ClusterInfo,
+    cluster_info_from_rm,
+    validate_against_cluster,
+    validate_local_files,
+)
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 
@@ -284,7 +289,8 @@ class TonyClient:
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
                                           source_archive=source, extra_env=self._container_env(attempt))
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
-            return self.skein.submit(app_spec)
+            app_id: str = self.skein.submit(app_spec)
+        return app_id
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}
