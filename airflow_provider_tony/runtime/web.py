@@ -12,8 +12,12 @@ Routes (relative, so they work behind any proxy prefix):
 ``/``        GET  the job page (HTML)
 ``state``    GET  the newest state document (JSON, ``StateDocument``)
 ``history``  GET  state + metric history (JSON, ``JobHistory``)
-``ack``      POST a client has read the final state: the AM may stop
+``ack``      GET  a client has read the final state: the AM may stop
 ==========  ====  ==================================================
+
+``ack`` is a GET although it changes something: the ResourceManager's web
+proxy in front of skein's web UI answers any other method with HTTP 405. It
+is harmless to repeat (it only shortens the AM's wait for a reader).
 
 The AM hands the server ready-made bytes (``publish``); the request threads
 only read them, so no request ever waits on the AM's loop or the other way
@@ -48,7 +52,7 @@ def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
 
 
 class JobWebServer:
-    """Serves what the AM last published; ``acknowledged`` is set by a client's POST to ``ack``.
+    """Serves what the AM last published; ``acknowledged`` is set by a client's GET of ``ack``.
 
     :param render: builds the page's HTML from the newest history bytes at request time
         (heartbeat ages are relative to the moment of viewing).
@@ -107,19 +111,11 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, server.state_json, "application/json")
             elif route in ("history", "history.json"):
                 self._send(200, server.history_json, "application/json")
-            else:
-                self._send(404, b"not found: try state, history or the page itself", "text/plain")
-
-        def do_POST(self) -> None:  # noqa: N802
-            route = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(min(length, 1 << 16))
-            if route == "ack":
+            elif route == "ack":
                 server.acknowledged.set()
                 self._send(200, b"ok", "text/plain")
             else:
-                self._send(404, b"not found", "text/plain")
+                self._send(404, b"not found: try state, history or the page itself", "text/plain")
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
             log.debug("%s %s", self.address_string(), format % args)

@@ -362,7 +362,7 @@ class TonyClient:
 
     def ack_final(self, app_id: str) -> None:
         try:
-            self.http.post(web.state_url(self.rm_url, app_id, "ack"))
+            self.http.get(web.state_url(self.rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
         except httpx.HTTPError:  # the AM stops on its own after a linger
             pass
 

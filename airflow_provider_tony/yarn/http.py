@@ -172,7 +172,7 @@ async def poll_async(http: httpx.AsyncClient, rm_url: str, follower: Follower, *
         emit(line)
     if step.action is Action.ACK:
         try:
-            await http.post(state_url(rm_url, app_id, "ack"))
+            await http.get(state_url(rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
         except httpx.HTTPError:  # the AM stops on its own after a linger
             pass
     return step

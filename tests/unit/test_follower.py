@@ -219,7 +219,7 @@ class FakeCluster:
         if path == f"/proxy/{APP}/pages/tony/state":
             d = self.documents.pop(0) if len(self.documents) > 1 else self.documents[0]
             return httpx.Response(200, json={} if d is None else d.to_dict())
-        if path == f"/proxy/{APP}/pages/tony/ack" and request.method == "POST":
+        if path == f"/proxy/{APP}/pages/tony/ack" and request.method == "GET":
             self.acks.append(APP)
             return httpx.Response(200, text="ok")
         return httpx.Response(404, text=f"unexpected {request.method} {path}")

@@ -115,7 +115,7 @@ def test_follows_over_http_acks_the_verdict_and_yields_one_done_event_without_a_
     event = TonyEvent.from_dict(events[0], "event")  # what execute_complete rebuilds from it
     assert (event.status, event.app_id) == (TonyEvent.DONE, APP)
     assert event.result is not None and event.result.succeeded and event.result.am_state == DOC
-    assert ("POST", f"/proxy/{APP}/pages/tony/ack") in cluster.requests
+    assert ("GET", f"/proxy/{APP}/pages/tony/ack") in cluster.requests
     assert FakeHook.instances == [], "following must not create a hook (a skein driver JVM)"
 
 
