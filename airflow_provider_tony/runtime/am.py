@@ -16,13 +16,14 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io, priority
 from airflow_provider_tony.runtime.errors import SpecError
-from airflow_provider_tony.runtime.history import MetricHistory, history_paths, write_history
+from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
     MILESTONE_ALL_USER_STARTED,
     EventRecord,
@@ -86,7 +87,8 @@ class ApplicationMaster:
         self.last_progress: float | None = None
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
-        self.history = MetricHistory()
+        self.history = MetricHistory(points_per_task(len(spec.task_ids())))
+        self.history_lock = threading.Lock()  # the loop appends, request threads read
         self.last_state_doc: StateDocument | None = None
         self.web: JobWebServer | None = None
 
@@ -98,7 +100,7 @@ class ApplicationMaster:
         A job runs without its page rather than not at all: a failure here is logged.
         """
         try:
-            self.web = JobWebServer(self.render_page).start()
+            self.web = JobWebServer(self.render_page, self.history_json).start()
             host = os.environ.get(C.ENV_NM_HOST) or "localhost"
             page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
             log.info("job page: %s", page.address)
@@ -106,12 +108,15 @@ class ApplicationMaster:
             log.exception("could not serve the job page")
 
     def job_history(self) -> JobHistory:
-        return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
-                                     nm_http_port=os.environ.get("NM_HTTP_PORT", ""))
+        with self.history_lock:
+            return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
+                                         nm_http_port=os.environ.get("NM_HTTP_PORT", ""))
+
+    def history_json(self) -> bytes:
+        return self.job_history().to_json()
 
     def render_page(self) -> str:
-        return render_page(JobHistory.from_json(self.web.history_json if self.web else b"{}"),
-                           now_wall=time.time())
+        return render_page(self.job_history(), now_wall=time.time())
 
     def write_history(self) -> None:
         """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
@@ -193,7 +198,8 @@ class ApplicationMaster:
         body = material(doc)
         # Clocks and progress alone: every other heartbeat interval (clients call an AM
         # stale only after minutes); anything material: now.
-        self.history.observe(doc)  # every tick: a report between two publications is kept too
+        with self.history_lock:
+            self.history.observe(doc)  # every tick: a report between two publications is kept too
         if force or body != self.last_doc or now - self.last_publish >= 2 * self.spec.heartbeat_interval:
             self.seq += 1
             doc.seq = self.seq
@@ -201,7 +207,7 @@ class ApplicationMaster:
             self.app.kv[C.KV_STATE] = raw
             self.last_state_doc = doc
             if self.web is not None:
-                self.web.publish(raw, self.job_history().to_json())
+                self.web.publish(raw)
             if doc.progress != self.last_progress:
                 self.app.set_progress(doc.progress)
                 self.last_progress = doc.progress

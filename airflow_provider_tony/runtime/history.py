@@ -4,7 +4,9 @@ The state document carries only each task's *latest* progress; the job page
 draws curves, so the AM keeps the reports it saw. A long job reports many
 thousands of steps: past ``max_points`` per task the history is thinned by
 dropping every other point (the curve keeps its shape and its whole time span),
-so memory and the page's size stay bounded however long the job runs.
+so memory and the page's size stay bounded however long the job runs. The
+bound per task shrinks with the number of tasks (``points_per_task``), so a
+job of a thousand tasks keeps about as many points in all as a job of ten.
 
 When the job ends, the AM writes the final ``JobHistory`` to HDFS beside the
 checkpoints (``<checkpoint.dir>/_tony/<app_id>.json``, a name the checkpoint
@@ -19,9 +21,16 @@ from typing import Any
 
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument
 
-__all__ = ["DEFAULT_MAX_POINTS", "HISTORY_SUBDIR", "MetricHistory", "history_paths", "write_history"]
+__all__ = ["DEFAULT_MAX_POINTS", "HISTORY_SUBDIR", "MetricHistory", "history_paths", "points_per_task",
+           "write_history"]
 
 DEFAULT_MAX_POINTS = 400
+TOTAL_POINTS = 4000  # across all tasks: what the AM keeps, serialises and the page draws at most
+
+
+def points_per_task(tasks: int) -> int:
+    """Per-task bound: ``DEFAULT_MAX_POINTS``, less when many tasks share ``TOTAL_POINTS``."""
+    return max(2, min(DEFAULT_MAX_POINTS, TOTAL_POINTS // max(1, tasks)))
 HISTORY_SUBDIR = "_tony"
 
 

@@ -19,9 +19,9 @@ Routes (relative, so they work behind any proxy prefix):
 proxy in front of skein's web UI answers any other method with HTTP 405. It
 is harmless to repeat (it only shortens the AM's wait for a reader).
 
-The AM hands the server ready-made bytes (``publish``); the request threads
-only read them, so no request ever waits on the AM's loop or the other way
-round. Standard library only, like the rest of ``runtime/``.
+The AM hands the server the state document's bytes (``publish``); the
+history is built on request under the AM's history lock, which its loop holds
+only to append a point. Standard library only, like the rest of ``runtime/``.
 """
 from __future__ import annotations
 
@@ -54,14 +54,17 @@ def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
 class JobWebServer:
     """Serves what the AM last published; ``acknowledged`` is set by a client's GET of ``ack``.
 
-    :param render: builds the page's HTML from the newest history bytes at request time
-        (heartbeat ages are relative to the moment of viewing).
+    :param render: builds the page's HTML at request time (heartbeat ages are relative to the
+        moment of viewing).
+    :param history: the ``JobHistory`` as JSON, asked for only when someone reads it: it is the
+        larger document, so the AM does not serialise it on every publication.
     """
 
-    def __init__(self, render: Callable[[], str], *, host: str = "0.0.0.0", port: int = 0) -> None:  # noqa: S104
+    def __init__(self, render: Callable[[], str], history: Callable[[], bytes], *, host: str = "0.0.0.0",  # noqa: S104
+                 port: int = 0) -> None:
         self.render = render
+        self.history = history
         self.state_json = b"{}"
-        self.history_json = b"{}"
         self.acknowledged = threading.Event()
         server = self
         self._httpd = ThreadingHTTPServer((host, port), _handler(server))
@@ -76,9 +79,9 @@ class JobWebServer:
         self._thread.start()
         return self
 
-    def publish(self, state_json: bytes, history_json: bytes) -> None:
-        """Replace what is served (one reference each: a reader sees a whole document)."""
-        self.state_json, self.history_json = state_json, history_json
+    def publish(self, state_json: bytes) -> None:
+        """Replace the state document served (one reference: a reader sees a whole document)."""
+        self.state_json = state_json
 
     def stop(self) -> None:
         self._httpd.shutdown()
@@ -110,7 +113,7 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
             elif route in ("state", "state.json"):
                 self._send(200, server.state_json, "application/json")
             elif route in ("history", "history.json"):
-                self._send(200, server.history_json, "application/json")
+                self._send(200, server.history(), "application/json")
             elif route == "ack":
                 server.acknowledged.set()
                 self._send(200, b"ok", "text/plain")

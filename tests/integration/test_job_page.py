@@ -64,13 +64,16 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
     losses = [p["metrics"]["loss"] for p in history["metrics"]["worker:0"]]
     assert losses == sorted(losses, reverse=True) and len(set(losses)) == len(losses)
 
+    fetched = time.monotonic()
     html = httpx.get(page_url, timeout=10, follow_redirects=True)
+    fetch_s = time.monotonic() - fetched
     assert html.status_code == 200 and "text/html" in html.headers["content-type"]
     assert 'data-metric="loss"' in html.text and 'data-task="worker:1"' in html.text
     assert "/node/containerlogs/" in html.text
     started = time.monotonic()
     _screenshot(page_url, SHOTS / "job-page.png")
-    print(f"\njob page {page_url}: {len(html.content)} bytes, browser load+screenshot "
+    print(f"\njob page {page_url}: {len(html.content)} bytes, fetched in {fetch_s * 1000:.0f} ms, "
+          f"Chromium start+load+screenshot "
           f"{time.monotonic() - started:.1f}s, screenshot {SHOTS / 'job-page.png'}")
 
     # Following over HTTP to the end, as the operator does (no skein driver).

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.history import MetricHistory, history_paths, write_history
+from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument, TaskSummary
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.web import JobWebServer, page_url
@@ -47,6 +47,10 @@ def test_history_stays_bounded_and_keeps_its_first_and_newest_points(max_points:
 def test_history_refuses_a_bound_that_cannot_draw_a_line() -> None:
     with pytest.raises(ValueError, match="max_points=1"):
         MetricHistory(max_points=1)
+
+
+def test_the_bound_per_task_shrinks_with_the_number_of_tasks() -> None:
+    assert points_per_task(2) == 400 and points_per_task(100) == 40 and points_per_task(100_000) == 2
 
 
 def test_history_paths_beside_the_checkpoints_and_in_the_history_folder() -> None:
@@ -127,10 +131,10 @@ def test_an_empty_history_still_renders() -> None:
 # --------------------------------------------------------------------------- the AM's server
 
 def test_the_server_serves_what_was_published_and_records_the_ack() -> None:
-    server = JobWebServer(lambda: "<p>page</p>", host="127.0.0.1").start()
+    server = JobWebServer(lambda: "<p>page</p>", lambda: b'{"metrics": {}}', host="127.0.0.1").start()
     try:
         base = f"http://127.0.0.1:{server.port}/"
-        server.publish(b'{"seq": 3}', b'{"metrics": {}}')
+        server.publish(b'{"seq": 3}')
         with urllib.request.urlopen(base + "state") as resp:  # noqa: S310 - loopback
             assert resp.headers["Content-Type"] == "application/json" and json.load(resp) == {"seq": 3}
         with urllib.request.urlopen(base + "history") as resp:  # noqa: S310
