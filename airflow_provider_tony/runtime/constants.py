@@ -11,6 +11,10 @@ ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
 ENV_WEBHDFS_URL = "TONY_WEBHDFS_URL"  # where executors publish models/checkpoints
 ENV_WEBHDFS_USER = "TONY_WEBHDFS_USER"
 ENV_HISTORY_DIR = "TONY_HISTORY_DIR"  # HDFS folder for the final JobHistory (<base_path>/history)
+# "delegation" on a Kerberized cluster: containers reach WebHDFS with the
+# application's HDFS delegation token (no keytab ever reaches a container).
+ENV_WEBHDFS_AUTH = "TONY_WEBHDFS_AUTH"
+WEBHDFS_AUTH_DELEGATION = "delegation"
 
 # ---- environment the executor exports to user code
 ENV_ROLE = "TONY_ROLE"

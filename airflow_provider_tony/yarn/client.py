@@ -41,6 +41,7 @@ from airflow_provider_tony.yarn.checks import (
 )
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
+from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class TonyClient:
 
     def __init__(self, *, rm_url: str, webhdfs_url: str | None = None, webhdfs_user: str | None = None,
                  base_path: str | None = None, skein_config: str | None = None,
-                 principal: str | None = None, keytab: str | None = None) -> None:
+                 principal: str | None = None, keytab: str | None = None, kerberos: bool | None = None,
+                 ca_bundle: str | None = None) -> None:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
@@ -117,6 +119,12 @@ class TonyClient:
             os.environ.setdefault("SKEIN_CONFIG", skein_config)
         self._principal = principal
         self._keytab = keytab  # a path; never logged
+        # Kerberos when asked, when a principal/keytab is given, or when the
+        # Hadoop configuration says the cluster is Kerberized.
+        if kerberos is None:
+            kerberos = bool(principal or keytab) or (_read_site(
+                os.environ.get("HADOOP_CONF_DIR"), "core-site.xml", "hadoop.security.authentication") == "kerberos")
+        self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
@@ -136,7 +144,19 @@ class TonyClient:
             raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
                                "(for the local cluster: eval \"$(make -s cluster-env)\")")
         return cls(rm_url=rm_url, webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
-                   webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"))
+                   webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
+                   principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
+                   keytab=os.environ.get("TONY_KERBEROS_KEYTAB"))
+
+    @property
+    def kerberos(self) -> bool:
+        """Whether this client speaks Kerberos (SPNEGO, delegation tokens in containers)."""
+        return self._krb is not None
+
+    def check_kerberos(self) -> None:
+        """Obtain the Kerberos credentials now: no ticket fails here, before anything is submitted."""
+        if self._krb is not None:
+            self._krb.credentials()
 
     # ------------------------------------------------------------ plumbing
 
@@ -153,8 +173,9 @@ class TonyClient:
         with _cluster_errors("could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                              "and the ResourceManager up?)"):
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
+            java_options = list(JVM_OPTIONS) + (self._krb.java_options() if self._krb else [])
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
-            self._skein = skein.Client(log_level="error", java_options=list(JVM_OPTIONS), **kwargs)
+            self._skein = skein.Client(log_level="error", java_options=java_options, **kwargs)
         return self._skein
 
     @property
@@ -186,6 +207,8 @@ class TonyClient:
 
     def _rm_get(self, path: str) -> Any:
         url = f"{self.rm_url}/ws/v1/cluster/{path}"
+        if self._krb is not None:
+            return self._krb.get_json(url, what=f"ResourceManager at {self.rm_url}")
         with _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"), \
                 urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - configured RM
             return json.load(resp)
@@ -193,6 +216,8 @@ class TonyClient:
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
             raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
+        if self._krb is not None:
+            return self._krb.webhdfs(self.webhdfs_url)
         from hdfs import InsecureClient  # noqa: PLC0415
 
         return InsecureClient(self.webhdfs_url, user=self.webhdfs_user)
@@ -204,11 +229,34 @@ class TonyClient:
                                     self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"))
 
     def describe(self) -> str:
-        """What test_connection() shows: the cluster as the RM sees it."""
+        """What test_connection() shows: the cluster as the RM sees it.
+
+        On a Kerberized cluster each step is taken on its own (ticket, RM over
+        SPNEGO, WebHDFS), so a failure names the step that failed.
+        """
+        self.check_kerberos()
         metrics = self._rm_get("metrics")["clusterMetrics"]
-        return (f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
+        text = (f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
                 f"{metrics['totalMB']} MiB and {metrics['totalVirtualCores']} vcores in total, "
                 f"{metrics['availableMB']} MiB available")
+        if self._krb is not None:
+            text = f"Kerberos as {self._principal or 'the ticket cache user'}; {text}"
+            if self.webhdfs_url:
+                self._check_webhdfs()
+                text += f"; WebHDFS {self.webhdfs_url} accepts it"
+        return text
+
+    def _check_webhdfs(self) -> None:
+        from hdfs import HdfsError  # noqa: PLC0415
+
+        try:
+            self.hdfs().status("/")
+        except HdfsError as exc:
+            raise ClusterError(f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
+                               f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
+                               "that the URL's host is the one in its HTTP/<host> principal") from exc
+        except Exception as exc:  # noqa: BLE001 - requests raises several kinds
+            raise ClusterError(f"WebHDFS at {self.webhdfs_url} unreachable: {exc}") from exc
 
     # ------------------------------------------------------------ submit
 
@@ -274,6 +322,7 @@ class TonyClient:
         """Validate, stage and submit; returns the YARN application id."""
         from airflow_provider_tony.yarn.appspec import build_application_spec  # noqa: PLC0415
 
+        self.check_kerberos()
         self.validate(spec)
         spec = src.relative_scripts(spec)
         source = self.stage_source(spec.src_dir).url if spec.src_dir else None
@@ -297,6 +346,8 @@ class TonyClient:
         if self.webhdfs_url:
             env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
+            if self._krb is not None:
+                env[C.ENV_WEBHDFS_AUTH] = C.WEBHDFS_AUTH_DELEGATION
         return env
 
     # ------------------------------------------------------------ inspect
@@ -439,6 +490,8 @@ class TonyClient:
         if address is None:
             return {}
         base = f"http://{address}/ws/v1/node"
+        if self._krb is not None:
+            return self._container_logs_spnego(base, container_id)
         try:
             with urllib.request.urlopen(f"{base}/containers/{container_id}/logs", timeout=15) as resp:  # noqa: S310
                 listing = json.load(resp)
@@ -456,6 +509,28 @@ class TonyClient:
                     out[name] = resp.read().decode(errors="replace")
             except (urllib.error.URLError, OSError):
                 continue
+        return out
+
+    def _container_logs_spnego(self, base: str, container_id: str) -> dict[str, str]:
+        """``container_logs`` on a Kerberized cluster: the NodeManager checks the application's view ACL."""
+        assert self._krb is not None
+        try:
+            listing = self._krb.get_json(f"{base}/containers/{container_id}/logs", what="NodeManager")
+        except ClusterError:
+            return {}
+        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
+        if isinstance(infos, dict):
+            infos = [infos]
+        out = {}
+        session = self._krb.session()
+        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
+            try:
+                resp = session.get(f"{base}/containerlogs/{container_id}/{name}", timeout=15)
+            except Exception as exc:  # noqa: BLE001 - a missing file must not hide the others
+                log.debug("could not read %s of %s: %s", name, container_id, exc)
+                continue
+            if resp.ok:
+                out[name] = resp.text
         return out
 
     # ------------------------------------------------------------ follow
