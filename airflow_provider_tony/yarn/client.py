@@ -41,7 +41,7 @@ from airflow_provider_tony.yarn.checks import (
 )
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
-from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
+from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,9 @@ class TonyClient:
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
-        self.http_settings = web.HttpSettings()  # a Kerberized cluster sets its SPNEGO auth here
+        # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
+        self.http_settings = (web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
+                              if self._krb is not None else web.HttpSettings())
         self._http: Any = None
 
     @classmethod

@@ -181,3 +181,37 @@ def test_an_rm_that_forgot_the_application_is_named_as_such() -> None:
     resp = httpx.Response(404, request=httpx.Request("GET", "http://rm/x"))
     error = web.rm_error("http://rm", APP, httpx.HTTPStatusError("404", request=resp.request, response=resp))
     assert "does not know" in str(error) and "forgotten" in str(error)
+
+
+# --------------------------------------------------------------------------- SPNEGO for the follower
+
+@pytest.mark.parametrize("challenge, retried", [("Negotiate", True), ("Basic realm=x", False), (None, False)])
+def test_the_followers_spnego_answers_a_negotiate_challenge_only(monkeypatch: pytest.MonkeyPatch,
+                                                                 challenge: str | None, retried: bool) -> None:
+    from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth
+
+    seen: list[str | None] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("Authorization"))
+        if challenge and request.headers.get("Authorization") is None:
+            return httpx.Response(401, headers={"WWW-Authenticate": challenge})
+        return httpx.Response(200, json={"app": {"state": "RUNNING"}})
+
+    auth = HttpxSpnegoAuth(lambda: "creds")
+    monkeypatch.setattr(auth, "token", lambda host: f"token-for-{host}")
+    with httpx.Client(transport=httpx.MockTransport(handle), auth=auth) as client:
+        resp = client.get("http://rm.example:8088/ws/v1/cluster/apps/x")
+    if retried:
+        assert seen == [None, "Negotiate token-for-rm.example"] and resp.status_code == 200
+    else:
+        assert seen == [None] and resp.status_code == (401 if challenge else 200)
+
+
+def test_a_kerberized_client_follows_with_spnego() -> None:
+    from airflow_provider_tony.yarn.client import TonyClient
+    from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth
+
+    client = TonyClient(rm_url="http://rm:8088", kerberos=True, ca_bundle="/etc/ca.pem")
+    assert isinstance(client.http_settings.auth, HttpxSpnegoAuth) and client.http_settings.verify == "/etc/ca.pem"
+    assert TonyClient(rm_url="http://rm:8088", kerberos=False).http_settings.auth is None
