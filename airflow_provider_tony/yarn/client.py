@@ -544,9 +544,14 @@ class TonyClient:
         Input and output only: the rules are ``Follower.observe``'s.
         """
         app_id = follower.app_id
-        rep = self.report(app_id)
-        doc = self.am_state(app_id) if rep.state == "RUNNING" else None
-        step = follower.observe(rep, doc, time.monotonic())
+        now = time.monotonic()
+        doc = self.am_state(app_id) if follower.wants_document_first else None
+        rep = follower.report_from_document(doc, now)
+        if rep is None:
+            rep = self.report(app_id)
+            if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
+                doc = self.am_state(app_id)
+        step = follower.observe(rep, doc, now)
         for line in step.lines:
             emit(line)
         if step.new_document is not None and on_state is not None:

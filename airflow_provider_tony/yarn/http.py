@@ -165,8 +165,12 @@ async def poll_async(http: httpx.AsyncClient, rm_url: str, follower: Follower, *
     (through skein's driver, started for that alone) and stops at ``step.result``.
     """
     app_id = follower.app_id
-    rep = await report_async(http, rm_url, app_id)
-    doc = await state_async(http, rm_url, app_id) if rep.state == "RUNNING" else None
+    doc = await state_async(http, rm_url, app_id) if follower.wants_document_first else None
+    rep = follower.report_from_document(doc, now)
+    if rep is None:
+        rep = await report_async(http, rm_url, app_id)
+        if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
+            doc = await state_async(http, rm_url, app_id)
     step = follower.observe(rep, doc, now)
     for line in step.lines:
         emit(line)

@@ -272,3 +272,56 @@ def test_transport_errors_become_cluster_errors_in_one_place() -> None:
     fake.fail_report = httpx.ConnectError("connection refused")
     with pytest.raises(ClusterError, match=f"no report for {APP}: .* unreachable .*connection refused"):
         client_with(fake).poll(follower(), emit=lambda _l: None)
+
+
+# --------------------------------------------------------------------------- #
+# Asking YARN only when the AM's document cannot answer
+# --------------------------------------------------------------------------- #
+
+
+def running(app_id: str = APP) -> AppReport:
+    return AppReport(app_id=app_id, state="RUNNING", tracking_url="u")
+
+
+def test_a_live_document_stands_for_yarns_running_report_until_it_is_too_old() -> None:
+    f = Follower(APP, startup_timeout=600, am_stale_timeout=600, report_max_age=60.0)
+    assert not f.wants_document_first and f.report_from_document(doc(1), 0.0) is None, "no report from YARN yet"
+    rep = running()
+    f.observe(rep, doc(1), 100.0)
+    assert f.wants_document_first
+    assert f.report_from_document(doc(2), 159.9) is rep
+    assert f.report_from_document(doc(2), 160.0) is None, "at report_max_age YARN is asked again"
+    assert f.report_from_document(None, 101.0) is None, "no document: the AM may be gone, ask YARN"
+    assert f.report_from_document(doc(2, final=True), 101.0) is None, "a verdict: YARN says when it ended"
+    f.observe(f.report_from_document(doc(2), 110.0) or rep, doc(2), 110.0)
+    assert f.reported_at == 100.0, "a report standing in for YARN's does not restart its clock"
+
+
+def test_a_queued_application_is_never_taken_as_running() -> None:
+    f = follower()
+    f.observe(AppReport(app_id=APP, state="ACCEPTED"), None, 0.0)
+    assert not f.wants_document_first and f.report_from_document(doc(1), 1.0) is None
+
+
+def test_the_stale_am_rule_still_holds_when_yarn_is_not_asked() -> None:
+    f = Follower(APP, startup_timeout=600, am_stale_timeout=STALE, report_max_age=1e9)
+    f.observe(running(), doc(1), 0.0)
+    step = f.observe(f.report_from_document(doc(1), STALE + 1) or running(), doc(1), STALE + 1)
+    assert step.action is Action.KILL_HUNG_AM
+
+
+def test_polling_a_running_job_asks_yarn_once_while_the_am_answers() -> None:
+    fake = FakeCluster(["RUNNING"], [doc(i) for i in range(1, 12)])
+    client, f = client_with(fake), follower()
+    rm_asked = []
+    original = fake.handle
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/ws/v1/cluster/apps/"):
+            rm_asked.append(1)
+        return original(request)
+
+    client._http = httpx.Client(transport=httpx.MockTransport(counting))
+    for _ in range(10):
+        assert client.poll(f, emit=lambda _l: None) is None
+    assert len(rm_asked) == 1
