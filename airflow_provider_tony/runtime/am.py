@@ -110,7 +110,8 @@ class ApplicationMaster:
     def job_history(self) -> JobHistory:
         with self.history_lock:
             return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
-                                         nm_http_port=os.environ.get("NM_HTTP_PORT", ""))
+                                         nm_http_port=os.environ.get("NM_HTTP_PORT", ""),
+                                         attempt=int(os.environ.get(C.ENV_ATTEMPT) or 1))
 
     def history_json(self) -> bytes:
         return self.job_history().to_json()

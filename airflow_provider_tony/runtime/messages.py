@@ -332,6 +332,7 @@ class JobHistory(Message):
     name: str = ""
     user: str = ""
     nm_http_port: str = ""  # the NodeManagers' web port, for links to container logs
+    attempt: int = 1  # the Airflow try number that submitted the job (TONY_ATTEMPT)
     version: int = STATE_DOCUMENT_VERSION
 
     def validate(self) -> None:

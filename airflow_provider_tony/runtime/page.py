@@ -60,6 +60,14 @@ def _progress_cell(prog: Progress | None) -> str:
     return bar + _e(", ".join(text))
 
 
+def _container_attempt(container_id: str | None) -> str:
+    """``container_<cluster>_<app>_<attempt>_<n>``: YARN's attempt of the application that ran it."""
+    parts = (container_id or "").split("_")
+    if len(parts) >= 5 and parts[-2].isdigit():
+        return f" (attempt {int(parts[-2])})"
+    return ""
+
+
 def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
     links = []
     if task.container_id and task.host and history.nm_http_port:
@@ -82,7 +90,8 @@ def _tasks_table(history: JobHistory) -> str:
         rows.append(
             f'<tr data-task="{_e(task_id)}"><td>{_e(task_id)}</td>'
             f'<td><span class="state" style="background:{colour}">{_e(task.state)}</span></td>'
-            f"<td>{_e(task.host or '-')}</td><td>{_e(task.container_id or '-')}</td>"
+            f"<td>{_e(task.host or '-')}</td>"
+            f"<td>{_e(task.container_id or '-')}{_container_attempt(task.container_id)}</td>"
             f"<td>{_age(task.seconds_since_heartbeat)}</td><td>{_progress_cell(task.progress)}</td>"
             f"<td>{shown or '-'}</td><td>{_e('' if task.exit_code is None else task.exit_code)}</td>"
             f"<td>{_task_links(task_id, task, history)}</td></tr>")
@@ -169,6 +178,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f"<h1>TonY job {_e(history.name)} <span class=\"muted\">{_e(app_id)}</span></h1>"
         f'<p><span class="state" id="app-state" style="background:{colour}">{_e(app_state)}</span> '
         f'<span class="bar" title="{pct:.0f}%"><span style="width:{pct:.1f}%"></span></span> {pct:.0f}%'
+        f" &middot; Airflow try {history.attempt}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
         f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
         f"{diagnostics}<h2>Tasks</h2>{_tasks_table(history)}"

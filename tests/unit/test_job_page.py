@@ -93,7 +93,7 @@ def history(final: bool = False) -> JobHistory:
                           progress=0.4, am_heartbeat=1000.0, tasks=tasks,
                           events=["worker:0 uploaded checkpoint step 30", "<script>alert(1)</script>"],
                           diagnostics="worker:1 exited with code 3" if final else "")
-    return JobHistory(state=state, name="nightly", user="alice", nm_http_port="8042",
+    return JobHistory(state=state, name="nightly", user="alice", nm_http_port="8042", attempt=2,
                       metrics={"worker:0": [prog(10, loss=1.0), prog(20, loss=0.5, accuracy=0.8),
                                             prog(40, loss=0.25, accuracy=0.9, bad=float("nan"))]})
 
@@ -103,7 +103,8 @@ def test_the_page_shows_tasks_progress_charts_events_and_links() -> None:
     assert page.startswith("<!doctype html>") and "<title>TonY job nightly</title>" in page
     assert 'http-equiv="refresh"' in page, "a running job's page reloads itself"
     assert 'data-task="worker:0"' in page and "step 40 of 100" in page and "width:40.0%" in page
-    assert "AM heartbeat 3s ago" in page
+    assert "AM heartbeat 3s ago" in page and "Airflow try 2" in page
+    assert "container_1_0042_01_000002 (attempt 1)" in page
     assert 'href="http://node1:8042/node/containerlogs/container_1_0042_01_000002/alice"' in page
     assert 'href="http://node2:6006/">TensorBoard' in page
     assert 'data-metric="loss"' in page and 'data-metric="accuracy"' in page and "<polyline" in page
