@@ -2,7 +2,7 @@
 
     tony validate JOB.yaml [--cluster]   # offline checks; --cluster adds the cluster's limits
     tony submit JOB.yaml                 # submit and follow to the end; exit 0 only on success
-    tony status APP_ID                   # the AM state document (or YARN's report) as JSON
+    tony status APP_ID [--html]          # the AM state document as JSON (or the job page), live or from HDFS
     tony logs APP_ID [--task worker:0]   # the containers' logs, from the NodeManagers
     tony kill APP_ID
     tony convert tony.xml [-o JOB.yaml]  # a TonY job configuration as a JobSpec YAML
