@@ -35,7 +35,7 @@ from airflow_provider_tony.runtime.messages import (
     StateDocument,
 )
 from airflow_provider_tony.runtime.page import render_page
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import PAGE_ROUTE, JobWebServer
@@ -170,7 +170,7 @@ class ApplicationMaster:
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
         for container in ended:
-            task_id = f"{container.service_name}:{container.instance}"
+            task_id = task_of_container(container.service_name, container.instance)
             task = self.tracker.tasks.get(task_id)
             if task is None or task.state.finished:
                 continue
@@ -224,10 +224,11 @@ class ApplicationMaster:
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()
         for role in sorted({self.tracker.tasks[t].role for t in remaining}):
-            try:
-                self.app.scale(role, count=0)
-            except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
-                log.warning("could not stop %s: %s", role, exc)
+            for service in self.spec.role_services(role):
+                try:
+                    self.app.scale(service, count=0)
+                except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
+                    log.warning("could not stop %s: %s", service, exc)
         for task_id in remaining:
             self.tracker.stopped(task_id)
 

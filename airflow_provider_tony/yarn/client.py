@@ -228,7 +228,8 @@ class TonyClient:
 
     def cluster_info(self) -> ClusterInfo:
         return cluster_info_from_rm(self._rm_get("scheduler")["scheduler"]["schedulerInfo"],
-                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"))
+                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"),
+                                    self._rm_get("nodes?states=RUNNING"))
 
     def describe(self) -> str:
         """What test_connection() shows: the cluster as the RM sees it.
@@ -262,11 +263,13 @@ class TonyClient:
 
     # ------------------------------------------------------------ submit
 
-    def validate(self, spec: JobSpec) -> None:
-        """Everything we can check before a single container is requested."""
+    def validate(self, spec: JobSpec) -> ClusterInfo:
+        """Everything we can check before a single container is requested; returns the cluster's view."""
         validate_local_files(spec)
         src.validate_source(spec)
-        validate_against_cluster(spec, self.cluster_info())
+        info = self.cluster_info()
+        validate_against_cluster(spec, info)
+        return info
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -322,10 +325,11 @@ class TonyClient:
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec  # noqa: PLC0415
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement  # noqa: PLC0415
 
         self.check_kerberos()
-        self.validate(spec)
+        info = self.validate(spec)
+        plan = plan_placement(spec, info.hosts)
         spec = src.relative_scripts(spec)
         source = self.stage_source(spec.src_dir).url if spec.src_dir else None
         archive = spec.python.archive
@@ -338,7 +342,8 @@ class TonyClient:
             data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
             spec = JobSpec.from_dict(data)
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
-                                          source_archive=source, extra_env=self._container_env(attempt))
+                                          source_archive=source, extra_env=self._container_env(attempt),
+                                          placement_plan=plan)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
             app_id: str = self.skein.submit(app_spec)
         return app_id
