@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A real single-node Hadoop (HDFS + YARN) built from Maven Central jars.
+"""A real local Hadoop (HDFS + YARN, one or several NodeManagers) built from Maven Central jars.
 
 Why this exists: the provider runs TensorFlow on YARN, and nothing about it
 can be shown true without a real ResourceManager, NodeManager, NameNode and
@@ -11,6 +11,15 @@ starts the four daemons as plain JVMs on loopback.
 Standard library only: it runs before the project's virtualenv exists.
 
     python3 devcluster/devcluster.py up|down|status|env
+    python3 devcluster/devcluster.py stop-nm I [--lose] | start-nm I
+
+``$TONY_DEVCLUSTER_NODEMANAGERS`` (default 1) starts that many NodeManagers
+(at most 4), NodeManager ``I`` on its own loopback address (``localhost``
+for 0, ``127.0.0.<I+1>`` after it) so that YARN sees distinct hosts and
+placement by host can be shown. With two or more, the last one carries the
+node label ``gpu`` (queue ``training`` may use it) and advertises
+``$TONY_DEVCLUSTER_GPUS`` (default 4) ``yarn.io/gpu`` through Hadoop's own GPU
+plugin, which discovers them by running a stand-in ``nvidia-smi``.
 
 Everything (jars, conf, data, logs, PIDs) lives under one directory,
 ``$TONY_DEVCLUSTER_HOME`` (default ``.devcluster/`` in the checkout), and all
@@ -78,19 +87,37 @@ ADD_OPENS = [
      "--add-exports=java.base/sun.net.util=ALL-UNNAMED"]
 
 
+#: NodeManager ``I`` uses these offsets plus ``NM_PORT_STRIDE * I``: NM 0 keeps
+#: 40-44, NM 1 45-49, NM 2 50-54, NM 3 55-59 (64 and up belong to the DataNode).
+NM_PORT_KEYS = ("nm_port", "nm_localizer_port", "nm_http_port", "nm_collector_port", "nm_amrmproxy_port")
+NM_PORT_STRIDE = 5
+MAX_NODEMANAGERS = 4
+#: The node label the GPU NodeManager carries. Non-exclusive: containers that
+#: ask for no label may use the node's spare room, as on a mixed cluster.
+GPU_LABEL = "gpu"
+NM_MAIN_CLASS = "org.apache.hadoop.yarn.server.nodemanager.NodeManager"
+
+
 @dataclass(frozen=True)
 class Daemon:
     name: str
     main_class: str
     heap_mb: int
+    #: The NodeManager's index; None for the other daemons.
+    node: int | None = None
 
 
 DAEMONS = (
     Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", 384),
     Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 256),
     Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
-    Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
+    Daemon("nodemanager", NM_MAIN_CLASS, 384, node=0),
 )
+
+
+def nodemanager(index: int) -> Daemon:
+    """NodeManager ``index``; 0 keeps the single-node cluster's name."""
+    return Daemon("nodemanager" if index == 0 else f"nodemanager-{index}", NM_MAIN_CLASS, 384, node=index)
 
 
 class ClusterError(RuntimeError):
@@ -105,16 +132,76 @@ class Layout:
     port_base: int
     nm_memory_mb: int
     nm_vcores: int
+    nodemanagers: int = 1
+    gpus: int = 4
 
     @classmethod
     def from_env(cls) -> Layout:
         home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve()
-        return cls(
+        layout = cls(
             home=home,
             port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
             nm_memory_mb=int(os.environ.get("TONY_DEVCLUSTER_NM_MEMORY_MB", "14336")),
             nm_vcores=int(os.environ.get("TONY_DEVCLUSTER_NM_VCORES", "16")),
+            nodemanagers=_int_env("TONY_DEVCLUSTER_NODEMANAGERS", "1"),
+            gpus=_int_env("TONY_DEVCLUSTER_GPUS", "4"),
         )
+        if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
+            raise ClusterError(f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}: the port layout "
+                               f"has room for 1 to {MAX_NODEMANAGERS} NodeManagers; pick one of those")
+        if not 0 <= layout.gpus <= 64:
+            raise ClusterError(f"TONY_DEVCLUSTER_GPUS={layout.gpus}: give 0 to 64 stand-in GPUs")
+        return layout
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodemanagers > 1
+
+    @property
+    def gpu_node(self) -> int | None:
+        """The NodeManager with the ``gpu`` label and the GPUs (the last one), if any."""
+        return self.nodemanagers - 1 if self.multi_node else None
+
+    @property
+    def daemons(self) -> tuple[Daemon, ...]:
+        return DAEMONS + tuple(nodemanager(i) for i in range(1, self.nodemanagers))
+
+    def nm_host(self, index: int) -> str:
+        # Distinct loopback addresses make distinct YARN hosts: Linux answers
+        # on all of 127.0.0.0/8 without configuration.
+        return "localhost" if index == 0 else f"127.0.0.{index + 1}"
+
+    def nm_port(self, key: str, index: int) -> int:
+        return self.port(key) + NM_PORT_STRIDE * index
+
+    def nm_id(self, index: int) -> str:
+        """The YARN node id (``host:port``) of NodeManager ``index``."""
+        return f"{self.nm_host(index)}:{self.nm_port('nm_port', index)}"
+
+    def nm_home(self, index: int) -> Path:
+        return self.home if index == 0 else self.home / f"nm{index}"
+
+    def nm_conf(self, index: int) -> Path:
+        return self.conf if index == 0 else self.nm_home(index) / "conf"
+
+    def nm_local_dir(self, index: int) -> Path:
+        return self.home / "data" / ("nm-local" if index == 0 else f"nm-local-{index}")
+
+    def nm_log_dir(self, index: int) -> Path:
+        return self.logs / ("containers" if index == 0 else f"containers-{index}")
+
+    def nm_gpu_bin(self, index: int) -> Path:
+        """Where the stand-in ``nvidia-smi`` of a GPU NodeManager lives."""
+        return self.nm_home(index) / "gpu-bin"
+
+    def nm_url_of(self, index: int) -> str:
+        return f"http://{self.nm_host(index)}:{self.nm_port('nm_http_port', index)}"
+
+    def daemon_conf(self, daemon: Daemon) -> Path:
+        return self.nm_conf(daemon.node) if daemon.node else self.conf
+
+    def daemon_classpath(self, daemon: Daemon) -> str:
+        return f"{self.daemon_conf(daemon)}:{self.webapps}:{self.jars}/*"
 
     @property
     def jars(self) -> Path:
@@ -169,6 +256,14 @@ class Layout:
     @property
     def fs_default(self) -> str:
         return f"hdfs://127.0.0.1:{self.port('nn_rpc_port')}"
+
+
+def _int_env(name: str, default: str) -> int:
+    raw = os.environ.get(name, default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ClusterError(f"{name}={raw!r} is not a whole number; set it to one, e.g. {default}") from None
 
 
 def java_home() -> Path:
@@ -229,23 +324,145 @@ def _unpack_webapps(layout: Layout) -> None:
 # ---------------------------------------------------------------- conf
 
 
-def render_conf(layout: Layout) -> None:
-    """Render the templates with this layout's paths and ports."""
-    values = {key: str(layout.port(key)) for key in PORT_OFFSETS}
-    values.update(
-        home=str(layout.home),
-        conf_dir=str(layout.conf),
-        jars_dir=str(layout.jars),
-        user=getpass.getuser(),
-        nm_memory_mb=str(layout.nm_memory_mb),
-        nm_vcores=str(layout.nm_vcores),
-        max_alloc_mb=str(min(8192, layout.nm_memory_mb)),
-        max_alloc_vcores=str(min(8, layout.nm_vcores)),
+def _prop(name: str, value: str) -> str:
+    return f"  <property><name>{name}</name><value>{value}</value></property>\n"
+
+
+def _label_properties(layout: Layout) -> str:
+    """Queue ``training`` may place containers on the ``gpu`` partition.
+
+    Also the dominant-resource calculator: the default one counts memory
+    only, and the RM refuses to start with ``yarn.io/gpu`` declared.
+    """
+    if not layout.multi_node:
+        return ""
+    cs = "yarn.scheduler.capacity.root"
+    return "".join([
+        _prop("yarn.scheduler.capacity.resource-calculator",
+              "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"),
+        _prop(f"{cs}.accessible-node-labels", GPU_LABEL),
+        _prop(f"{cs}.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
+        _prop(f"{cs}.training.accessible-node-labels", GPU_LABEL),
+        _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
+        _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.maximum-capacity", "100"),
+    ])
+
+
+def _extra_yarn_properties(layout: Layout, index: int) -> str:
+    """Multi-node additions: node labels (RM) and, on the GPU node, Hadoop's GPU plugin."""
+    if not layout.multi_node:
+        return ""
+    extra = [
+        _prop("yarn.node-labels.enabled", "true"),
+        _prop("yarn.node-labels.fs-store.root-dir", f"file://{layout.home}/data/node-labels"),
+    ]
+    if index == layout.gpu_node and layout.gpus > 0:
+        # The plugin discovers the devices by running nvidia-smi -q -x and
+        # advertises their count as yarn.io/gpu. Under DefaultContainerExecutor
+        # it does not pin devices to containers (that needs the
+        # LinuxContainerExecutor with cgroups), which is why the executors
+        # take node-local GPU leases themselves (runtime/gpu_lease.py).
+        extra += [
+            _prop("yarn.nodemanager.resource-plugins", "yarn.io/gpu"),
+            _prop("yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices", "auto"),
+            _prop("yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables",
+                  str(layout.nm_gpu_bin(index) / "nvidia-smi")),
+        ]
+    return "".join(extra)
+
+
+RESOURCE_TYPES_XML = """<?xml version="1.0"?>
+<!-- Written by devcluster.py for a multi-node cluster: GPUs are a YARN resource. -->
+<configuration>
+  <property><name>yarn.resource-types</name><value>yarn.io/gpu</value></property>
+</configuration>
+"""
+
+
+def fake_nvidia_smi(layout: Layout, index: int) -> str:
+    """A shell script answering as ``nvidia-smi`` does on a node with stand-in GPUs.
+
+    ``-q -x`` prints the XML Hadoop's ``GpuDeviceInformationParser`` reads
+    (``gpu`` elements with ``product_name``, ``uuid``, ``minor_number``,
+    ``fb_memory_usage``, ``utilization``, ``temperature``);
+    ``--query-gpu=index`` prints one index a line, which is what the task
+    executors ask; anything else lists the GPUs as ``-L`` does. UUIDs differ
+    per node, as real ones do.
+    """
+    gpus = []
+    for gpu in range(layout.gpus):
+        digest = hashlib.sha256(f"{layout.home}:{index}:{gpu}".encode()).hexdigest()
+        uuid = f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        gpus.append((gpu, uuid))
+    xml_gpus = "".join(
+        f'  <gpu id="00000000:{gpu + 1:02X}:00.0">\n'
+        "    <product_name>Stand-in GPU (devcluster)</product_name>\n"
+        f"    <uuid>{uuid}</uuid>\n"
+        f"    <minor_number>{gpu}</minor_number>\n"
+        "    <fb_memory_usage><total>16384 MiB</total><used>0 MiB</used><free>16384 MiB</free></fb_memory_usage>\n"
+        "    <utilization><gpu_util>0 %</gpu_util><memory_util>0 %</memory_util></utilization>\n"
+        "    <temperature><gpu_temp>30 C</gpu_temp><gpu_temp_max_threshold>95 C</gpu_temp_max_threshold>"
+        "<gpu_temp_slow_threshold>90 C</gpu_temp_slow_threshold></temperature>\n"
+        "  </gpu>\n"
+        for gpu, uuid in gpus
     )
-    layout.conf.mkdir(parents=True, exist_ok=True)
-    for template in sorted(CONF_TEMPLATES.iterdir()):
-        text = string.Template(template.read_text()).substitute(values)
-        (layout.conf / template.name).write_text(text)
+    listing = "".join(f"GPU {gpu}: Stand-in GPU (devcluster) (UUID: {uuid})\n" for gpu, uuid in gpus)
+    indices = "".join(f"{gpu}\n" for gpu, _ in gpus)
+    return (
+        "#!/bin/sh\n"
+        "# Written by devcluster.py: a stand-in nvidia-smi for a node with fake GPUs.\n"
+        'case " $* " in\n'
+        "  *--query-gpu=*)\n"
+        f"    printf '%s' '{indices}' ;;\n"
+        '  *" -q "*)\n'
+        "    cat <<'XML'\n"
+        '<?xml version="1.0" ?>\n'
+        '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
+        "<nvidia_smi_log>\n"
+        "  <driver_version>550.00</driver_version>\n"
+        f"  <attached_gpus>{len(gpus)}</attached_gpus>\n"
+        f"{xml_gpus}"
+        "</nvidia_smi_log>\n"
+        "XML\n"
+        "    ;;\n"
+        "  *)\n"
+        f"    printf '%s' '{listing}' ;;\n"
+        "esac\n"
+    )
+
+
+def render_conf(layout: Layout) -> None:
+    """Render the templates with this layout's paths and ports, once per NodeManager."""
+    for index in range(layout.nodemanagers):
+        values = {key: str(layout.port(key)) for key in PORT_OFFSETS}
+        values.update({key: str(layout.nm_port(key, index)) for key in NM_PORT_KEYS})
+        conf = layout.nm_conf(index)
+        values.update(
+            home=str(layout.home),
+            conf_dir=str(conf),
+            jars_dir=str(layout.jars),
+            user=getpass.getuser(),
+            nm_memory_mb=str(layout.nm_memory_mb),
+            nm_vcores=str(layout.nm_vcores),
+            max_alloc_mb=str(min(8192, layout.nm_memory_mb)),
+            max_alloc_vcores=str(min(8, layout.nm_vcores)),
+            nm_host=layout.nm_host(index),
+            nm_local_dir=str(layout.nm_local_dir(index)),
+            nm_log_dir=str(layout.nm_log_dir(index)),
+            extra_properties=_extra_yarn_properties(layout, index),
+            label_properties=_label_properties(layout),
+        )
+        conf.mkdir(parents=True, exist_ok=True)
+        for template in sorted(CONF_TEMPLATES.iterdir()):
+            text = string.Template(template.read_text()).substitute(values)
+            (conf / template.name).write_text(text)
+        if layout.multi_node:
+            (conf / "resource-types.xml").write_text(RESOURCE_TYPES_XML)
+        if index == layout.gpu_node and layout.gpus > 0:
+            layout.nm_gpu_bin(index).mkdir(parents=True, exist_ok=True)
+            smi = layout.nm_gpu_bin(index) / "nvidia-smi"
+            smi.write_text(fake_nvidia_smi(layout, index))
+            smi.chmod(0o755)
     # skein's driver asks `yarn classpath --glob` for the Hadoop classpath;
     # this shim answers with our conf dir first and the jars after it.
     layout.bin.mkdir(parents=True, exist_ok=True)
@@ -279,18 +496,23 @@ def running_pid(layout: Layout, daemon: Daemon) -> int | None:
         return None
     pid = int(pid_file.read_text().strip())
     cmd = _cmdline(pid)
-    if daemon.main_class in cmd and str(layout.conf) in cmd:
+    if daemon.main_class in cmd and f"{layout.daemon_conf(daemon)}:" in cmd:
         return pid
     return None
 
 
-def daemon_env(layout: Layout, jhome: Path) -> dict[str, str]:
+def daemon_env(layout: Layout, jhome: Path, daemon: Daemon | None = None) -> dict[str, str]:
+    node = daemon.node if daemon is not None else None
+    path = f"{jhome}/bin:/usr/local/bin:/usr/bin:/bin"
+    if node is not None and node == layout.gpu_node and layout.gpus > 0:
+        # Containers on the GPU node find the stand-in nvidia-smi on PATH.
+        path = f"{layout.nm_gpu_bin(node)}:{path}"
     env = {
         "JAVA_HOME": str(jhome),
-        "HADOOP_CONF_DIR": str(layout.conf),
+        "HADOOP_CONF_DIR": str(layout.daemon_conf(daemon) if daemon is not None else layout.conf),
         # Containers inherit PATH through the env whitelist: keep it plain so
         # no developer venv leaks into YARN containers.
-        "PATH": f"{jhome}/bin:/usr/local/bin:/usr/bin:/bin",
+        "PATH": path,
         "JDK_JAVA_OPTIONS": " ".join(ADD_OPENS),
         "LANG": "C.UTF-8",
         "HOME": os.environ.get("HOME", "/root"),
@@ -300,15 +522,16 @@ def daemon_env(layout: Layout, jhome: Path) -> dict[str, str]:
     return env
 
 
-def start_daemon(layout: Layout, daemon: Daemon, jhome: Path, env: dict[str, str]) -> int:
+def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
     log = layout.logs / f"{daemon.name}.log"
+    env = daemon_env(layout, jhome, daemon)
     cmd = [
         str(jhome / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
         f"-Dhadoop.log.dir={layout.logs}", f"-Dyarn.log.dir={layout.logs}",
         f"-Dhadoop.log.file={daemon.name}.log", "-Dhadoop.root.logger=INFO,console",
         f"-Dproc_{daemon.name}",
-        "-cp", layout.classpath, daemon.main_class,
+        "-cp", layout.daemon_classpath(daemon), daemon.main_class,
     ]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -353,7 +576,58 @@ def hdfs_ready(layout: Layout) -> bool:
 
 def yarn_ready(layout: Layout) -> bool:
     metrics = _get_json(f"{layout.rm_url}/ws/v1/cluster/metrics")["clusterMetrics"]
-    return metrics.get("activeNodes", 0) >= 1
+    return metrics.get("activeNodes", 0) >= layout.nodemanagers
+
+
+def rm_nodes(layout: Layout) -> dict[str, dict]:
+    """The ResourceManager's view of its nodes, by node id."""
+    nodes = (_get_json(f"{layout.rm_url}/ws/v1/cluster/nodes?states=NEW,RUNNING,UNHEALTHY,LOST,"
+                       "SHUTDOWN,DECOMMISSIONING,DECOMMISSIONED,REBOOTED").get("nodes") or {}).get("node") or []
+    return {node["id"]: node for node in nodes}
+
+
+def nm_ready(layout: Layout, index: int, since_ms: int) -> bool:
+    """NodeManager ``index`` is RUNNING in the RM and has reported since ``since_ms``."""
+    node = rm_nodes(layout).get(layout.nm_id(index))
+    return bool(node) and node["state"] == "RUNNING" and node.get("lastHealthUpdate", 0) >= since_ms
+
+
+def _rm_post(layout: Layout, path: str, body: dict) -> None:
+    # The RM's web filter makes an unauthenticated caller the static web user;
+    # with ACLs off (yarn-site) that user may change node labels.
+    req = urllib.request.Request(f"{layout.rm_url}/ws/v1/cluster/{path}", data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json",
+                                                         "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback only
+            resp.read()
+    except urllib.error.HTTPError as exc:
+        raise ClusterError(f"the ResourceManager refused POST {path}: HTTP {exc.code} "
+                           f"{exc.read()[:500].decode(errors='replace')}") from exc
+
+
+def ensure_gpu_label(layout: Layout) -> None:
+    """Create the ``gpu`` node label and put it on the GPU NodeManager.
+
+    Idempotent: the labels are kept in the RM's file store under the state
+    directory, so a restarted RM already has them.
+    """
+    if layout.gpu_node is None:
+        return
+    labels = _get_json(f"{layout.rm_url}/ws/v1/cluster/get-node-labels")
+    names = [label["name"] for label in _as_list((labels.get("nodeLabelInfo") if labels else None) or [])]
+    if GPU_LABEL not in names:
+        _rm_post(layout, "add-node-labels",
+                 {"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": False}]})
+    node_id = layout.nm_id(layout.gpu_node)
+    if GPU_LABEL not in (rm_nodes(layout).get(node_id, {}).get("nodeLabels") or []):
+        # This endpoint takes the labels as a query parameter, not a body.
+        _rm_post(layout, f"nodes/{node_id}/replace-labels?labels={GPU_LABEL}", {})
+
+
+def _as_list(value: object) -> list:
+    # Jersey's JSON renders a one-element list as the element itself.
+    return value if isinstance(value, list) else [value]
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -394,14 +668,16 @@ def up(layout: Layout) -> None:
     render_conf(layout)
     env = daemon_env(layout, jhome)
     format_namenode(layout, jhome, env)
-    by_name = {d.name: d for d in DAEMONS}
-    for daemon in DAEMONS:
+    by_name = {d.name: d for d in layout.daemons}
+    for daemon in layout.daemons:
         if running_pid(layout, daemon) is None:
-            start_daemon(layout, daemon, jhome, env)
+            start_daemon(layout, daemon, jhome)
     wait_for("HDFS (a live DataNode, safe mode off)", lambda: hdfs_ready(layout), layout,
              (by_name["namenode"], by_name["datanode"]))
-    wait_for("YARN (an active NodeManager)", lambda: yarn_ready(layout), layout,
-             (by_name["resourcemanager"], by_name["nodemanager"]))
+    wait_for(f"YARN ({layout.nodemanagers} active NodeManager(s))", lambda: yarn_ready(layout), layout,
+             (by_name["resourcemanager"], *[d for d in layout.daemons if d.node is not None]))
+    if layout.multi_node:
+        ensure_gpu_label(layout)
     print(f"devcluster up in {time.monotonic() - started:.1f}s "
           f"({'jars fetched' if downloaded else 'jars cached'}); state in {layout.home}",
           file=sys.stderr)
@@ -450,7 +726,11 @@ def is_alive(pid: int) -> bool:
 
 def down(layout: Layout) -> None:
     # YARN first (its NodeManager kills the containers it runs), then HDFS.
-    for daemon in reversed(DAEMONS):
+    # Every NodeManager this home ever ran, whatever the setting now says.
+    started = {p.stem for p in layout.run.glob("nodemanager-*.pid")}
+    extra = tuple(nodemanager(int(name.rpartition("-")[2])) for name in sorted(started)
+                  if name.rpartition("-")[2].isdigit())
+    for daemon in reversed(DAEMONS + extra):
         pid = running_pid(layout, daemon)
         if pid is not None:
             _stop_pid(pid)
@@ -468,10 +748,12 @@ def print_status(layout: Layout, stream=sys.stdout) -> bool:
         "namenode": f"{layout.webhdfs_url}/  (fs.defaultFS {layout.fs_default})",
         "datanode": f"http://localhost:{layout.port('dn_http_port')}/",
         "resourcemanager": f"{layout.rm_url}/cluster",
-        "nodemanager": f"{layout.nm_url}/node",
     }
+    for index in range(layout.nodemanagers):
+        label = "  (label gpu)" if index == layout.gpu_node else ""
+        urls[nodemanager(index).name] = f"{layout.nm_url_of(index)}/node{label}"
     all_up = True
-    for daemon in DAEMONS:
+    for daemon in layout.daemons:
         pid = running_pid(layout, daemon)
         all_up &= pid is not None
         state = f"up (pid {pid})" if pid else "down"
@@ -512,27 +794,91 @@ def env_lines(layout: Layout) -> list[str]:
         "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
         "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
     }
+    if layout.multi_node:
+        # Tests and fault scripts that call `stop-nm`/`start-nm` need the same layout.
+        exports["TONY_DEVCLUSTER_PORT_BASE"] = str(layout.port_base)
+        exports["TONY_DEVCLUSTER_NODEMANAGERS"] = str(layout.nodemanagers)
+        exports["TONY_DEVCLUSTER_GPUS"] = str(layout.gpus)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     lines.append(f'export PATH={shlex.quote(str(layout.bin))}:"$PATH"')
     return lines
 
 
+def _node_containers(layout: Layout, index: int) -> list[int]:
+    """Processes of the containers NodeManager ``index`` launched (cwd in its local dir)."""
+    local = f"{layout.nm_local_dir(index)}/"
+    return [pid for pid in _descendants_in(layout) if os.readlink(f"/proc/{pid}/cwd").startswith(local)]
+
+
+def stop_nm(layout: Layout, index: int, lose: bool) -> None:
+    """Stop one NodeManager, for fault tests.
+
+    Plain stop is a graceful shutdown: the NodeManager kills its containers
+    and tells the ResourceManager it is leaving. ``lose`` is a machine
+    failure: SIGKILL to the NodeManager and to its containers, and the RM
+    learns of it only when the node's liveness expires.
+    """
+    daemon = nodemanager(index)
+    pid = running_pid(layout, daemon)
+    if pid is not None:
+        if lose:
+            containers = _node_containers(layout, index)
+            for victim in [pid, *containers]:
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        else:
+            _stop_pid(pid)
+    _pid_file(layout, daemon).unlink(missing_ok=True)
+
+
+def start_nm(layout: Layout, index: int) -> None:
+    """Start one NodeManager again and wait until the RM schedules on it."""
+    daemon = nodemanager(index)
+    if running_pid(layout, daemon) is not None:
+        return
+    since_ms = int(time.time() * 1000)
+    start_daemon(layout, daemon, java_home())
+    wait_for(f"{daemon.name} ({layout.nm_id(index)}) RUNNING in the ResourceManager",
+             lambda: nm_ready(layout, index, since_ms), layout, (daemon,))
+
+
+def _node_index(layout: Layout, raw: str | None, parser: argparse.ArgumentParser) -> int:
+    if raw is None or not raw.isdigit() or not 0 <= int(raw) < layout.nodemanagers:
+        parser.error(f"give a NodeManager index from 0 to {layout.nodemanagers - 1} "
+                     f"(TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}); got {raw!r}")
+    return int(raw)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "env", "stop"])
-    parser.add_argument("daemon", nargs="?", choices=[d.name for d in DAEMONS],
-                        help="with `stop`: stop only this daemon (`up` starts it again); for outage tests")
+    parser.add_argument("command", choices=["up", "down", "status", "env", "stop", "stop-nm", "start-nm"])
+    parser.add_argument("daemon", nargs="?",
+                        help="with `stop`: stop only this daemon (`up` starts it again); with "
+                             "`stop-nm`/`start-nm`: the NodeManager's index; for outage tests")
+    parser.add_argument("--lose", action="store_true",
+                        help="with `stop-nm`: SIGKILL the NodeManager and its containers (a lost machine)")
     args = parser.parse_args(argv)
-    layout = Layout.from_env()
     try:
-        if args.command == "up":
+        layout = Layout.from_env()
+    except ClusterError as exc:
+        print(f"devcluster {args.command} failed: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.command == "stop-nm":
+            stop_nm(layout, _node_index(layout, args.daemon, parser), args.lose)
+        elif args.command == "start-nm":
+            start_nm(layout, _node_index(layout, args.daemon, parser))
+        elif args.command == "up":
             up(layout)
         elif args.command == "down":
             down(layout)
         elif args.command == "stop":
-            if not args.daemon:
-                parser.error("stop needs a daemon name")
-            daemon = next(d for d in DAEMONS if d.name == args.daemon)
+            names = [d.name for d in layout.daemons]
+            if args.daemon not in names:
+                parser.error(f"stop needs a daemon name, one of {names}; got {args.daemon!r}")
+            daemon = next(d for d in layout.daemons if d.name == args.daemon)
             pid = running_pid(layout, daemon)
             if pid is not None:
                 _stop_pid(pid)
