@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority
+from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
-from airflow_provider_tony.runtime import workspace
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
-from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Heartbeat as Beat, Registration
+from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration, Slot
+from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec
@@ -45,11 +45,40 @@ MODEL_DIR = "model"
 TENSORBOARD_DIR = "tensorboard"
 
 
+SLOT_POLL_S = 0.25
+SLOT_WAIT_S = 120.0
+
+
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
-    """Role and index from skein's ``<service>_<instance>`` container id."""
+    """Role and skein instance number from skein's ``<service>_<instance>`` container id."""
     container = env[C.ENV_SKEIN_CONTAINER_ID]
     role, _, index = container.rpartition("_")
     return role, int(index)
+
+
+def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT_WAIT_S) -> tuple[str, int, int]:
+    """Role, task index and gang generation of this container.
+
+    The first gang's containers are instances 0..n-1 of their service, so the
+    container id says who they are. skein numbers the containers of a
+    restarted gang on (``worker_2`` replaces ``worker_0``); the AM writes
+    their task and generation under ``tony/slot/<container>`` once skein has
+    named them, so such a container polls for it.
+    """
+    role, instance = task_identity(env)
+    container = env[C.ENV_SKEIN_CONTAINER_ID]
+    deadline = time.monotonic() + wait_s
+    while True:
+        raw = app.kv.get(C.kv_slot(container))
+        if raw is not None:
+            slot = Slot.from_json(raw)
+            slot_role, index = slot.task_id.rsplit(":", 1)
+            return slot_role, int(index), slot.generation
+        if instance < spec.roles[role].instances:
+            return role, instance, 0
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"container {container} has no slot from the AM after {wait_s:g}s")
+        time.sleep(SLOT_POLL_S)
 
 
 def reserve_port() -> socket.socket:
@@ -117,8 +146,9 @@ class Heartbeat(threading.Thread):
     slows no start-up.
     """
 
-    def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path) -> None:
+    def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path, generation: int = 0) -> None:
         super().__init__(name="tony-heartbeat", daemon=True)
+        self.generation = generation
         self.app = app
         self.key = C.kv_heartbeat(task_id)
         self.interval = interval
@@ -132,7 +162,8 @@ class Heartbeat(threading.Thread):
     def beat(self) -> None:
         self.seq += 1
         payload = Beat(seq=self.seq, time=time.time(), user_started=self.user_started,
-                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file))
+                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file),
+                       generation=self.generation)
         self.app.kv[self.key] = payload.to_json()
 
     def nudge(self) -> None:
@@ -153,8 +184,8 @@ class Heartbeat(threading.Thread):
             self.wake.clear()
 
 
-def wait_for_cluster(app: Any) -> ClusterDocument:
-    """The cluster spec, once the AM has published it.
+def wait_for_cluster(app: Any, generation: int = 0) -> ClusterDocument:
+    """The cluster spec of this executor's gang, once the AM has published it.
 
     Polled for (0.05 s, growing to 0.25 s, the AM's own start-up tick), not
     waited on with skein's ``kv.wait``: that opens a watch, and skein 0.8.2's
@@ -163,9 +194,13 @@ def wait_for_cluster(app: Any) -> ClusterDocument:
     executor's new watch could fail each other. Gets cannot race that way.
     """
     delays = itertools.chain(CLUSTER_POLL_S, itertools.repeat(CLUSTER_POLL_S[-1]))
-    while (raw := app.kv.get(C.KV_CLUSTER)) is None:
+    while True:
+        raw = app.kv.get(C.KV_CLUSTER)
+        if raw is not None:
+            doc = ClusterDocument.from_json(raw)
+            if doc.generation == generation:
+                return doc
         time.sleep(next(delays))
-    return ClusterDocument.from_json(raw)
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -275,12 +310,12 @@ def main() -> int:
 
     env = dict(os.environ)
     spec = decode_spec(env[C.ENV_JOB_SPEC])
-    role, index = task_identity(env)
+    app = skein.ApplicationClient.from_current()
+    role, index, generation = find_slot(app, spec, env)
     task_id = f"{role}:{index}"
     is_decider = task_id == spec.decider_task()
-    # Names this process's temporary uploads: unique per try and per process.
-    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}"
-    app = skein.ApplicationClient.from_current()
+    # Names this process's temporary uploads: unique per try, gang and process.
+    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{generation}-{os.getpid()}"
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
     workdir = Path.cwd()
     (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
@@ -295,13 +330,13 @@ def main() -> int:
     local_gpus = discover_local_gpus() if spec.roles[role].gpus > 0 else []
     registration = Registration(host=host, port=sock.getsockname()[1], pid=os.getpid(),
                                 container_id=env.get(C.ENV_YARN_CONTAINER_ID), gpus_local=local_gpus,
-                                gpus_pinned=pinned)
-    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE)
+                                gpus_pinned=pinned, generation=generation)
+    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE, generation)
     heartbeat.start()
     app.kv[C.kv_register(task_id)] = registration.to_json()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
 
-    cluster = wait_for_cluster(app)
+    cluster = wait_for_cluster(app, generation)
     user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
@@ -350,7 +385,8 @@ def main() -> int:
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
     app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=code, stderr_tail=tail, time=time.time(),
-                                            progress=progress_api.read(workdir / PROGRESS_FILE)).to_json()
+                                            progress=progress_api.read(workdir / PROGRESS_FILE),
+                                            generation=generation).to_json()
     return 0
 
 
