@@ -272,6 +272,7 @@ class RestartRecord(Message):
     host: str | None = None  # where the failed task ran (new containers avoid it where YARN can)
     at: float = 0.0  # seconds after the AM started
     at_wall: float | None = None
+    last_step: int | None = None  # the decider's last reported step before the failure
     resumed_step: int | None = None  # checkpoint step the new gang restored (None: from scratch / not yet)
     resumed_at: float | None = None  # seconds after the AM started when every task ran user code again
 

@@ -232,6 +232,8 @@ class JobTracker:
                                else max(steps, default=None))
         where = "from scratch (no checkpoint)" if record.resumed_step is None else \
             f"from checkpoint step {record.resumed_step}"
+        if record.last_step is not None:
+            where += f" (step {record.last_step} reached before the failure)"
         self.events.append(f"restart {record.attempt}: the new gang resumed {where}, "
                            f"{record.resumed_at - record.at:.1f}s after the failure")
 
@@ -290,9 +292,11 @@ class JobTracker:
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
         assert verdict.task_id is not None  # _restartable checked it
         failed = self.tasks[verdict.task_id]
+        decider = self.tasks.get(self.spec.decider_task())
+        last_step = decider.progress.step if decider is not None and decider.progress is not None else None
         record = RestartRecord(attempt=len(self.restarts) + 1, failed_task=failed.task_id,
                                reason=verdict.diagnostics, host=failed.host, at=round(now - self.started, 3),
-                               at_wall=wall)
+                               at_wall=wall, last_step=last_step)
         self.restarts.append(record)
         self.restart_pending = record
         for task in self.tasks.values():

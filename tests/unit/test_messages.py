@@ -39,7 +39,7 @@ SUMMARY = TaskSummary(state="FAILED", role="worker", index=1, tracked=False, hos
                       container_id="container_1_0001_01_000003", gpus=["0", "1"], seconds_since_heartbeat=1.5,
                       exit_code=137, progress=PROGRESS, stderr_tail=["Killed"], message="lost", restored_step=100)
 RESTART = RestartRecord(attempt=2, failed_task="worker:1", reason="worker:1 lost", host="127.0.0.3", at=12.5,
-                        at_wall=1.7e9, resumed_step=40, resumed_at=30.0)
+                        at_wall=1.7e9, last_step=47, resumed_step=40, resumed_at=30.0)
 FULL: list[Message] = [
     PROGRESS,
     Registration(host="node1", port=4000, pid=77, container_id="container_1", gpus_local=["0", "1"],

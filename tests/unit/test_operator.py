@@ -131,7 +131,7 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
         "events": ["restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
                    "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
         "restarts": [{"attempt": 1, "failed_task": "worker:1", "reason": "worker:1 lost", "host": "node3",
-                      "at": 40.0, "at_wall": None, "resumed_step": 30, "resumed_at": 55.0}],
+                      "at": 40.0, "at_wall": None, "last_step": None, "resumed_step": 30, "resumed_at": 55.0}],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
     }

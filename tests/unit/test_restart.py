@@ -18,6 +18,7 @@ from airflow_provider_tony.runtime.messages import (
     ClusterDocument,
     ExitRecord,
     Heartbeat,
+    Progress,
     Registration,
     Slot,
     StateDocument,
@@ -68,6 +69,7 @@ def test_a_lost_worker_with_restarts_left_restarts_the_gang_instead_of_failing()
 def test_the_new_gang_resumes_and_the_history_says_from_which_step() -> None:
     tr = make_tracker(WORKERS, max_restarts=1)
     run_gang(tr, T0 + 1)
+    tr.heartbeat("chief:0", Heartbeat(seq=2, user_started=True, progress=Progress(step=47, time=2.0)), T0 + 40)
     lose(tr, "worker:0", T0 + 50)
     tr.check(T0 + 50)
     restart(tr, T0 + 51)
@@ -77,8 +79,8 @@ def test_the_new_gang_resumes_and_the_history_says_from_which_step() -> None:
     run_gang(tr, T0 + 70, restored_step=40)
     assert tr.app_state() is AppState.RUNNING
     record = tr.restarts[0]
-    assert (record.resumed_step, record.resumed_at) == (40, 70.0)
-    assert any("resumed from checkpoint step 40" in e for e in tr.events)
+    assert (record.last_step, record.resumed_step, record.resumed_at) == (47, 40, 70.0)
+    assert any("resumed from checkpoint step 40 (step 47 reached" in e for e in tr.events)
     doc = StateDocument.from_json(tr.document(T0 + 71, 1.7e9, 1, "app").to_json())
     assert doc.generation == 1 and doc.restarts[0].resumed_step == 40 and doc.restarts[0].failed_task == "worker:0"
     assert tr.cluster_doc(T0 + 71).generation == 1
