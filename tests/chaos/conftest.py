@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,3 +47,26 @@ def chaos_cluster_down() -> Iterator[None]:
     yield
     if os.environ.get("TONY_CHAOS_KEEP") != "1":  # kept between local runs only when asked
         devcluster("down")
+
+
+@pytest.fixture
+def hdfs(cluster: Any) -> Any:
+    from hdfs import InsecureClient
+
+    return InsecureClient(cluster.webhdfs_url, user=cluster.user)
+
+
+@pytest.fixture
+def ckpt_dir(hdfs: Any) -> Iterator[str]:
+    path = f"/tmp/pytest-chaos-{uuid.uuid4().hex[:8]}"
+    yield path
+    hdfs.delete(path, recursive=True)
+
+
+@pytest.fixture
+def stopped_nodes() -> Iterator[list[int]]:
+    """NodeManagers a test stopped; started again afterwards, so the next test has every node."""
+    stopped: list[int] = []
+    yield stopped
+    for index in stopped:
+        devcluster("start-nm", str(index))

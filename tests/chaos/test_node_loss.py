@@ -9,8 +9,6 @@ its applications are killed by the ``app_tag`` fixture.
 from __future__ import annotations
 
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +25,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 JOBS = Path(__file__).resolve().parents[1] / "integration" / "jobs"
 WORKERS = 3  # with three nodes, at least one worker lands away from the AM in practice
 STEPS, EVERY, SLEEP = 150, 10, 0.2
-
-
-@pytest.fixture
-def hdfs(cluster: Any) -> Any:
-    from hdfs import InsecureClient
-
-    return InsecureClient(cluster.webhdfs_url, user=cluster.user)
-
-
-@pytest.fixture
-def ckpt_dir(hdfs: Any) -> Iterator[str]:
-    path = f"/tmp/pytest-chaos-{uuid.uuid4().hex[:8]}"
-    yield path
-    hdfs.delete(path, recursive=True)
-
-
-@pytest.fixture
-def stopped_nodes() -> Iterator[list[int]]:
-    """NodeManagers a test stopped; started again afterwards, so the next test has every node."""
-    stopped: list[int] = []
-    yield stopped
-    for index in stopped:
-        devcluster("start-nm", str(index))
 
 
 def count_job(ckpt: str, max_restarts: int) -> JobSpec:
