@@ -10,17 +10,22 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 # Passed to pytest by `make test`, e.g. make test PYTEST_ARGS="-m 'not slow'"
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
+# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs).
+ifdef SECURE
+export TONY_DEVCLUSTER_SECURE := $(SECURE)
+endif
 
-.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast lint reference demo clean
+.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure lint reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only: no cluster, no Java"
+	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: Kerberized profile)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 # Reinstalls whenever pyproject.toml changes (a new dependency, the tony script).
@@ -45,8 +50,22 @@ cluster-env:
 	@$(DEVCLUSTER) env
 
 # The cluster comes down even when tests fail; pytest's exit code is kept.
+# Then the Kerberos subset runs on the secure profile (its own cluster).
 test: venv cluster-up
 	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest $(PYTEST_ARGS) ) || rc=$$?; \
+	$(DEVCLUSTER) down; \
+	$(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; exit $$rc
+
+# The secure profile in its own state dir and ports (base + 600), sharing the
+# open cluster's jar cache; started and stopped here.
+SECURE_ENV = TONY_DEVCLUSTER_SECURE=1 TONY_DEVCLUSTER_HOME="$(CURDIR)/.devcluster-secure" \
+	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
+SECURE_PORT_BASE ?= 19600
+SECURE_JARS ?= $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
+test-secure: venv
+	@export $(SECURE_ENV); rc=0; \
+	( $(DEVCLUSTER) up && eval "$$($(DEVCLUSTER) env)" && \
+	  $(PY) -m pytest tests/integration/test_secure.py $(PYTEST_ARGS) ) || rc=$$?; \
 	$(DEVCLUSTER) down; exit $$rc
 
 # Airflow as users run it (PostgreSQL, api-server, scheduler, dag-processor,

@@ -28,6 +28,10 @@ def connection_form() -> dict[str, Any]:
             "queue": text("Default queue", "YARN queue used when the job names none"),
             "principal": text("Kerberos principal", "e.g. airflow@EXAMPLE.COM (secure clusters only)"),
             "keytab": text("Kerberos keytab path", "Path of the keytab on the Airflow workers", fmt="password"),
+            "kerberos": {"label": "Kerberos", "description": "Force Kerberos on (ticket cache) or off; by default "
+                         "on when a principal is set or core-site.xml says kerberos",
+                         "schema": {"type": ["boolean", "null"]}},
+            "ca_bundle": text("CA bundle", "PEM file to verify the cluster's HTTPS endpoints with"),
             "webhdfs_url": text("WebHDFS URL", "e.g. http://namenode:9870"),
             "webhdfs_user": text("WebHDFS user", "HDFS user for checkpoints and models"),
             "webhdfs_conn_id": text("WebHDFS connection id", "Use a `webhdfs` connection instead of the URL"),

@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import proctree  # noqa: E402
+
 from airflow_provider_tony.runtime.messages import (  # noqa: E402
     MILESTONE_ALL_USER_STARTED,
     MILESTONE_CLUSTER_PUBLISHED,

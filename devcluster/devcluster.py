@@ -25,6 +25,12 @@ Everything (jars, conf, data, logs, PIDs) lives under one directory,
 ``$TONY_DEVCLUSTER_HOME`` (default ``.devcluster/`` in the checkout), and all
 ports derive from ``$TONY_DEVCLUSTER_PORT_BASE`` (default 19000), so two
 checkouts can run side by side.
+
+``TONY_DEVCLUSTER_SECURE=1`` (``make cluster-up SECURE=1``) starts the secure
+profile instead: a local MIT KDC (``kdc.py``), Kerberos on every RPC, SPNEGO
+on every web server, block access tokens, SASL data transfer and YARN ACLs
+(the fragments in ``conf-secure/``). A home started secure stays secure:
+``env`` and ``status`` read the marker ``up`` leaves in it.
 """
 from __future__ import annotations
 
@@ -47,10 +53,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kdc  # noqa: E402 - a sibling module; this file also runs as a script
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 POM = HERE / "pom.xml"
 CONF_TEMPLATES = HERE / "conf"
+SECURE_FRAGMENTS = HERE / "conf-secure"
+# Hadoop's and YARN's delegation tokens must be renewed this often (ms) on
+# the secure profile: short, so that a test job outlives a renew interval.
+TOKEN_RENEW_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_RENEW_MS", "60000"))
 
 # Offsets from the port base; one place so that `env`, `status` and the
 # configuration templates can never disagree.
@@ -70,6 +83,7 @@ PORT_OFFSETS = {
     "nm_http_port": 42,
     "nm_collector_port": 43,
     "nm_amrmproxy_port": 44,
+    "kdc_port": 97,  # the secure profile's KDC only
 }
 
 # Hadoop 3.4 on Java 17 needs these (Hadoop's own scripts add them since
@@ -115,6 +129,9 @@ DAEMONS = (
 )
 
 
+SECURE_MARKER = "secure-profile"
+
+
 def nodemanager(index: int) -> Daemon:
     """NodeManager ``index``; 0 keeps the single-node cluster's name."""
     return Daemon("nodemanager" if index == 0 else f"nodemanager-{index}", NM_MAIN_CLASS, 384, node=index)
@@ -134,10 +151,13 @@ class Layout:
     nm_vcores: int
     nodemanagers: int = 1
     gpus: int = 4
+    secure: bool = False
 
     @classmethod
     def from_env(cls) -> Layout:
         home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve()
+        secure = (os.environ.get("TONY_DEVCLUSTER_SECURE", "").lower() in ("1", "true", "yes")
+                  or (home / SECURE_MARKER).exists())
         layout = cls(
             home=home,
             port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
@@ -145,12 +165,18 @@ class Layout:
             nm_vcores=int(os.environ.get("TONY_DEVCLUSTER_NM_VCORES", "16")),
             nodemanagers=_int_env("TONY_DEVCLUSTER_NODEMANAGERS", "1"),
             gpus=_int_env("TONY_DEVCLUSTER_GPUS", "4"),
+            secure=secure,
         )
         if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
             raise ClusterError(f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}: the port layout "
                                f"has room for 1 to {MAX_NODEMANAGERS} NodeManagers; pick one of those")
         if not 0 <= layout.gpus <= 64:
             raise ClusterError(f"TONY_DEVCLUSTER_GPUS={layout.gpus}: give 0 to 64 stand-in GPUs")
+        if layout.secure and layout.multi_node:
+            # One NodeManager principal and keytab per host would be needed;
+            # the secure profile is about credentials, not placement.
+            raise ClusterError(f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers} with the secure profile: "
+                               "the secure cluster runs one NodeManager; unset one of the two")
         return layout
 
     @property
@@ -217,6 +243,10 @@ class Layout:
     @property
     def classpath(self) -> str:
         return f"{self.conf}:{self.webapps}:{self.jars}/*"
+
+    @property
+    def realm(self) -> kdc.Realm:
+        return kdc.Realm(dir=self.home / "krb5", port=self.port("kdc_port"), user=getpass.getuser())
 
     @property
     def conf(self) -> Path:
@@ -376,6 +406,11 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
             _prop("yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices", "auto"),
             _prop("yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables",
                   str(layout.nm_gpu_bin(index) / "nvidia-smi")),
+            # The DefaultContainerExecutor starts containers with an empty
+            # environment (bash then falls back to its built-in PATH), so the
+            # node's PATH with the stand-in nvidia-smi is set as admin env.
+            _prop("yarn.nodemanager.admin-env",
+                  f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin"),
         ]
     return "".join(extra)
 
@@ -460,10 +495,17 @@ def render_conf(layout: Layout) -> None:
             nm_log_dir=str(layout.nm_log_dir(index)),
             extra_properties=_extra_yarn_properties(layout, index),
             label_properties=_label_properties(layout),
+            krb5_dir=str(layout.realm.dir),
+            token_renew_ms=str(TOKEN_RENEW_MS),
         )
         conf.mkdir(parents=True, exist_ok=True)
         for template in sorted(CONF_TEMPLATES.iterdir()):
             text = string.Template(template.read_text()).substitute(values)
+            fragment = SECURE_FRAGMENTS / template.name
+            if layout.secure and fragment.exists():
+                # Appended last: in one file, Hadoop's later definition wins.
+                extra = string.Template(fragment.read_text()).substitute(values)
+                text = text.replace("</configuration>", extra + "</configuration>")
             (conf / template.name).write_text(text)
         if layout.multi_node:
             (conf / "resource-types.xml").write_text(RESOURCE_TYPES_XML)
@@ -528,6 +570,12 @@ def daemon_env(layout: Layout, jhome: Path, daemon: Daemon | None = None) -> dic
         "USER": getpass.getuser(),
         "HADOOP_USER_NAME": getpass.getuser(),
     }
+    if layout.secure:
+        # Java reads krb5.conf from this property, not from KRB5_CONFIG; it
+        # reaches containers (skein's AM) through the whitelisted variable too.
+        env["JDK_JAVA_OPTIONS"] += f" -Djava.security.krb5.conf={layout.realm.krb5_conf}"
+        env["KRB5_CONFIG"] = str(layout.realm.krb5_conf)
+        del env["HADOOP_USER_NAME"]  # ignored under Kerberos; say so by not setting it
     return env
 
 
@@ -567,31 +615,55 @@ def format_namenode(layout: Layout, jhome: Path, env: dict[str, str]) -> None:
                            f"{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
 
 
-def _get_json(url: str) -> dict:
+def _get_json(url: str, layout: Layout | None = None) -> dict:
+    if layout is not None and layout.secure:
+        return _get_json_spnego(url, layout)
     with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - loopback only
         return json.load(resp)
+
+
+def _launcher_ccache(layout: Layout) -> dict[str, str]:
+    """The launcher's own ticket (the submitting user's keytab), in its own cache."""
+    realm = layout.realm
+    env = {**os.environ, "KRB5_CONFIG": str(realm.krb5_conf),
+           "KRB5CCNAME": f"FILE:{realm.dir / 'ccache-launcher'}"}
+    if subprocess.run(["klist", "-s"], env=env).returncode != 0:
+        proc = subprocess.run(["kinit", "-kt", str(realm.keytab(realm.user)), realm.user_principal],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise OSError(f"kinit failed: {proc.stderr.strip()}")
+    return env
+
+
+def _get_json_spnego(url: str, layout: Layout) -> dict:
+    """Secure web servers want SPNEGO: curl speaks it; the standard library does not."""
+    proc = subprocess.run(["curl", "-sSf", "--max-time", "3", "--negotiate", "-u", ":", url],
+                          env=_launcher_ccache(layout), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise OSError(f"curl {url}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
 
 
 def hdfs_ready(layout: Layout) -> bool:
     url = (f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
            "qry=Hadoop:service=NameNode,name=FSNamesystemState")
-    beans = _get_json(url).get("beans", [])
+    beans = _get_json(url, layout).get("beans", [])
     if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
         return False
     info = _get_json(f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
-                     "qry=Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
+                     "qry=Hadoop:service=NameNode,name=NameNodeInfo", layout)["beans"][0]
     return not info.get("Safemode")
 
 
 def yarn_ready(layout: Layout) -> bool:
-    metrics = _get_json(f"{layout.rm_url}/ws/v1/cluster/metrics")["clusterMetrics"]
+    metrics = _get_json(f"{layout.rm_url}/ws/v1/cluster/metrics", layout)["clusterMetrics"]
     return metrics.get("activeNodes", 0) >= layout.nodemanagers
 
 
 def rm_nodes(layout: Layout) -> dict[str, dict]:
     """The ResourceManager's view of its nodes, by node id."""
     nodes = (_get_json(f"{layout.rm_url}/ws/v1/cluster/nodes?states=NEW,RUNNING,UNHEALTHY,LOST,"
-                       "SHUTDOWN,DECOMMISSIONING,DECOMMISSIONED,REBOOTED").get("nodes") or {}).get("node") or []
+                       "SHUTDOWN,DECOMMISSIONING,DECOMMISSIONED,REBOOTED", layout).get("nodes") or {}).get("node") or []
     return {node["id"]: node for node in nodes}
 
 
@@ -623,7 +695,7 @@ def ensure_gpu_label(layout: Layout) -> None:
     """
     if layout.gpu_node is None:
         return
-    labels = _get_json(f"{layout.rm_url}/ws/v1/cluster/get-node-labels")
+    labels = _get_json(f"{layout.rm_url}/ws/v1/cluster/get-node-labels", layout)
     names = [label["name"] for label in _as_list((labels.get("nodeLabelInfo") if labels else None) or [])]
     if GPU_LABEL not in names:
         _rm_post(layout, "add-node-labels",
@@ -668,12 +740,65 @@ def wait_for(what: str, check: Callable[[], bool], layout: Layout, daemons: tupl
                        f"{layout.logs / (culprit.name + '.log')}:\n{_tail(layout.logs / (culprit.name + '.log'))}")
 
 
+def _kdc_pid(layout: Layout) -> int | None:
+    """The saved KDC PID if that process is alive and serves this home's realm."""
+    pid_file = layout.run / "kdc.pid"
+    if not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().strip())
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    if "krb5kdc" in _cmdline(pid) and str(layout.realm.kdc_conf).encode() in environ and is_alive(pid):
+        return pid
+    return None
+
+
+def _kdc_answers(layout: Layout) -> bool:
+    import socket  # noqa: PLC0415
+
+    with socket.create_connection(("127.0.0.1", layout.port("kdc_port")), timeout=1):
+        return True
+
+
+def start_kdc(layout: Layout) -> None:
+    """The realm (created once) and its KDC, before any daemon needs a ticket."""
+    realm = layout.realm
+    try:
+        kdc.check_installed()
+        kdc.write_confs(realm, layout.logs)
+        kdc.create_database(realm)
+    except kdc.KdcError as exc:
+        raise ClusterError(str(exc)) from exc
+    if _kdc_pid(layout) is None:
+        with open(layout.logs / "kdc.out", "ab") as out:
+            proc = subprocess.Popen(kdc.kdc_command(realm), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=realm.env(), cwd=layout.home,
+                                    start_new_session=True)
+        (layout.run / "kdc.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if _kdc_pid(layout) is None:
+            raise ClusterError(f"the KDC exited; tail of {layout.logs / 'kdc.log'}:\n{_tail(layout.logs / 'kdc.log')}")
+        try:
+            if _kdc_answers(layout):
+                (layout.home / SECURE_MARKER).write_text(f"realm {kdc.REALM}\n")
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise ClusterError(f"the KDC did not listen on port {layout.port('kdc_port')} within 30s")
+
+
 def up(layout: Layout) -> None:
     started = time.monotonic()
     jhome = java_home()
     for sub in (layout.home, layout.logs, layout.run, layout.home / "data"):
         sub.mkdir(parents=True, exist_ok=True)
     downloaded = fetch_jars(layout)
+    if layout.secure:
+        start_kdc(layout)
     render_conf(layout)
     env = daemon_env(layout, jhome)
     format_namenode(layout, jhome, env)
@@ -750,6 +875,11 @@ def down(layout: Layout) -> None:
         _stop_pid(pid, grace=3.0)
     if leftovers:
         print(f"stopped {len(leftovers)} leftover container process(es)", file=sys.stderr)
+    kdc_pid = _kdc_pid(layout)
+    if kdc_pid is not None:
+        _stop_pid(kdc_pid)
+        print(f"stopped the KDC (pid {kdc_pid})", file=sys.stderr)
+    (layout.run / "kdc.pid").unlink(missing_ok=True)
 
 
 def print_status(layout: Layout, stream=sys.stdout) -> bool:
@@ -767,6 +897,11 @@ def print_status(layout: Layout, stream=sys.stdout) -> bool:
         all_up &= pid is not None
         state = f"up (pid {pid})" if pid else "down"
         print(f"{daemon.name:16} {state:18} {urls[daemon.name]}", file=stream)
+    if layout.secure:
+        pid = _kdc_pid(layout)
+        all_up &= pid is not None
+        state = f"up (pid {pid})" if pid else "down"
+        print(f"{'kdc':16} {state:18} realm {kdc.REALM} on 127.0.0.1:{layout.port('kdc_port')}", file=stream)
     return all_up
 
 
@@ -808,6 +943,24 @@ def env_lines(layout: Layout) -> list[str]:
         exports["TONY_DEVCLUSTER_PORT_BASE"] = str(layout.port_base)
         exports["TONY_DEVCLUSTER_NODEMANAGERS"] = str(layout.nodemanagers)
         exports["TONY_DEVCLUSTER_GPUS"] = str(layout.gpus)
+    if layout.secure:
+        realm = layout.realm
+        yarn_conn["extra"].update(principal=realm.user_principal, keytab=str(realm.keytab(realm.user)))
+        webhdfs_conn["extra"] = {"use_ssl": False}
+        exports.update({
+            "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
+            "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
+            "KRB5_CONFIG": str(realm.krb5_conf),
+            # Our own ticket cache, so the realm never mixes with a user's other tickets.
+            "KRB5CCNAME": f"FILE:{realm.ccache}",
+            # The JVMs skein starts read krb5.conf from this property only.
+            "JDK_JAVA_OPTIONS": f"-Djava.security.krb5.conf={realm.krb5_conf}",
+            "TONY_KERBEROS_PRINCIPAL": realm.user_principal,
+            "TONY_KERBEROS_KEYTAB": str(realm.keytab(realm.user)),
+            "TONY_KERBEROS_OTHER_PRINCIPAL": realm.other_principal,
+            "TONY_KERBEROS_OTHER_KEYTAB": str(realm.keytab("other")),
+        })
+        del exports["HADOOP_USER_NAME"]
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     lines.append(f'export PATH={shlex.quote(str(layout.bin))}:"$PATH"')
     return lines

@@ -39,6 +39,9 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec.success_policy": {"enum": list(model.SUCCESS_POLICIES)},
     "JobSpec.tags": {"maxItems": model._MAX_TAGS},
     "JobSpec.name": {"minLength": 1, "maxLength": model._MAX_NAME_LEN},
+    # Placement.coerce also takes the shorthands 'spread' and a list of hosts.
+    "RoleSpec.placement": {"anyOf": [{"$ref": "#/$defs/Placement"}, {"const": "spread"},
+                                     {"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
 }
 CLASS_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec": {"required": ["roles"]},

@@ -93,7 +93,8 @@ class YarnHook(BaseHook):
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
         self._client = TonyClient(rm_url=rm_url, webhdfs_url=webhdfs_url, webhdfs_user=webhdfs_user,
                                   base_path=extra.get("base_path"), principal=extra.get("principal"),
-                                  keytab=extra.get("keytab"))
+                                  keytab=extra.get("keytab"), kerberos=extra.get("kerberos"),
+                                  ca_bundle=extra.get("ca_bundle"))
         self.log.info("YARN cluster %s (default queue %s)", rm_url, self._extra.get("queue") or "default")
         return self._client
 

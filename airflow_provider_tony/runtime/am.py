@@ -31,7 +31,7 @@ from airflow_provider_tony.runtime.messages import (
     Registration,
     Slot,
 )
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 
@@ -164,10 +164,11 @@ class ApplicationMaster:
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()
         for role in sorted({self.tracker.tasks[t].role for t in remaining}):
-            try:
-                self.app.scale(role, count=0)
-            except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
-                log.warning("could not stop %s: %s", role, exc)
+            for service in self.spec.role_services(role):
+                try:
+                    self.app.scale(service, count=0)
+                except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
+                    log.warning("could not stop %s: %s", service, exc)
         for task_id in remaining:
             self.tracker.stopped(task_id)
 
@@ -182,19 +183,25 @@ class ApplicationMaster:
         record = self.tracker.restart_pending
         assert record is not None  # called only then
         log.warning("restart %d: %s", record.attempt, record.reason)
-        roles = sorted(self.spec.roles)
-        for role in roles:
-            self.app.scale(role, count=0)
+        services = {role: self.spec.role_services(role) for role in sorted(self.spec.roles)}
+        for role_services in services.values():
+            for service in role_services:
+                self.app.scale(service, count=0)
         self.app.kv.discard(C.KV_CLUSTER)
         for prefix in C.KV_GANG_PREFIXES:
             self.app.kv.discard_prefix(prefix)
         self.published_addresses = set()
         generation = self.tracker.generation + 1
         slots: dict[str, str] = {}
-        for role in roles:
-            started = self.app.scale(role, count=self.spec.roles[role].instances)
-            for index, container in enumerate(sorted(started, key=lambda c: c.instance)):
-                slots[container.id] = f"{role}:{index}"
+        for role, role_services in services.items():
+            for service in role_services:
+                if service == role:  # one service for the role: its instance order is the task order
+                    started = self.app.scale(service, count=self.spec.roles[role].instances)
+                    for index, container in enumerate(sorted(started, key=lambda c: c.instance)):
+                        slots[container.id] = f"{role}:{index}"
+                else:  # a spread role: one single-task service per task, named after it
+                    for container in self.app.scale(service, count=1):
+                        slots[container.id] = task_of_container(service, 0)
         # Before the slots are written: a new executor's registration is then never ignored.
         self.tracker.begin_generation(slots, now)
         for container_id, task_id in slots.items():

@@ -23,6 +23,7 @@ stays on HDFS for a person to look at.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -197,7 +198,8 @@ def _remote_files(client: Any, folder: str) -> dict[str, int]:
 
 def _read(client: Any, path: str) -> bytes:
     with client.read(path) as reader:
-        return reader.read()
+        data: bytes = reader.read()
+    return data
 
 
 def _local_files(folder: Path) -> dict[str, int]:
@@ -270,7 +272,7 @@ def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path,
     """
     report = on_event or log.warning
     for remote_dir in remote_dirs:
-        steps = with_retries(f"list {remote_dir}", lambda d=remote_dir: remote_checkpoints(client, d))
+        steps = with_retries(f"list {remote_dir}", functools.partial(remote_checkpoints, client, remote_dir))
         for step in reversed(steps):
             source = f"{hdfs_path(remote_dir).rstrip('/')}/{remote_name(step)}"
             problem = _restore_one(client, source, local_dir)

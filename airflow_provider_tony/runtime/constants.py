@@ -10,6 +10,10 @@ ENV_JOB_SPEC = "TONY_JOB_SPEC"  # the JobSpec as JSON
 ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
 ENV_WEBHDFS_URL = "TONY_WEBHDFS_URL"  # where executors publish models/checkpoints
 ENV_WEBHDFS_USER = "TONY_WEBHDFS_USER"
+# "delegation" on a Kerberized cluster: containers reach WebHDFS with the
+# application's HDFS delegation token (no keytab ever reaches a container).
+ENV_WEBHDFS_AUTH = "TONY_WEBHDFS_AUTH"
+WEBHDFS_AUTH_DELEGATION = "delegation"
 
 # ---- environment the executor exports to user code
 ENV_ROLE = "TONY_ROLE"
@@ -33,6 +37,7 @@ ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 ENV_SKEIN_CONTAINER_ID = "SKEIN_CONTAINER_ID"  # "<service>_<instance>"
 ENV_SKEIN_APPLICATION_ID = "SKEIN_APPLICATION_ID"
 ENV_NM_HOST = "NM_HOST"
+ENV_NM_HTTP_PORT = "NM_HTTP_PORT"
 ENV_YARN_CONTAINER_ID = "CONTAINER_ID"
 
 # ---- the skein key-value store layout

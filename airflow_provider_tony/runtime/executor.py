@@ -29,9 +29,10 @@ from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspa
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
+from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
 from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration, Slot
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec
 
@@ -50,9 +51,11 @@ SLOT_WAIT_S = 120.0
 
 
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
-    """Role and skein instance number from skein's ``<service>_<instance>`` container id."""
+    """Role and index of a first-gang container, from skein's ``<service>_<instance>`` container id
+    (``worker_1``, or ``worker.1_0`` for a spread role's one-task service)."""
     container = env[C.ENV_SKEIN_CONTAINER_ID]
-    role, _, index = container.rpartition("_")
+    service, _, instance = container.rpartition("_")
+    role, _, index = task_of_container(service, int(instance)).rpartition(":")
     return role, int(index)
 
 
@@ -65,17 +68,20 @@ def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT
     their task and generation under ``tony/slot/<container>`` once skein has
     named them, so such a container polls for it.
     """
-    role, instance = task_identity(env)
     container = env[C.ENV_SKEIN_CONTAINER_ID]
+    service, _, instance = container.rpartition("_")
+    role, index = task_identity(env)
+    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task service.
+    first_gang = int(instance) < (spec.roles[role].instances if service == role else 1)
     deadline = time.monotonic() + wait_s
     while True:
         raw = app.kv.get(C.kv_slot(container))
         if raw is not None:
             slot = Slot.from_json(raw)
-            slot_role, index = slot.task_id.rsplit(":", 1)
-            return slot_role, int(index), slot.generation
-        if instance < spec.roles[role].instances:
-            return role, instance, 0
+            slot_role, slot_index = slot.task_id.rsplit(":", 1)
+            return slot_role, int(slot_index), slot.generation
+        if first_gang:
+            return role, index, 0
         if time.monotonic() > deadline:
             raise RuntimeError(f"container {container} has no slot from the AM after {wait_s:g}s")
         time.sleep(SLOT_POLL_S)
@@ -214,14 +220,18 @@ def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
 class UserProcess:
     """The user's command: started without a shell, stderr teed and tailed."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket,
+                 keep_fds: list[int] | None = None) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
         port_sock.close()  # released at the last moment: the user's server binds it next
         try:
+            # keep_fds: the GPU leases, held by the training process too, so a
+            # GPU stays leased while it runs even if this executor dies first.
             self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=None,
-                                         stderr=subprocess.PIPE)  # never a shell: argv is a list
+                                         stderr=subprocess.PIPE,  # never a shell: argv is a list
+                                         pass_fds=tuple(keep_fds or ()))
         except OSError as exc:
             self.extra.append(f"could not start {argv[0]!r}: {exc}")
             return
@@ -304,6 +314,42 @@ def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], ta
     return code, tail
 
 
+#: Exit code reported when the node's GPUs stayed taken: EX_TEMPFAIL, retryable,
+#: because GPUs on a node free up as other jobs end.
+GPU_LEASE_EXIT_CODE = 75
+
+
+def take_gpus(spec: JobSpec, role: str, task_id: str, env: dict[str, str], host: str, local_gpus: list[str],
+              pinned: list[str] | None, app_id: str) -> tuple[GpuLeases | None, list[str] | None]:
+    """This container's own GPUs on the node, so that no other application uses them.
+
+    Under the NVIDIA runtime (``pinned``) YARN's choice stands. Else the
+    NodeManager's REST view, when it assigned devices to this container
+    (LinuxContainerExecutor with GPU isolation). Else node-local leases
+    (:mod:`~airflow_provider_tony.runtime.gpu_lease`), held for the
+    container's life. Returns the leases (to keep) and the devices owned, or
+    ``(None, None)`` when the AM may divide the node's GPUs itself (a role
+    without GPUs, or pinned by the runtime).
+    """
+    wanted = spec.roles[role].gpus
+    if wanted == 0 or pinned is not None:
+        return None, None
+    container_id = env.get(C.ENV_YARN_CONTAINER_ID)
+    nm_http = f"{host}:{env[C.ENV_NM_HTTP_PORT]}" if env.get(C.ENV_NM_HTTP_PORT) else None
+    assigned = yarn_assigned_gpus(nm_http, container_id)
+    if assigned is not None:
+        log.info("%s: YARN assigned GPUs %s to this container", task_id, assigned)
+        return None, assigned
+    leases = GpuLeases(lease_dir({**spec.role_env(role), **env}, host),
+                       owner=f"{container_id or '?'} ({app_id} {task_id})")
+    # Bounded below the registration timeout, so the job fails with this
+    # message rather than with the AM's generic "never registered".
+    got = leases.acquire(local_gpus, wanted, timeout=0.75 * spec.registration_timeout,
+                         on_wait=lambda msg: log.warning("%s: %s", task_id, msg))
+    log.info("%s leased GPUs %s in %s", task_id, got, leases.directory)
+    return leases, got
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import skein  # noqa: PLC0415 - in-container dependency only
@@ -328,9 +374,20 @@ def main() -> int:
     host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
     pinned = parse_visible_devices(env.get("NVIDIA_VISIBLE_DEVICES"))
     local_gpus = discover_local_gpus() if spec.roles[role].gpus > 0 else []
+    try:
+        leases, node_pinned = take_gpus(spec, role, task_id, env, host, local_gpus, pinned, app_id)
+    except GpuLeaseError as exc:
+        log.error("%s: %s", task_id, exc)
+        # Reported like any task exit, before registering: the AM fails the
+        # job with this message instead of a registration timeout.
+        app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"],
+                                                time=time.time()).to_json()
+        return 0
+    # gpus_pinned: devices this container owns on the node (YARN's or leased);
+    # the AM treats them as fixed and withholds them from the job's other tasks.
     registration = Registration(host=host, port=sock.getsockname()[1], pid=os.getpid(),
                                 container_id=env.get(C.ENV_YARN_CONTAINER_ID), gpus_local=local_gpus,
-                                gpus_pinned=pinned, generation=generation)
+                                gpus_pinned=pinned if pinned is not None else node_pinned, generation=generation)
     heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE, generation)
     heartbeat.start()
     app.kv[C.kv_register(task_id)] = registration.to_json()
@@ -351,7 +408,7 @@ def main() -> int:
     program = spec.roles[role].script or spec.roles[role].module or argv[0]
     log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program,
              user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
-    user = UserProcess(argv, user_env, workdir, sock)
+    user = UserProcess(argv, user_env, workdir, sock, keep_fds=leases.fds if leases else None)
     heartbeat.user_started = True
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it

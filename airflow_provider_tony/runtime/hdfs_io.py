@@ -24,6 +24,11 @@ def client_from_env(env: dict[str, str] | None = None) -> Any | None:
     url = env.get(C.ENV_WEBHDFS_URL)
     if not url:
         return None
+    if env.get(C.ENV_WEBHDFS_AUTH) == C.WEBHDFS_AUTH_DELEGATION:
+        from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token  # noqa: PLC0415
+        from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient  # noqa: PLC0415
+
+        return DelegationTokenClient(url, hdfs_delegation_token(env))
     from hdfs import InsecureClient  # noqa: PLC0415 - in-container dependency only
 
     return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)

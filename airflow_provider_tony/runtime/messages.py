@@ -38,7 +38,6 @@ Like the rest of ``runtime/``, this module imports only the standard library
 from __future__ import annotations
 
 import enum
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -136,9 +135,15 @@ class Message(_Spec):
         return cls.from_dict(data)
 
 
-@functools.cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    """A message class's field names, computed once per class (``fields()`` is slow on every tick)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 def _plain(value: Any) -> Any:

@@ -405,6 +405,54 @@ class PythonEnv(_Spec):
         return ""
 
 
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+#: Joins a role and a task index into the name of a one-task skein service
+#: (``worker.2``); role names cannot contain it, so the two never collide.
+PLACED_SERVICE_SEP = "."
+
+
+@dataclass
+class Placement(_Spec):
+    """Where a role's containers may run, for roles that care (``placement`` of a role).
+
+    Written as ``placement: spread``, as a list of hosts (``placement: [node1, node2]``),
+    or as this mapping. YARN places strictly (no relaxed locality): a task waits for
+    room on its node rather than landing elsewhere.
+    """
+
+    spread: bool = False
+    """Put each task of the role on a different node, chosen at submit time among the running nodes (with the
+    role's ``node_label``, else the unlabelled ones, or among ``nodes``); with more tasks than nodes they are
+    dealt round-robin, so no node holds two before every node holds one."""
+    nodes: list[str] = field(default_factory=list)
+    """Only these hosts (YARN node host names, without the port)."""
+
+    def validate(self) -> None:
+        _check(isinstance(self.spread, bool), "spread", f"{self.spread!r} is not true or false; give true or false")
+        hosts = _str_list(self.nodes, "nodes", "['node1.example.com', 'node2.example.com']")
+        for i, host in enumerate(hosts):
+            _check(bool(_HOST.match(host)), f"nodes[{i}]",
+                   f"{host!r} is not a host name; give the node's host name as YARN lists it, without a port")
+        _check(len(set(hosts)) == len(hosts), "nodes", f"{hosts!r} lists a host twice; list each host once")
+        self.nodes = hosts
+        _check(self.spread or bool(self.nodes), "spread",
+               "placement says nothing: set spread: true, or list nodes (or remove placement)")
+
+    @classmethod
+    def coerce(cls, value: object, field_: str) -> Placement | None:
+        """``"spread"``, a list of hosts, a mapping, a Placement, or None."""
+        if value is None or isinstance(value, Placement):
+            return value
+        if isinstance(value, str):
+            _check(value == "spread", field_,
+                   f"{value!r} is not a placement; write 'spread', a list of hosts, or {{spread: true, nodes: [...]}}")
+            return cls(spread=True)
+        if isinstance(value, (list, tuple)):
+            with _at(field_):
+                return cls(nodes=list(value))
+        return cls.from_dict(value, field_)
+
+
 @dataclass
 class RoleSpec(_Spec):
     """One TensorFlow task type (``worker``, ``ps``, ...): how many, how big, what to run.
@@ -428,6 +476,8 @@ class RoleSpec(_Spec):
     """GPUs per container (YARN resource ``yarn.io/gpu``); the task sees exactly these in ``CUDA_VISIBLE_DEVICES``."""
     node_label: str | None = None
     """Run only on nodes with this YARN node label."""
+    placement: Placement | None = None
+    """Optional: ``spread`` the tasks over distinct nodes, or pin them to a list of hosts; see Placement."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables for this role's tasks, over the job-wide ``env``; ``TF_CONFIG``, ``CUDA_VISIBLE_DEVICES``
     and ``TONY_*`` are reserved."""
@@ -448,6 +498,7 @@ class RoleSpec(_Spec):
         self.vcores = _int(self.vcores, "vcores", 1, "ask for at least 1 vcore")
         self.gpus = _int(self.gpus, "gpus", 0, "use 0 for CPU-only tasks")
         self.node_label = _optional_text(self.node_label, "node_label", "give a YARN node label name or null")
+        self.placement = Placement.coerce(self.placement, "placement")
         self.env = _env(self.env, "env")
         self.args = _str_list(self.args, "args", "['--epochs', '3']")
         self._validate_program()
@@ -809,6 +860,19 @@ class JobSpec(_Spec):
         """Every task as ``"role:index"``, in a deterministic order both sides agree on."""
         return [f"{r}:{i}" for r in self.role_names() for i in range(self.roles[r].instances)]
 
+    def role_services(self, role: str) -> list[str]:
+        """The skein services that run ``role``'s tasks.
+
+        One service named like the role, whose instance ``i`` is task ``i``;
+        a spread role has one single-task service per task (``worker.0``,
+        ``worker.1``, ...) because skein asks YARN for one node list per
+        service, and spreading needs a different node for each task.
+        """
+        placement = self.roles[role].placement
+        if placement is not None and placement.spread:
+            return [f"{role}{PLACED_SERVICE_SEP}{i}" for i in range(self.roles[role].instances)]
+        return [role]
+
     def decider_task(self) -> str:
         """The task whose result decides success under the ``chief`` policy."""
         return "chief:0" if "chief" in self.roles else "worker:0"
@@ -843,3 +907,11 @@ class JobSpec(_Spec):
         except yaml.YAMLError as err:
             _fail("spec", f"not valid YAML ({err}); check the document's syntax")
         return cls.from_dict(data)
+
+
+def task_of_container(service: str, instance: int) -> str:
+    """The task id (``role:index``) a skein container runs; inverse of :meth:`JobSpec.role_services`."""
+    role, sep, index = service.partition(PLACED_SERVICE_SEP)
+    if sep and index.isdigit() and index.isascii():
+        return f"{role}:{int(index)}"
+    return f"{service}:{instance}"

@@ -33,7 +33,7 @@ from airflow_provider_tony.runtime.messages import (
     TaskState,
     TaskSummary,
 )
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
@@ -128,11 +128,12 @@ class JobTracker:
 
     def task_of_container(self, service: str, instance: int) -> str | None:
         """The task a skein container serves in the current gang; None for an older gang's."""
-        container = f"{service}_{instance}"
         if self.generation == 0:
-            role = self.spec.roles.get(service)
-            return f"{service}:{instance}" if role is not None and instance < role.instances else None
-        return self.slots.get(container)
+            task_id = task_of_container(service, instance)
+            role, _, index = task_id.rpartition(":")
+            first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
+            return task_id if first and task_id in self.tasks else None
+        return self.slots.get(f"{service}_{instance}")
 
     # ------------------------------------------------------------ inputs
 

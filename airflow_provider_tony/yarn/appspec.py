@@ -13,13 +13,14 @@ import shlex
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import skein
 
 import airflow_provider_tony
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.spec import ARCHIVE_ALIAS, JobSpec
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.spec import ARCHIVE_ALIAS, JobSpec, RoleSpec
 from airflow_provider_tony.runtime.transport import encode_spec
 from airflow_provider_tony.yarn.jvm import java_tool_options
 
@@ -93,29 +94,84 @@ def shipped_spec(spec: JobSpec, source_archive: str | None = None) -> JobSpec:
     return JobSpec.from_dict(data)
 
 
+def plan_placement(spec: JobSpec, hosts: Mapping[str, Sequence[str]] | None) -> dict[str, list[str]]:
+    """For every ``spread`` role, the host each of its tasks is to run on.
+
+    ``hosts`` maps the running nodes' host names to their labels (the RM's
+    view at submit time). A role spreads over its ``placement.nodes`` if it
+    lists any, else over the nodes with its ``node_label``, else over the
+    unlabelled nodes. Tasks are dealt round-robin, continuing from role to
+    role in role order, so a spread ``ps`` does not start on the node of
+    ``worker:0``. ``hosts`` None means the cluster is not known: only roles
+    that list their nodes are planned. Pure: tested without a cluster.
+    """
+    plan: dict[str, list[str]] = {}
+    dealt = 0
+    for name in spec.role_names():
+        role = spec.roles[name]
+        placement = role.placement
+        if placement is None or not placement.spread:
+            continue
+        if placement.nodes:
+            candidates = list(placement.nodes)
+        elif hosts is None:
+            continue
+        else:
+            candidates = sorted(h for h, labels in hosts.items()
+                                if (role.node_label in labels if role.node_label else not labels))
+        if not candidates:
+            where = f"label {role.node_label!r}" if role.node_label else "no label"
+            raise SpecError(f"roles.{name}.placement.spread",
+                            f"no running node with {where} to spread over (running: {sorted(hosts or {})!r}); "
+                            "list the nodes in placement.nodes, or wait for the nodes to come up")
+        plan[name] = [candidates[(dealt + i) % len(candidates)] for i in range(role.instances)]
+        dealt += role.instances
+    return plan
+
+
 def build_application_spec(spec: JobSpec, *, python: str, python_archive_source: str | None = None,
                            source_archive: str | None = None,
-                           extra_env: Mapping[str, str] | None = None) -> skein.ApplicationSpec:
+                           extra_env: Mapping[str, str] | None = None,
+                           placement_plan: Mapping[str, Sequence[str]] | None = None) -> skein.ApplicationSpec:
     """``python`` is the interpreter command inside containers (an absolute path,
     or ``./environment/bin/python`` for an archive shipped as ``environment``);
-    ``source_archive`` is the packed ``src_dir`` (staged on HDFS), unpacked as ``src``."""
+    ``source_archive`` is the packed ``src_dir`` (staged on HDFS), unpacked as ``src``;
+    ``placement_plan`` is :func:`plan_placement`'s answer (needed only for a role
+    that spreads without listing its nodes)."""
     if source_archive is None and spec.src_dir and spec.src_dir.startswith("hdfs://"):
         source_archive = spec.src_dir
     runtime_spec = shipped_spec(spec, source_archive)
     env = {C.ENV_JOB_SPEC: encode_spec(runtime_spec), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     files = job_files(spec, python_archive_source, source_archive)
+    plan = placement_plan if placement_plan is not None else plan_placement(spec, None)
     services = {}
+    script = _launch_script(python, "airflow_provider_tony.runtime.executor")
     for name, role in spec.roles.items():
-        services[name] = skein.Service(
-            instances=role.instances,
-            resources=skein.Resources(memory=f"{role.memory} MiB", vcores=role.vcores, gpus=role.gpus),
-            node_label=role.node_label or "",
-            max_restarts=0,
-            allow_failures=True,  # the tony AM, not skein, applies the failure policy
-            files=files,
-            env=env,
-            script=_launch_script(python, "airflow_provider_tony.runtime.executor"),
-        )
+        placement = role.placement
+
+        def service(instances: int, nodes: Sequence[str], role: RoleSpec = role) -> skein.Service:
+            return skein.Service(
+                instances=instances,
+                resources=skein.Resources(memory=f"{role.memory} MiB", vcores=role.vcores, gpus=role.gpus),
+                node_label=role.node_label or "",
+                nodes=list(nodes),
+                relax_locality=False,  # a placed task waits for its node rather than land elsewhere
+                max_restarts=0,
+                allow_failures=True,  # the tony AM, not skein, applies the failure policy
+                files=files,
+                env=env,
+                script=script,
+            )
+
+        if placement is not None and placement.spread:
+            hosts = plan.get(name)
+            if hosts is None or len(hosts) != role.instances:
+                raise SpecError(f"roles.{name}.placement", f"no node plan for the spread role {name!r} "
+                                f"(got {hosts!r}); submit through TonyClient, which plans it from the cluster")
+            for service_name, host in zip(spec.role_services(name), hosts, strict=True):
+                services[service_name] = service(1, [host])
+        else:
+            services[name] = service(role.instances, placement.nodes if placement is not None else [])
     acls = skein.ACLs()
     if spec.acls.view_users or spec.acls.modify_users:
         acls = skein.ACLs(enable=True, view_users=list(spec.acls.view_users),

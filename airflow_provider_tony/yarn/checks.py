@@ -46,6 +46,8 @@ class ClusterInfo:
     total_memory_mb: int
     total_vcores: int
     node_labels: list[str] = field(default_factory=list)
+    #: Running nodes' host names and their labels; empty when unknown.
+    hosts: dict[str, list[str]] = field(default_factory=dict)
 
 
 def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
@@ -82,6 +84,16 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
             f"{role.node_label!r} is not a node label of this cluster (known: {cluster.node_labels!r});"
             " remove node_label or ask the YARN admin to add the label",
         )
+        placement = role.placement
+        if placement is not None and cluster.hosts:
+            for i, host in enumerate(placement.nodes):
+                _check(host in cluster.hosts, f"{where}.placement.nodes[{i}]",
+                       f"{host!r} is not a running node of this cluster (running: {sorted(cluster.hosts)!r}); "
+                       "fix the host name or remove it from the list")
+                labels = cluster.hosts[host]
+                _check(role.node_label is None or role.node_label in labels, f"{where}.placement.nodes[{i}]",
+                       f"{host!r} does not carry the role's node_label {role.node_label!r} (it has {labels!r}); "
+                       "list nodes with that label, or change node_label")
     # A queue given as a full path ("root.a.b") is matched by its leaf name; an
     # empty list means the queues could not be read, which must not block submits.
     _check(
@@ -164,12 +176,14 @@ def _is_shipped(script: str, files: Mapping[str, str]) -> bool:
     return False
 
 
-def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any], labels: dict[str, Any] | None) -> ClusterInfo:
+def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any],
+                         labels: dict[str, Any] | None, nodes: dict[str, Any] | None = None) -> ClusterInfo:
     """``ClusterInfo`` from the ResourceManager's REST answers.
 
     :param scheduler: ``/ws/v1/cluster/scheduler``'s ``scheduler.schedulerInfo``.
     :param metrics: ``/ws/v1/cluster/metrics``'s ``clusterMetrics``.
     :param labels: ``/ws/v1/cluster/get-node-labels`` (its key differs across Hadoop versions).
+    :param nodes: ``/ws/v1/cluster/nodes?states=RUNNING`` (for placement), or None when not read.
     """
     leaves: list[str] = []
 
@@ -191,4 +205,13 @@ def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any], lab
         resource_types=resources or ["memory-mb", "vcores"], queues=leaves,
         total_memory_mb=int(metrics.get("totalMB", 0)), total_vcores=int(metrics.get("totalVirtualCores", 0)),
         node_labels=[lbl["name"] if isinstance(lbl, dict) else str(lbl) for lbl in found],
+        hosts=_running_hosts(nodes),
     )
+
+
+def _running_hosts(nodes: dict[str, Any] | None) -> dict[str, list[str]]:
+    listed = ((nodes or {}).get("nodes") or {}).get("node") or []
+    if isinstance(listed, dict):  # Jersey renders a one-element list as the element
+        listed = [listed]
+    return {str(n["nodeHostName"]): [str(lbl) for lbl in n.get("nodeLabels") or []]
+            for n in listed if isinstance(n, dict) and n.get("nodeHostName") and n.get("state", "RUNNING") == "RUNNING"}

@@ -30,9 +30,15 @@ from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import source as src
-from airflow_provider_tony.yarn.checks import ClusterInfo, cluster_info_from_rm, validate_against_cluster, validate_local_files
+from airflow_provider_tony.yarn.checks import (
+    ClusterInfo,
+    cluster_info_from_rm,
+    validate_against_cluster,
+    validate_local_files,
+)
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
+from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +106,8 @@ class TonyClient:
 
     def __init__(self, *, rm_url: str, webhdfs_url: str | None = None, webhdfs_user: str | None = None,
                  base_path: str | None = None, skein_config: str | None = None,
-                 principal: str | None = None, keytab: str | None = None) -> None:
+                 principal: str | None = None, keytab: str | None = None, kerberos: bool | None = None,
+                 ca_bundle: str | None = None) -> None:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
@@ -109,6 +116,12 @@ class TonyClient:
             os.environ.setdefault("SKEIN_CONFIG", skein_config)
         self._principal = principal
         self._keytab = keytab  # a path; never logged
+        # Kerberos when asked, when a principal/keytab is given, or when the
+        # Hadoop configuration says the cluster is Kerberized.
+        if kerberos is None:
+            kerberos = bool(principal or keytab) or (_read_site(
+                os.environ.get("HADOOP_CONF_DIR"), "core-site.xml", "hadoop.security.authentication") == "kerberos")
+        self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
@@ -126,7 +139,19 @@ class TonyClient:
             raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
                                "(for the local cluster: eval \"$(make -s cluster-env)\")")
         return cls(rm_url=rm_url, webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
-                   webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"))
+                   webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
+                   principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
+                   keytab=os.environ.get("TONY_KERBEROS_KEYTAB"))
+
+    @property
+    def kerberos(self) -> bool:
+        """Whether this client speaks Kerberos (SPNEGO, delegation tokens in containers)."""
+        return self._krb is not None
+
+    def check_kerberos(self) -> None:
+        """Obtain the Kerberos credentials now: no ticket fails here, before anything is submitted."""
+        if self._krb is not None:
+            self._krb.credentials()
 
     # ------------------------------------------------------------ plumbing
 
@@ -143,8 +168,9 @@ class TonyClient:
         with _cluster_errors("could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
                              "and the ResourceManager up?)"):
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
+            java_options = list(JVM_OPTIONS) + (self._krb.java_options() if self._krb else [])
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real errors.
-            self._skein = skein.Client(log_level="error", java_options=list(JVM_OPTIONS), **kwargs)
+            self._skein = skein.Client(log_level="error", java_options=java_options, **kwargs)
         return self._skein
 
     def close(self) -> None:
@@ -162,6 +188,8 @@ class TonyClient:
 
     def _rm_get(self, path: str) -> Any:
         url = f"{self.rm_url}/ws/v1/cluster/{path}"
+        if self._krb is not None:
+            return self._krb.get_json(url, what=f"ResourceManager at {self.rm_url}")
         with _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"), \
                 urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - configured RM
             return json.load(resp)
@@ -169,6 +197,8 @@ class TonyClient:
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
             raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
+        if self._krb is not None:
+            return self._krb.webhdfs(self.webhdfs_url)
         from hdfs import InsecureClient  # noqa: PLC0415
 
         return InsecureClient(self.webhdfs_url, user=self.webhdfs_user)
@@ -177,22 +207,48 @@ class TonyClient:
 
     def cluster_info(self) -> ClusterInfo:
         return cluster_info_from_rm(self._rm_get("scheduler")["scheduler"]["schedulerInfo"],
-                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"))
+                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"),
+                                    self._rm_get("nodes?states=RUNNING"))
 
     def describe(self) -> str:
-        """What test_connection() shows: the cluster as the RM sees it."""
+        """What test_connection() shows: the cluster as the RM sees it.
+
+        On a Kerberized cluster each step is taken on its own (ticket, RM over
+        SPNEGO, WebHDFS), so a failure names the step that failed.
+        """
+        self.check_kerberos()
         metrics = self._rm_get("metrics")["clusterMetrics"]
-        return (f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
+        text = (f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
                 f"{metrics['totalMB']} MiB and {metrics['totalVirtualCores']} vcores in total, "
                 f"{metrics['availableMB']} MiB available")
+        if self._krb is not None:
+            text = f"Kerberos as {self._principal or 'the ticket cache user'}; {text}"
+            if self.webhdfs_url:
+                self._check_webhdfs()
+                text += f"; WebHDFS {self.webhdfs_url} accepts it"
+        return text
+
+    def _check_webhdfs(self) -> None:
+        from hdfs import HdfsError  # noqa: PLC0415
+
+        try:
+            self.hdfs().status("/")
+        except HdfsError as exc:
+            raise ClusterError(f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
+                               f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
+                               "that the URL's host is the one in its HTTP/<host> principal") from exc
+        except Exception as exc:  # noqa: BLE001 - requests raises several kinds
+            raise ClusterError(f"WebHDFS at {self.webhdfs_url} unreachable: {exc}") from exc
 
     # ------------------------------------------------------------ submit
 
-    def validate(self, spec: JobSpec) -> None:
-        """Everything we can check before a single container is requested."""
+    def validate(self, spec: JobSpec) -> ClusterInfo:
+        """Everything we can check before a single container is requested; returns the cluster's view."""
         validate_local_files(spec)
         src.validate_source(spec)
-        validate_against_cluster(spec, self.cluster_info())
+        info = self.cluster_info()
+        validate_against_cluster(spec, info)
+        return info
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -248,9 +304,11 @@ class TonyClient:
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec  # noqa: PLC0415
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement  # noqa: PLC0415
 
-        self.validate(spec)
+        self.check_kerberos()
+        info = self.validate(spec)
+        plan = plan_placement(spec, info.hosts)
         spec = src.relative_scripts(spec)
         source = self.stage_source(spec.src_dir).url if spec.src_dir else None
         archive = spec.python.archive
@@ -263,15 +321,19 @@ class TonyClient:
             data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
             spec = JobSpec.from_dict(data)
         app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
-                                          source_archive=source, extra_env=self._container_env(attempt))
+                                          source_archive=source, extra_env=self._container_env(attempt),
+                                          placement_plan=plan)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
-            return self.skein.submit(app_spec)
+            app_id: str = self.skein.submit(app_spec)
+        return app_id
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt)}
         if self.webhdfs_url:
             env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
+            if self._krb is not None:
+                env[C.ENV_WEBHDFS_AUTH] = C.WEBHDFS_AUTH_DELEGATION
         return env
 
     # ------------------------------------------------------------ inspect
@@ -387,6 +449,8 @@ class TonyClient:
         if address is None:
             return {}
         base = f"http://{address}/ws/v1/node"
+        if self._krb is not None:
+            return self._container_logs_spnego(base, container_id)
         try:
             with urllib.request.urlopen(f"{base}/containers/{container_id}/logs", timeout=15) as resp:  # noqa: S310
                 listing = json.load(resp)
@@ -404,6 +468,28 @@ class TonyClient:
                     out[name] = resp.read().decode(errors="replace")
             except (urllib.error.URLError, OSError):
                 continue
+        return out
+
+    def _container_logs_spnego(self, base: str, container_id: str) -> dict[str, str]:
+        """``container_logs`` on a Kerberized cluster: the NodeManager checks the application's view ACL."""
+        assert self._krb is not None
+        try:
+            listing = self._krb.get_json(f"{base}/containers/{container_id}/logs", what="NodeManager")
+        except ClusterError:
+            return {}
+        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
+        if isinstance(infos, dict):
+            infos = [infos]
+        out = {}
+        session = self._krb.session()
+        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
+            try:
+                resp = session.get(f"{base}/containerlogs/{container_id}/{name}", timeout=15)
+            except Exception as exc:  # noqa: BLE001 - a missing file must not hide the others
+                log.debug("could not read %s of %s: %s", name, container_id, exc)
+                continue
+            if resp.ok:
+                out[name] = resp.text
         return out
 
     # ------------------------------------------------------------ follow

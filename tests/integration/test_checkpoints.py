@@ -16,7 +16,14 @@ from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
 from tests.integration.test_airflow import (  # noqa: F401 - fixtures
-    airflow_env, dags_test, fresh_base, kill_dag_apps, result_of, run_state, with_base_path)
+    airflow_env,
+    dags_test,
+    fresh_base,
+    kill_dag_apps,
+    result_of,
+    run_state,
+    with_base_path,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

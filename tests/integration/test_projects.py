@@ -148,7 +148,7 @@ def test_tony_xml_converted_and_run(tmp_path: Path, app_tag: str, tony_client, c
 
     result = tony_client.wait(tony_client.submit(load_job(str(job_yaml)), extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
-    metrics = [result.am_state["tasks"][f"worker:{i}"]["progress"]["metrics"] for i in (0, 1)]
+    metrics = [result.am_state.task(f"worker:{i}").progress.metrics for i in (0, 1)]
     assert [m["task_index"] for m in metrics] == ["0", "1"]
     assert all(m["num_replicas"] == 2 and m["job_name"] == "worker" and m["task_num"] == "2" for m in metrics)
     assert [m["is_chief"] for m in metrics] == ["true", ""]

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.executor import Heartbeat, wait_for_cluster
-from airflow_provider_tony.runtime.messages import ClusterDocument, Heartbeat as Beat
+from airflow_provider_tony.runtime.messages import ClusterDocument
+from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from tests._util import wait_until
 
 

@@ -74,7 +74,8 @@ def test_a_done_event_with_a_failed_job_fails_with_its_diagnostics() -> None:
 
 def test_a_done_event_with_a_succeeded_job_returns_the_result() -> None:
     result = JobResult(APP, "FINISHED", "SUCCEEDED", "ok", f"http://rm/cluster/app/{APP}",
-                       {"tasks": {"worker:0": {"state": "SUCCEEDED", "progress": {"step": 9, "metrics": {"acc": 0.9}}}}})
+                       {"tasks": {"worker:0": {"state": "SUCCEEDED",
+                                               "progress": {"step": 9, "metrics": {"acc": 0.9}}}}})
     ti = FakeTI()
     value = operator().execute_complete({"ti": ti}, {"status": "done", "app_id": APP,
                                                      "result": dataclasses.asdict(result)})

@@ -12,7 +12,10 @@ import airflow_provider_tony
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Distribution name -> the top-level module it provides.
-IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs"}
+IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs", "requests": "requests",
+               "gssapi": "gssapi", "requests-gssapi": "requests_gssapi"}
+# Optional features: their imports are lazy, and their packages are an extra, not a dependency.
+FEATURE_EXTRAS = ("kerberos",)
 # Imported only inside containers, from the job's own Python environment (the
 # tensorboard role, the Keras progress callback): the job's requirements, not ours.
 JOB_ENVIRONMENT = {"tensorboard", "tf_keras"}
@@ -29,15 +32,22 @@ def _third_party_imports() -> set[str]:
     return found - set(sys.stdlib_module_names) - {"__future__", "airflow_provider_tony"}
 
 
+def _names(deps: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~ ;\[]", dep, maxsplit=1)[0] for dep in deps}
+
+
 def test_dependencies_are_exactly_what_the_code_imports() -> None:
-    declared = {re.split(r"[<>=!~ ;\[]", dep, maxsplit=1)[0] for dep in PYPROJECT["project"]["dependencies"]}
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    declared = _names(PYPROJECT["project"]["dependencies"])
+    declared |= {name for extra in FEATURE_EXTRAS for name in _names(extras[extra])}
     unknown = declared - IMPORT_NAME.keys()
     assert not unknown, f"add {unknown} to IMPORT_NAME or drop them from dependencies"
     assert {IMPORT_NAME[d] for d in declared} == _third_party_imports() - JOB_ENVIRONMENT
 
 
 def test_every_dependency_has_an_upper_bound() -> None:
-    for dep in PYPROJECT["project"]["dependencies"]:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for dep in [*PYPROJECT["project"]["dependencies"], *(d for extra in FEATURE_EXTRAS for d in extras[extra])]:
         assert "<" in dep, f"{dep} has no upper bound"
 
 

@@ -188,9 +188,9 @@ class FakeKV(dict[str, bytes]):
 class FakeApp:
     """skein's scale: instance numbers go on across scale-downs, as skein's do."""
 
-    def __init__(self, spec_roles: dict[str, int]) -> None:
+    def __init__(self, first_instances: dict[str, int]) -> None:
         self.kv = FakeKV()
-        self.next_instance = dict(spec_roles)
+        self.next_instance = dict(first_instances)  # service -> its next instance number
         self.calls: list[tuple[str, int]] = []
 
     def scale(self, role: str, count: int) -> list[Any]:
@@ -230,3 +230,20 @@ def test_an_executor_finds_its_task_from_its_container_or_the_slot() -> None:
     assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker_3"}) == ("worker", 1, 1)
     with pytest.raises(RuntimeError, match="worker_4 has no slot"):
         find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker_4"}, wait_s=0.0)
+
+
+def test_a_spread_role_restarts_service_by_service() -> None:
+    spec = make_spec({"worker": {"instances": 2, "placement": "spread"}}, max_restarts=1)
+    app = FakeApp({"worker.0": 1, "worker.1": 1})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    assert am.tracker.task_of_container("worker.1", 0) == "worker:1"
+    assert am.tracker.task_of_container("worker.1", 1) is None  # not a first-gang container
+    run_gang(am.tracker, T0 + 1)
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.restart_gang(T0 + 5)
+    assert app.calls == [("worker.0", 0), ("worker.1", 0), ("worker.0", 1), ("worker.1", 1)]
+    slots = {k: Slot.from_json(v).task_id for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
+    assert slots == {C.kv_slot("worker.0_1"): "worker:0", C.kv_slot("worker.1_1"): "worker:1"}
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_1"}) == ("worker", 1, 1)
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_0"}) == ("worker", 1, 0)

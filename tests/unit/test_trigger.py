@@ -6,7 +6,6 @@ its shared-hook bookkeeping and its kill path run for real.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import importlib
 import json
 from typing import Any

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_tony.runtime.messages import ClusterDocument
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import workspace
 from airflow_provider_tony.runtime.executor import user_environment
+from airflow_provider_tony.runtime.messages import ClusterDocument
 from airflow_provider_tony.runtime.spec import JobSpec, RoleSpec
 
 CLUSTER = {"addresses": {"worker:1": "h2:2", "worker:0": "h1:1", "ps:0": "h3:3", "tensorboard:0": "h4:4"},
@@ -79,7 +79,8 @@ def test_user_environment_carries_tony_variables_and_the_users_wins(tmp_path: Pa
     spec = JobSpec.from_dict({"roles": {"worker": {"instances": 2, "script": "main.py"}, "ps": {"script": "main.py"},
                                         "tensorboard": {"script": "tb.py"}},
                               "env": {"JOB_NAME": "mine", "PYTHONPATH": "/user/lib"}})
-    env = user_environment(spec, "worker", 0, ClusterDocument.from_dict(CLUSTER), "app", tmp_path, {"PYTHONPATH": "rt.zip"}, port=7)
+    env = user_environment(spec, "worker", 0, ClusterDocument.from_dict(CLUSTER), "app", tmp_path,
+                           {"PYTHONPATH": "rt.zip"}, port=7)
     assert env["JOB_NAME"] == "mine"
     assert env["TASK_NUM"] == "2", "ps and tensorboard are untracked: TonY counts tracked tasks"
     assert env["IS_CHIEF"] == "true"

@@ -1,0 +1,138 @@
+"""Kerberos for the submitting side: one set of GSSAPI credentials for every HTTP call.
+
+Why here and not in each caller: a secure cluster wants SPNEGO on the
+ResourceManager and NodeManager REST APIs and on WebHDFS, and all three must
+use the same identity as skein's driver. With a keytab the credentials live
+in a private in-memory ticket cache (``MEMORY:``), so the provider never
+writes a ticket to disk and never disturbs the user's own cache; without
+one, the user's ticket cache (``kinit``) is used.
+
+Each failure is told apart, because ``test_connection`` must say which step
+failed: no ticket, a keytab that does not log in, a server that refuses
+SPNEGO, WebHDFS that refuses the user.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_tony.runtime.errors import ClusterError
+
+
+class KerberosError(ClusterError):
+    """Kerberos credentials could not be obtained or were refused; the message says which step."""
+
+
+@dataclass(frozen=True)
+class KerberosConfig:
+    """Who the submitting side is on a Kerberized cluster.
+
+    ``principal`` + ``keytab``: log in from the keytab (Airflow workers);
+    neither: use the current ticket cache (a person after ``kinit``).
+    ``ca_bundle``: verify the cluster's HTTPS endpoints against this file.
+    """
+
+    principal: str | None = None
+    keytab: str | None = None
+    ca_bundle: str | None = None
+
+    def __repr__(self) -> str:  # the keytab path is not secret, but keep reprs plain
+        return f"KerberosConfig(principal={self.principal!r}, keytab={'set' if self.keytab else None})"
+
+
+class KerberosSession:
+    """Lazily acquired GSSAPI credentials and a ``requests`` session that speaks SPNEGO."""
+
+    def __init__(self, config: KerberosConfig) -> None:
+        self.config = config
+        self._creds: Any = None
+        self._session: Any = None
+        self._ccache = f"MEMORY:tony-{uuid.uuid4().hex}"
+
+    def credentials(self) -> Any:
+        """Initiator credentials; raises :class:`KerberosError` naming the fix."""
+        if self._creds is not None:
+            return self._creds
+        import gssapi  # noqa: PLC0415 - only secure clusters need it
+
+        cfg = self.config
+        try:
+            if cfg.keytab:
+                if not os.path.isfile(cfg.keytab):
+                    raise KerberosError(f"keytab {cfg.keytab!r} (connection extra 'keytab') does not exist "
+                                        "or is not a file on this machine: copy the principal's keytab there")
+                name = gssapi.Name(cfg.principal, gssapi.NameType.kerberos_principal) if cfg.principal else None
+                creds = gssapi.Credentials(name=name, usage="initiate",
+                                           store={"client_keytab": cfg.keytab, "ccache": self._ccache})
+            else:
+                creds = gssapi.Credentials(usage="initiate")
+            creds.lifetime  # noqa: B018 - forces the KDC exchange now, so errors surface here
+        except gssapi.exceptions.GSSError as exc:
+            raise self._explain(exc) from None
+        self._creds = creds
+        return creds
+
+    def _explain(self, exc: Exception) -> KerberosError:
+        cfg = self.config
+        detail = str(exc).strip().replace("\n", " ")
+        if cfg.keytab:
+            return KerberosError(
+                f"Kerberos login with principal {cfg.principal!r} from keytab {cfg.keytab!r} failed ({detail}): "
+                "check that the keytab holds that principal's current key (klist -kt <keytab>) and that "
+                "KRB5_CONFIG / /etc/krb5.conf names the realm's KDC")
+        return KerberosError(
+            f"no Kerberos ticket for the cluster ({detail}): run `kinit <principal>` first, or set the "
+            "connection's extra 'principal' and 'keytab' so the provider logs in by itself")
+
+    def session(self) -> Any:
+        """A ``requests.Session`` authenticating with SPNEGO (and the CA bundle, if one is set)."""
+        if self._session is None:
+            import requests  # noqa: PLC0415
+            from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth  # noqa: PLC0415
+
+            session = requests.Session()
+            # OPTIONAL: Hadoop's servers do answer with a mutual-auth token, but
+            # a proxy in front of the RM (knox) may not; the request is still
+            # authenticated by the server either way.
+            session.auth = HTTPSPNEGOAuth(creds=self.credentials(), mutual_authentication=OPTIONAL)
+            if self.config.ca_bundle:
+                session.verify = self.config.ca_bundle
+            self._session = session
+        return self._session
+
+    def get_json(self, url: str, *, what: str, timeout: float = 15.0) -> Any:
+        """GET ``url`` with SPNEGO; errors say whether SPNEGO was refused or the server was unreachable."""
+        import requests  # noqa: PLC0415
+
+        session = self.session()
+        try:
+            resp = session.get(url, timeout=timeout)
+        except requests.RequestException as exc:
+            raise ClusterError(f"{what} unreachable ({url}): {exc}") from exc
+        if resp.status_code in (401, 403):
+            raise KerberosError(
+                f"{what} refused SPNEGO for {self.config.principal or 'the ticket cache user'} "
+                f"(HTTP {resp.status_code} from {url}): check that the server's HTTP/<host> principal is in "
+                "the same realm (or trusted) and that the URL's host name is the one in that principal")
+        try:
+            resp.raise_for_status()
+            return resp.json()
+        except (requests.RequestException, ValueError) as exc:
+            raise ClusterError(f"{what} answered {url} with HTTP {resp.status_code}: {exc}") from exc
+
+    def webhdfs(self, url: str) -> Any:
+        """An ``hdfs.Client`` over this session (HdfsCLI's KerberosClient needs requests-kerberos;
+        this reuses the credentials above instead)."""
+        from hdfs import Client  # noqa: PLC0415
+
+        return Client(url, session=self.session())
+
+    def java_options(self) -> list[str]:
+        """JVM flags for skein's driver: Java reads ``java.security.krb5.conf``, not ``KRB5_CONFIG``."""
+        conf = os.environ.get("KRB5_CONFIG")
+        already = " ".join(os.environ.get(v, "") for v in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"))
+        if conf and "java.security.krb5.conf" not in already:
+            return [f"-Djava.security.krb5.conf={conf}"]
+        return []

@@ -1,0 +1,109 @@
+"""`devcluster/devcluster.py`'s multi-node layout, rendered without starting anything (no Java needed)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET  # noqa: S405 - parsing our own generated text
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from airflow_provider_tony.runtime.gpu import discover_local_gpus
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tony_devcluster_under_test", REPO / "devcluster" / "devcluster.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+dc = _load()
+
+
+def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodemanagers: int) -> object:
+    monkeypatch.setenv("TONY_DEVCLUSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TONY_DEVCLUSTER_JARS", str(tmp_path / "jars"))
+    monkeypatch.setenv("TONY_DEVCLUSTER_PORT_BASE", "19700")
+    monkeypatch.setenv("TONY_DEVCLUSTER_NODEMANAGERS", str(nodemanagers))
+    return dc.Layout.from_env()
+
+
+def props(path: Path) -> dict[str, str]:
+    root = ET.parse(path).getroot()  # noqa: S314 - our own rendered file
+    return {p.findtext("name"): p.findtext("value") for p in root.iter("property")}
+
+
+def test_single_node_renders_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lay = layout(tmp_path, monkeypatch, 1)
+    dc.render_conf(lay)
+    assert not (lay.conf / "resource-types.xml").exists()
+    yarn = props(lay.conf / "yarn-site.xml")
+    assert yarn["yarn.nodemanager.address"] == "localhost:19740"
+    assert yarn["yarn.nodemanager.local-dirs"] == str(lay.home / "data" / "nm-local")
+    assert "yarn.node-labels.enabled" not in yarn and "yarn.nodemanager.resource-plugins" not in yarn
+    assert not any("accessible-node-labels" in k for k in props(lay.conf / "capacity-scheduler.xml"))
+    assert [d.name for d in lay.daemons] == ["namenode", "datanode", "resourcemanager", "nodemanager"]
+
+
+def test_three_nodes_get_their_own_hosts_ports_and_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lay = layout(tmp_path, monkeypatch, 3)
+    dc.render_conf(lay)
+    sites = [props(lay.nm_conf(i) / "yarn-site.xml") for i in range(3)]
+    keys = ["yarn.nodemanager.address", "yarn.nodemanager.webapp.address", "yarn.nodemanager.localizer.address",
+            "yarn.nodemanager.local-dirs", "yarn.nodemanager.log-dirs"]
+    for key in keys:
+        assert len({site[key] for site in sites}) == 3, key
+    assert [s["yarn.nodemanager.hostname"] for s in sites] == ["localhost", "127.0.0.2", "127.0.0.3"]
+    nm_ports = {int(s[k].rpartition(":")[2]) for s in sites for k in keys[:3]}
+    others = {lay.port(k) for k in dc.PORT_OFFSETS if not k.startswith("nm_")}
+    assert not nm_ports & others and all(19700 <= p < 19800 for p in nm_ports)
+    # Only the last node has GPUs, through Hadoop's plugin and the stand-in on its containers' PATH.
+    assert "yarn.nodemanager.resource-plugins" not in sites[1]
+    gpu = sites[2]
+    assert gpu["yarn.nodemanager.resource-plugins"] == "yarn.io/gpu"
+    smi = gpu["yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables"]
+    assert os.access(smi, os.X_OK)
+    assert f"PATH={Path(smi).parent}:" in gpu["yarn.nodemanager.admin-env"]
+    for i in range(3):
+        assert (lay.nm_conf(i) / "resource-types.xml").exists()
+        assert props(lay.nm_conf(i) / "yarn-site.xml")["yarn.node-labels.enabled"] == "true"
+    cs = props(lay.conf / "capacity-scheduler.xml")
+    assert cs["yarn.scheduler.capacity.root.training.accessible-node-labels"] == "gpu"
+    assert cs["yarn.scheduler.capacity.resource-calculator"].endswith("DominantResourceCalculator")
+    assert [d.name for d in lay.daemons][-2:] == ["nodemanager-1", "nodemanager-2"]
+
+
+def test_stand_in_nvidia_smi_answers_like_the_real_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lay = layout(tmp_path, monkeypatch, 2)
+    dc.render_conf(lay)
+    smi = lay.nm_gpu_bin(1) / "nvidia-smi"
+    xml = subprocess.run([str(smi), "-q", "-x"], capture_output=True, text=True, check=True).stdout
+    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", xml))  # noqa: S314 - our own stand-in's output
+    assert root.tag == "nvidia_smi_log" and root.findtext("attached_gpus") == "4"
+    gpus = root.findall("gpu")
+    assert [g.findtext("minor_number") for g in gpus] == ["0", "1", "2", "3"]
+    assert len({g.findtext("uuid") for g in gpus}) == 4
+    assert all(g.find("fb_memory_usage/total") is not None for g in gpus)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ['PATH']}")
+    assert discover_local_gpus() == ["0", "1", "2", "3"]  # what the executors run on that node
+
+
+@pytest.mark.parametrize(("name", "value", "words"), [
+    ("TONY_DEVCLUSTER_NODEMANAGERS", "5", "1 to 4"),
+    ("TONY_DEVCLUSTER_NODEMANAGERS", "two", "not a whole number"),
+    ("TONY_DEVCLUSTER_GPUS", "-1", "0 to 64"),
+])
+def test_bad_settings_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+                                               words: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(dc.ClusterError, match=words):
+        dc.Layout.from_env()
