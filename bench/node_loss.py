@@ -122,7 +122,7 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             resumed_s = time.monotonic() - lost
             final = client.wait(app_id, poll_interval=1.0)
             record = final.am_state.restarts[0] if final.am_state and final.am_state.restarts else None
-            redone = (record.last_step - record.resumed_step
+            redone = (max(0, record.last_step - record.resumed_step)
                       if record and record.last_step is not None and record.resumed_step is not None else None)
             detected_s = record.at_wall - lost_wall if record and record.at_wall else None
         else:
@@ -138,7 +138,7 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             resumed_s = time.monotonic() - lost
             final = client.wait(retry, poll_interval=1.0)
             restored = final.am_state.task("worker:0").restored_step if final.am_state else None
-            redone = last_step - restored if last_step is not None and restored is not None else None
+            redone = max(0, last_step - restored) if last_step is not None and restored is not None else None
         return {"loss_to_training_resumed_s": round(resumed_s, 2), "steps_redone": redone,
                 # the fault noticed: the AM's restart decision, or its failure verdict
                 "loss_to_detected_s": round(detected_s, 2) if detected_s is not None else None,

@@ -70,3 +70,7 @@ def stopped_nodes() -> Iterator[list[int]]:
     yield stopped
     for index in stopped:
         devcluster("start-nm", str(index))
+
+
+# Airflow's metadata database for the re-attach test, as the integration tests make it.
+from tests.integration.test_airflow import airflow_env  # noqa: E402, F401 - a fixture
