@@ -151,6 +151,8 @@ class Layout:
     nm_vcores: int
     nodemanagers: int = 1
     gpus: int = 4
+    #: How long the RM waits for a silent NodeManager before calling it LOST.
+    nm_expiry_ms: int = 60000
     secure: bool = False
 
     @classmethod
@@ -165,6 +167,7 @@ class Layout:
             nm_vcores=int(os.environ.get("TONY_DEVCLUSTER_NM_VCORES", "16")),
             nodemanagers=_int_env("TONY_DEVCLUSTER_NODEMANAGERS", "1"),
             gpus=_int_env("TONY_DEVCLUSTER_GPUS", "4"),
+            nm_expiry_ms=_int_env("TONY_DEVCLUSTER_NM_EXPIRY_MS", "60000"),
             secure=secure,
         )
         if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
@@ -172,6 +175,9 @@ class Layout:
                                f"has room for 1 to {MAX_NODEMANAGERS} NodeManagers; pick one of those")
         if not 0 <= layout.gpus <= 64:
             raise ClusterError(f"TONY_DEVCLUSTER_GPUS={layout.gpus}: give 0 to 64 stand-in GPUs")
+        if layout.nm_expiry_ms < 1000:
+            raise ClusterError(f"TONY_DEVCLUSTER_NM_EXPIRY_MS={layout.nm_expiry_ms}: give at least 1000 ms "
+                               "(NodeManagers heartbeat every 250 ms; a shorter expiry loses healthy nodes)")
         if layout.secure and layout.multi_node:
             # One NodeManager principal and keytab per host would be needed;
             # the secure profile is about credentials, not placement.
@@ -493,6 +499,7 @@ def render_conf(layout: Layout) -> None:
             nm_host=layout.nm_host(index),
             nm_local_dir=str(layout.nm_local_dir(index)),
             nm_log_dir=str(layout.nm_log_dir(index)),
+            nm_expiry_ms=str(layout.nm_expiry_ms),
             extra_properties=_extra_yarn_properties(layout, index),
             label_properties=_label_properties(layout),
             krb5_dir=str(layout.realm.dir),
@@ -978,7 +985,8 @@ def stop_nm(layout: Layout, index: int, lose: bool) -> None:
     Plain stop is a graceful shutdown: the NodeManager kills its containers
     and tells the ResourceManager it is leaving. ``lose`` is a machine
     failure: SIGKILL to the NodeManager and to its containers, and the RM
-    learns of it only when the node's liveness expires.
+    learns of it only when the node's liveness expires
+    (``TONY_DEVCLUSTER_NM_EXPIRY_MS``, 60 s by default).
     """
     daemon = nodemanager(index)
     pid = running_pid(layout, daemon)

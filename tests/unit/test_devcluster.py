@@ -82,6 +82,18 @@ def test_three_nodes_get_their_own_hosts_ports_and_dirs(tmp_path: Path, monkeypa
     assert [d.name for d in lay.daemons][-2:] == ["nodemanager-1", "nodemanager-2"]
 
 
+def test_node_expiry_is_a_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault tests that SIGKILL a NodeManager want the RM to call it LOST sooner than 60 s."""
+    key = "yarn.nm.liveness-monitor.expiry-interval-ms"
+    lay = layout(tmp_path, monkeypatch, 2)
+    dc.render_conf(lay)
+    assert props(lay.conf / "yarn-site.xml")[key] == "60000"
+    monkeypatch.setenv("TONY_DEVCLUSTER_NM_EXPIRY_MS", "5000")
+    lay = dc.Layout.from_env()
+    dc.render_conf(lay)
+    assert {props(lay.nm_conf(i) / "yarn-site.xml")[key] for i in range(2)} == {"5000"}
+
+
 def test_stand_in_nvidia_smi_answers_like_the_real_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lay = layout(tmp_path, monkeypatch, 2)
     dc.render_conf(lay)
@@ -101,6 +113,7 @@ def test_stand_in_nvidia_smi_answers_like_the_real_one(tmp_path: Path, monkeypat
     ("TONY_DEVCLUSTER_NODEMANAGERS", "5", "1 to 4"),
     ("TONY_DEVCLUSTER_NODEMANAGERS", "two", "not a whole number"),
     ("TONY_DEVCLUSTER_GPUS", "-1", "0 to 64"),
+    ("TONY_DEVCLUSTER_NM_EXPIRY_MS", "500", "at least 1000"),
 ])
 def test_bad_settings_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
                                                words: str) -> None:
