@@ -7,6 +7,7 @@ The variables are forced, not defaulted: a shell that exported the shared
 cluster's ``TONY_DEVCLUSTER_HOME`` must not point these tests at it. The
 Hadoop jars are shared with the default cluster's cache (read only).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,7 @@ export_cluster_env()
 
 
 def devcluster(*args: str, timeout: float = 300) -> None:
-    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"devcluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
 
 

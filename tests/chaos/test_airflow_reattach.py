@@ -1,4 +1,5 @@
 """The Airflow worker dies while the AM restarts the gang: the next try re-attaches to the same application."""
+
 from __future__ import annotations
 
 import os
@@ -27,21 +28,25 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS)}
     run_id = f"chaos-{uuid.uuid4().hex[:8]}"
     subprocess.run([AIRFLOW, "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
-    subprocess.run([AIRFLOW, "dags", "trigger", DAG_ID, "--run-id", run_id], env=env, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [AIRFLOW, "dags", "trigger", DAG_ID, "--run-id", run_id], env=env, check=True, capture_output=True, timeout=300
+    )
     cmd = [AIRFLOW, "tasks", "test", DAG_ID, "train", run_id]
     run_tag = f"tony-run:{run_id}"
 
     def ours(states: str | None = None) -> list[dict[str, Any]]:
-        return [a for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag(DAG_ID))
-                if run_tag in a.get("applicationTags", "").split(",")]
+        return [
+            a
+            for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag(DAG_ID))
+            if run_tag in a.get("applicationTags", "").split(",")
+        ]
 
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     app_id = None
     try:
         with TonyClient.from_env() as client:
             app_id = wait_until(lambda: ours("RUNNING"), 180, "the application to run")[0]["id"]
+
             def past_first_checkpoint() -> Any:
                 doc = client.am_state(app_id)
                 return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None

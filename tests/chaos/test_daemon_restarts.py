@@ -5,6 +5,7 @@ or resubmitted, and the follower that watched it before the outage sees it
 finish. Each test starts the daemon again (``devcluster up`` starts what is
 missing) whatever happens.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,8 +25,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 def follow_in_background(tony_client: Any, app_id: str) -> tuple[threading.Thread, list[JobResult]]:
     """The follow loop the operator runs, started before the outage."""
     results: list[JobResult] = []
-    thread = threading.Thread(target=lambda: results.append(tony_client.wait(app_id, poll_interval=1.0)),
-                              name="follower", daemon=True)
+    thread = threading.Thread(
+        target=lambda: results.append(tony_client.wait(app_id, poll_interval=1.0)), name="follower", daemon=True
+    )
     thread.start()
     return thread, results
 
@@ -35,11 +37,11 @@ def newest(hdfs: Any, ckpt: str) -> int:
     return steps[-1] if steps else -1
 
 
-def test_resourcemanager_restart_keeps_the_job_and_its_follower(tony_client, cluster, hdfs, ckpt_dir,
-                                                               app_tag) -> None:
+def test_resourcemanager_restart_keeps_the_job_and_its_follower(tony_client, cluster, hdfs, ckpt_dir, app_tag) -> None:
     app_id = tony_client.submit(count_job(ckpt_dir, max_restarts=0), extra_tags=[app_tag])
-    first = wait_until(lambda: newest(hdfs, ckpt_dir) if newest(hdfs, ckpt_dir) >= 0 else None, 300,
-                       "the first checkpoint upload")
+    first = wait_until(
+        lambda: newest(hdfs, ckpt_dir) if newest(hdfs, ckpt_dir) >= 0 else None, 300, "the first checkpoint upload"
+    )
     thread, results = follow_in_background(tony_client, app_id)
     devcluster("stop", "resourcemanager")
     try:
@@ -56,15 +58,19 @@ def test_resourcemanager_restart_keeps_the_job_and_its_follower(tony_client, clu
     assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id], "resubmitted"
 
 
-def test_namenode_restart_mid_job_uploads_retry_and_the_job_succeeds(tony_client, cluster, hdfs,
-                                                                     ckpt_dir, app_tag) -> None:
+def test_namenode_restart_mid_job_uploads_retry_and_the_job_succeeds(
+    tony_client, cluster, hdfs, ckpt_dir, app_tag
+) -> None:
     app_id = tony_client.submit(count_job(ckpt_dir, max_restarts=0), extra_tags=[app_tag])
     wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 300, "the first checkpoint upload")
     devcluster("stop", "namenode")
     try:
         at_stop = step_of(tony_client.am_state(app_id), "worker:0")
-        wait_until(lambda: step_of(tony_client.am_state(app_id), "worker:0") >= at_stop + 2 * EVERY, 180,
-                   "training to go on without HDFS")
+        wait_until(
+            lambda: step_of(tony_client.am_state(app_id), "worker:0") >= at_stop + 2 * EVERY,
+            180,
+            "training to go on without HDFS",
+        )
     finally:
         devcluster("up")
     result = tony_client.wait(app_id, poll_interval=1.0)

@@ -6,6 +6,7 @@ application and every task resumes from the latest complete checkpoint; with
 Each test is bounded by its waits, restarts any NodeManager it stopped, and
 its applications are killed by the ``app_tag`` fixture.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,14 +29,24 @@ STEPS, EVERY, SLEEP = 150, 10, 0.2
 
 
 def count_job(ckpt: str, max_restarts: int) -> JobSpec:
-    return JobSpec.from_dict({
-        "name": "pytest-chaos",
-        "roles": {"worker": {"instances": WORKERS, "memory": "768 MiB", "script": str(JOBS / "count_steps.py"),
-                             "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)]}},
-        "python": {"interpreter": sys.executable}, "heartbeat_interval": 1.0, "heartbeat_timeout": 30,
-        "max_restarts": max_restarts,
-        "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
-    })
+    return JobSpec.from_dict(
+        {
+            "name": "pytest-chaos",
+            "roles": {
+                "worker": {
+                    "instances": WORKERS,
+                    "memory": "768 MiB",
+                    "script": str(JOBS / "count_steps.py"),
+                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1.0,
+            "heartbeat_timeout": 30,
+            "max_restarts": max_restarts,
+            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
+        }
+    )
 
 
 def node_index(host: str) -> int:
@@ -52,8 +63,9 @@ def step_of(doc: StateDocument | None, task_id: str) -> int:
     return task.progress.step or 0 if task is not None and task.progress is not None else 0
 
 
-def start_and_pick_victim(tony_client: Any, cluster: Any, hdfs: Any, spec: JobSpec, ckpt: str,
-                          app_tag: str) -> tuple[str, int, str]:
+def start_and_pick_victim(
+    tony_client: Any, cluster: Any, hdfs: Any, spec: JobSpec, ckpt: str, app_tag: str
+) -> tuple[str, int, str]:
     """Submit, wait for a checkpoint on HDFS, and choose a node that runs a worker but not the AM."""
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint upload")
@@ -66,8 +78,9 @@ def start_and_pick_victim(tony_client: Any, cluster: Any, hdfs: Any, spec: JobSp
     pytest.skip(f"YARN put every worker on the AM's node {am}: no node to lose without losing the AM")
 
 
-def test_node_loss_restarts_the_gang_in_the_same_application(tony_client, cluster, hdfs, ckpt_dir, app_tag,
-                                                            stopped_nodes) -> None:
+def test_node_loss_restarts_the_gang_in_the_same_application(
+    tony_client, cluster, hdfs, ckpt_dir, app_tag, stopped_nodes
+) -> None:
     spec = count_job(ckpt_dir, max_restarts=2)
     app_id, victim, task_id = start_and_pick_victim(tony_client, cluster, hdfs, spec, ckpt_dir, app_tag)
     devcluster("stop-nm", str(victim))
@@ -97,13 +110,16 @@ def test_node_loss_restarts_the_gang_in_the_same_application(tony_client, cluste
     assert result.succeeded, result.diagnostics
     assert step_of(result.am_state, "worker:0") == STEPS
     assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id], "a second application"
-    print(f"\nnode {victim} lost: restart at {record.at:.1f}s, resumed at {record.resumed_at:.1f}s "
-          f"({record.resumed_at - record.at:.1f}s later) from step {record.resumed_step}, "
-          f"{max(redone, 0)} steps redone")
+    print(
+        f"\nnode {victim} lost: restart at {record.at:.1f}s, resumed at {record.resumed_at:.1f}s "
+        f"({record.resumed_at - record.at:.1f}s later) from step {record.resumed_step}, "
+        f"{max(redone, 0)} steps redone"
+    )
 
 
-def test_without_restarts_node_loss_fails_as_retryable(tony_client, cluster, hdfs, ckpt_dir, app_tag,
-                                                      stopped_nodes) -> None:
+def test_without_restarts_node_loss_fails_as_retryable(
+    tony_client, cluster, hdfs, ckpt_dir, app_tag, stopped_nodes
+) -> None:
     spec = count_job(ckpt_dir, max_restarts=0)
     app_id, victim, _ = start_and_pick_victim(tony_client, cluster, hdfs, spec, ckpt_dir, app_tag)
     devcluster("stop-nm", str(victim))

@@ -3,6 +3,7 @@
 Pure policy with plain clocks, then the AM's thin restart step and the
 executor's slot lookup against a stand-in for skein's application client.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -218,8 +219,10 @@ def test_the_am_replaces_every_container_and_names_the_new_ones() -> None:
     assert C.KV_CLUSTER not in app.kv and C.kv_exit("worker:0") not in app.kv
     slots = {k: Slot.from_json(v) for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
     assert {k: (s.task_id, s.generation) for k, s in slots.items()} == {
-        C.kv_slot("chief_1"): ("chief:0", 1), C.kv_slot("worker_2"): ("worker:0", 1),
-        C.kv_slot("worker_3"): ("worker:1", 1)}
+        C.kv_slot("chief_1"): ("chief:0", 1),
+        C.kv_slot("worker_2"): ("worker:0", 1),
+        C.kv_slot("worker_3"): ("worker:1", 1),
+    }
     assert am.tracker.generation == 1 and am.tracker.task_of_container("worker", 3) == "worker:1"
 
 
