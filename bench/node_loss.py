@@ -23,6 +23,7 @@ Both paths run in one invocation, alternating, so that the ratio holds on a
 shared machine whose absolute times drift. Writes ``bench/results/node_loss.json``
 and ``node_loss.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,13 +80,24 @@ def node_index(host: str) -> int:
 def job(ckpt: str, max_restarts: int) -> Any:
     from airflow_provider_tony.runtime.spec import JobSpec  # noqa: PLC0415
 
-    return JobSpec.from_dict({
-        "name": "bench-node-loss",
-        "roles": {"worker": {"instances": WORKERS, "memory": "768 MiB", "script": str(COUNT),
-                             "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)]}},
-        "python": {"interpreter": sys.executable}, "heartbeat_interval": 1.0, "heartbeat_timeout": 30,
-        "max_restarts": max_restarts, "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
-    })
+    return JobSpec.from_dict(
+        {
+            "name": "bench-node-loss",
+            "roles": {
+                "worker": {
+                    "instances": WORKERS,
+                    "memory": "768 MiB",
+                    "script": str(COUNT),
+                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1.0,
+            "heartbeat_timeout": 30,
+            "max_restarts": max_restarts,
+            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
+        }
+    )
 
 
 def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
@@ -122,8 +134,11 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             resumed_s = time.monotonic() - lost
             final = client.wait(app_id, poll_interval=1.0)
             record = final.am_state.restarts[0] if final.am_state and final.am_state.restarts else None
-            redone = (max(0, record.last_step - record.resumed_step)
-                      if record and record.last_step is not None and record.resumed_step is not None else None)
+            redone = (
+                max(0, record.last_step - record.resumed_step)
+                if record and record.last_step is not None and record.resumed_step is not None
+                else None
+            )
             detected_s = record.at_wall - lost_wall if record and record.at_wall else None
         else:
             first = client.wait(app_id, poll_interval=0.5)
@@ -139,11 +154,16 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             final = client.wait(retry, poll_interval=1.0)
             restored = final.am_state.task("worker:0").restored_step if final.am_state else None
             redone = max(0, last_step - restored) if last_step is not None and restored is not None else None
-        return {"loss_to_training_resumed_s": round(resumed_s, 2), "steps_redone": redone,
-                # the fault noticed: the AM's restart decision, or its failure verdict
-                "loss_to_detected_s": round(detected_s, 2) if detected_s is not None else None,
-                "applications": len(apps), "succeeded": final.succeeded, "first_step_seen": got[1],
-                **({"loss_to_failed_s": round(failed_s, 2)} if path == "airflow_retry" else {})}
+        return {
+            "loss_to_training_resumed_s": round(resumed_s, 2),
+            "steps_redone": redone,
+            # the fault noticed: the AM's restart decision, or its failure verdict
+            "loss_to_detected_s": round(detected_s, 2) if detected_s is not None else None,
+            "applications": len(apps),
+            "succeeded": final.succeeded,
+            "first_step_seen": got[1],
+            **({"loss_to_failed_s": round(failed_s, 2)} if path == "airflow_retry" else {}),
+        }
     finally:
         for app in apps:
             try:
@@ -183,15 +203,24 @@ def main() -> int:
         times = [r["loss_to_training_resumed_s"] for r in items if "loss_to_training_resumed_s" in r]
         summary[path] = {"median_s": round(statistics.median(times), 2) if times else None, "runs": items}
     a, b = summary["in_application"]["median_s"], summary["airflow_retry"]["median_s"]
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
-           "cpus": os.cpu_count(), "job": f"{WORKERS} workers, {STEPS} steps, checkpoint every {EVERY}",
-           "paths": summary, "retry_over_in_application": round(b / a, 2) if a and b else None}
+    doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "job": f"{WORKERS} workers, {STEPS} steps, checkpoint every {EVERY}",
+        "paths": summary,
+        "retry_over_in_application": round(b / a, 2) if a and b else None,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "node_loss.json").write_text(json.dumps(doc, indent=2) + "\n")
-    lines = [f"# Node loss to training resumed ({doc['date']}, {doc['cpus']} CPUs)", "",
-             f"Job: {doc['job']}. Airflow's retry_delay and scheduling are not included in the retry path.", "",
-             "| path | loss -> training resumed (median s) | loss -> detected (s) | steps redone | applications |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"# Node loss to training resumed ({doc['date']}, {doc['cpus']} CPUs)",
+        "",
+        f"Job: {doc['job']}. Airflow's retry_delay and scheduling are not included in the retry path.",
+        "",
+        "| path | loss -> training resumed (median s) | loss -> detected (s) | steps redone | applications |",
+        "|---|---|---|---|---|",
+    ]
     for path, s in summary.items():
         detected = [r.get("loss_to_detected_s") for r in s["runs"]]
         redone = [r.get("steps_redone") for r in s["runs"]]
