@@ -386,6 +386,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             "metrics": dict(progress.metrics) if progress is not None else {},
             "step": progress.step if progress is not None else None,
             "events": state.artefact_events(),
+            # In-application gang restarts (max_restarts): what failed, when, which step the gang resumed from.
+            "restarts": [r.to_dict() for r in state.restarts],
             "checkpoint_dir": spec.checkpoint.dir if spec else None,
             "model_dir": spec.checkpoint.model_dir if spec else None,
         }

@@ -4,9 +4,10 @@ skein's Java AM allocates containers and serves the key-value store; this
 process, started as skein's ``master.script``, is the brain: it reads
 registrations, heartbeats and exit records from the store, feeds them to the
 pure ``JobTracker``, publishes the cluster spec and the state document, stops
-what must stop, and shuts the application down with a final status and
-diagnostics. skein ends the application when this process exits, so it always
-calls ``shutdown`` itself first.
+what must stop, replaces the gang when the tracker decides to restart it, and
+shuts the application down with a final status and diagnostics. skein ends
+the application when this process exits, so it always calls ``shutdown``
+itself first.
 
     python -m airflow_provider_tony.runtime.am
 """
@@ -25,13 +26,13 @@ from airflow_provider_tony.runtime import hdfs_io, priority
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
-    MILESTONE_ALL_USER_STARTED,
     EventRecord,
     ExitRecord,
     Heartbeat,
     JobHistory,
     Message,
     Registration,
+    Slot,
     StateDocument,
 )
 from airflow_provider_tony.runtime.page import render_page
@@ -158,7 +159,8 @@ class ApplicationMaster:
 
     def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
         """An executor's exit record (code, stderr tail, last progress) into the tracker."""
-        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress)
+        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress,
+                            generation=record.generation)
 
     def container_check_interval(self) -> float:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
@@ -170,9 +172,9 @@ class ApplicationMaster:
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
         for container in ended:
-            task_id = task_of_container(container.service_name, container.instance)
-            task = self.tracker.tasks.get(task_id)
-            if task is None or task.state.finished:
+            task_id = self.tracker.task_of_container(container.service_name, container.instance)
+            task = None if task_id is None else self.tracker.tasks.get(task_id)
+            if task_id is None or task is None or task.state.finished:
                 continue
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
@@ -232,10 +234,45 @@ class ApplicationMaster:
         for task_id in remaining:
             self.tracker.stopped(task_id)
 
+    def restart_gang(self, now: float) -> None:
+        """Carry out the tracker's restart: stop every container, clear the old
+        gang's keys, ask skein for a fresh gang and tell each new container
+        which task it is. The new executors restore the latest checkpoint.
+
+        YARN places the new containers; a node that left the cluster gets none
+        (skein 0.8.2 has no per-request node blacklist to do more).
+        """
+        record = self.tracker.restart_pending
+        assert record is not None  # called only then
+        log.warning("restart %d: %s", record.attempt, record.reason)
+        services = {role: self.spec.role_services(role) for role in sorted(self.spec.roles)}
+        for role_services in services.values():
+            for service in role_services:
+                self.app.scale(service, count=0)
+        self.app.kv.discard(C.KV_CLUSTER)
+        for prefix in C.KV_GANG_PREFIXES:
+            self.app.kv.discard_prefix(prefix)
+        self.published_addresses = set()
+        generation = self.tracker.generation + 1
+        slots: dict[str, str] = {}
+        for role, role_services in services.items():
+            for service in role_services:
+                if service == role:  # one service for the role: its instance order is the task order
+                    started = self.app.scale(service, count=self.spec.roles[role].instances)
+                    for index, container in enumerate(sorted(started, key=lambda c: c.instance)):
+                        slots[container.id] = f"{role}:{index}"
+                else:  # a spread role: one single-task service per task, named after it
+                    for container in self.app.scale(service, count=1):
+                        slots[container.id] = task_of_container(service, 0)
+        # Before the slots are written: a new executor's registration is then never ignored.
+        self.tracker.begin_generation(slots, now)
+        for container_id, task_id in slots.items():
+            self.app.kv[C.kv_slot(container_id)] = Slot(task_id=task_id, generation=generation).to_json()
+
     # ---------------------------------------------------------------- loop
 
     def tick(self) -> float:
-        if MILESTONE_ALL_USER_STARTED not in self.tracker.timeline:
+        if not self.tracker.all_started():
             return min(STARTUP_TICK_S, self.spec.heartbeat_interval / 2)
         return min(RUNNING_TICK_S, self.spec.heartbeat_interval)
 
@@ -245,9 +282,12 @@ class ApplicationMaster:
             self.read_store(now)
             self.check_containers(now)
             self.publish_cluster(now)
-            verdict = self.tracker.check(now)
+            verdict = self.tracker.check(now, time.time())
             if verdict is not None:
                 return verdict
+            if self.tracker.restart_pending is not None:
+                self.publish_state(now, force=True)  # followers see RESTARTING before the gang goes
+                self.restart_gang(now)
             self.publish_state(now)
             time.sleep(self.tick())
 

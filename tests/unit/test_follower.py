@@ -185,7 +185,7 @@ def test_the_trigger_event_round_trips_through_primitives() -> None:
 
 
 def test_a_document_from_a_newer_am_is_read_ignoring_unknown_fields() -> None:
-    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "restarts": 1}
+    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "preemptions": 1}
     data["tasks"]["worker:0"]["gpu_memory"] = 123
     read = StateDocument.from_dict(data)
     assert read.seq == 5 and read.version == 2 and read.tasks["worker:0"].state == "RUNNING"

@@ -16,7 +16,7 @@ from airflow_provider_tony.links import XCOM_JOB_PAGE_URL, XCOM_TENSORBOARD_URL,
 from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.messages import JobHistory, Progress, RestartRecord, StateDocument, TaskSummary
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 
@@ -30,8 +30,11 @@ def final_document(*, failed: bool = False) -> StateDocument:
                           restored_step=30, progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}))
     worker1 = TaskSummary(state="KILLED", role="worker", index=1, host="node2")
     return StateDocument(application_id=APP, app_state="FAILED" if failed else "SUCCEEDED", seq=9, final=True,
-                         tasks={"worker:0": worker0, "worker:1": worker1},
+                         tasks={"worker:0": worker0, "worker:1": worker1}, generation=1,
+                         restarts=[RestartRecord(attempt=1, failed_task="worker:1", reason="worker:1 lost",
+                                                 host="node3", at=40.0, resumed_step=30, resumed_at=55.0)],
                          events=["worker:0 registered at node1:4000",
+                                 "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
                                  "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"])
 
 
@@ -134,7 +137,10 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
         "tasks": {"worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
                   "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None}},
         "metrics": {"val_accuracy": 0.91}, "step": 60,
-        "events": ["worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
+        "events": ["restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+                   "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
+        "restarts": [{"attempt": 1, "failed_task": "worker:1", "reason": "worker:1 lost", "host": "node3",
+                      "at": 40.0, "at_wall": None, "last_step": None, "resumed_step": 30, "resumed_at": 55.0}],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
     }

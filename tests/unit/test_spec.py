@@ -80,6 +80,7 @@ FULL: dict[str, Any] = {
     "deadline": 7200.0,
     "startup_timeout": 900.0,
     "progress_stall_timeout": 1800.0,
+    "max_restarts": 2,
     "success_policy": "all_workers",
     "untracked_roles": ["ps"],
     "acls": {"view_users": ["alice"], "modify_users": ["bob", "carol"]},
