@@ -180,7 +180,8 @@ def _status_arguments(parser: argparse.ArgumentParser) -> None:
                              "from its AM while it runs, else from the history it left on HDFS")
 
 
-@command("status", "print the AM state document as JSON (from HDFS, then YARN's report, once the AM is gone)",
+@command("status", "print the AM state document as JSON (YARN's report once the AM is gone; "
+         "the final state from HDFS once YARN forgot it)",
          _status_arguments)
 def status(args: argparse.Namespace) -> int:
     from airflow_provider_tony.runtime.page import render_page  # noqa: PLC0415
@@ -194,10 +195,16 @@ def status(args: argparse.Namespace) -> int:
             print(render_page(history, now_wall=time.time(), refresh_s=None))
             return 0
         doc = client.am_state(args.app_id)
-        if doc is None:
-            stored = client.stored_history(args.app_id)
-            doc = stored.state if stored is not None else None
-        shown = doc.to_dict() if doc is not None else client.report(args.app_id).to_dict()
+        if doc is not None:
+            shown = doc.to_dict()
+        else:
+            try:
+                shown = client.report(args.app_id).to_dict()
+            except TonyError:  # YARN has forgotten it: the final state the AM left on HDFS
+                stored = client.stored_history(args.app_id)
+                if stored is None or stored.state is None:
+                    raise
+                shown = stored.state.to_dict()
         print(json.dumps(shown, indent=2, sort_keys=True))
     return 0
 

@@ -95,9 +95,15 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
     out = subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", "--html", app_id],
                          capture_output=True, text=True, env=env, timeout=120, check=True).stdout
     assert out.startswith("<!doctype html>") and app_id in out and 'data-metric="accuracy"' in out
-    status = json.loads(subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", app_id],
-                                       capture_output=True, text=True, env=env, timeout=120, check=True).stdout)
-    assert status["application_id"] == app_id
+    # An id YARN never knew (as after it forgot one): the stored history answers.
+    forgotten = app_id.rsplit("_", 1)[0] + "_9999"
+    hdfs.write(f"{tony_client.history_dir}/{forgotten}.json", data=stored.to_json(), overwrite=True)
+    try:
+        status = json.loads(subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", forgotten],
+                                           capture_output=True, text=True, env=env, timeout=120, check=True).stdout)
+    finally:
+        hdfs.delete(f"{tony_client.history_dir}/{forgotten}.json")
+    assert status["application_id"] == app_id and status["app_state"] == "SUCCEEDED"
 
 
 def _screenshot(url: str, path: Path) -> None:
