@@ -15,12 +15,13 @@ ifdef SECURE
 export TONY_DEVCLUSTER_SECURE := $(SECURE)
 endif
 
-.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure lint reference demo clean
+.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            run every test (unit, integration on the local cluster)"
 	@echo "make test-fast       unit tests only: no cluster, no Java"
+	@echo "make test-chaos      node loss and daemon restarts on a three-node cluster of their own (not in make test yet)"
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
@@ -50,11 +51,19 @@ cluster-env:
 	@$(DEVCLUSTER) env
 
 # The cluster comes down even when tests fail; pytest's exit code is kept.
-# Then the Kerberos subset runs on the secure profile (its own cluster).
+# Then the Kerberos subset runs on the secure profile (its own cluster). The
+# chaos tests (make test-chaos) are not part of it yet: they do not pass every
+# run on a 2-core machine (see CHANGELOG.md).
 test: venv cluster-up
-	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest $(PYTEST_ARGS) ) || rc=$$?; \
+	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest --ignore=tests/chaos $(PYTEST_ARGS) ) || rc=$$?; \
 	$(DEVCLUSTER) down; \
 	$(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; exit $$rc
+
+# Node loss, RM and NameNode restarts: tests/chaos/conftest.py starts its own
+# three-node cluster (.devcluster-chaos, ports from 19900, the jar cache
+# shared) once for the session and takes it down at the end.
+test-chaos: venv
+	@TONY_DEVCLUSTER_JARS="$(SECURE_JARS)" $(PY) -m pytest tests/chaos $(PYTEST_ARGS)
 
 # The secure profile in its own state dir and ports (base + 600), sharing the
 # open cluster's jar cache; started and stopped here.

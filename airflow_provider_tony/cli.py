@@ -2,7 +2,7 @@
 
     tony validate JOB.yaml [--cluster]   # offline checks; --cluster adds the cluster's limits
     tony submit JOB.yaml                 # submit and follow to the end; exit 0 only on success
-    tony status APP_ID                   # the AM state document (or YARN's report) as JSON
+    tony status APP_ID [--html]          # the AM state document as JSON (or the job page), live or from HDFS
     tony logs APP_ID [--task worker:0]   # the containers' logs, from the NodeManagers
     tony kill APP_ID
     tony convert tony.xml [-o JOB.yaml]  # a TonY job configuration as a JobSpec YAML
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,11 +163,38 @@ def submit(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- status
-@command("status", "print the AM state document as JSON (YARN's report once the AM is gone)", _app_argument)
+def _status_arguments(parser: argparse.ArgumentParser) -> None:
+    _app_argument(parser)
+    parser.add_argument("--html", action="store_true",
+                        help="print the job's page (tasks, progress, metric charts, events) as one HTML file, "
+                             "from its AM while it runs, else from the history it left on HDFS")
+
+
+@command("status", "print the AM state document as JSON (YARN's report once the AM is gone; "
+         "the final state from HDFS once YARN forgot it)",
+         _status_arguments)
 def status(args: argparse.Namespace) -> int:
+    from airflow_provider_tony.runtime.page import render_page  # noqa: PLC0415
+
     with _client() as client:
+        if args.html:
+            history = client.job_history(args.app_id)
+            if history is None:
+                raise TonyError(f"no state or history for {args.app_id}: its AM does not serve it and "
+                                f"{client.history_dir}/{args.app_id}.json is not on HDFS")
+            print(render_page(history, now_wall=time.time(), refresh_s=None))
+            return 0
         doc = client.am_state(args.app_id)
-        shown = doc.to_dict() if doc is not None else client.report(args.app_id).to_dict()
+        if doc is not None:
+            shown = doc.to_dict()
+        else:
+            try:
+                shown = client.report(args.app_id).to_dict()
+            except TonyError:  # YARN has forgotten it: the final state the AM left on HDFS
+                stored = client.stored_history(args.app_id)
+                if stored is None or stored.state is None:
+                    raise
+                shown = stored.state.to_dict()
         print(json.dumps(shown, indent=2, sort_keys=True))
     return 0
 
@@ -277,3 +305,6 @@ def main(argv: list[str] | None = None, prog: str = "tony") -> int:
 
 
 __all__ = ["COMMANDS", "Command", "build_parser", "command", "load_job", "main"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                       "python-modules": ["airflow_provider_tony.triggers.tony"]}],
         "connection-types": [connection_form()],
         "extra-links": [
+            "airflow_provider_tony.links.TonyJobLink",
             "airflow_provider_tony.links.YarnApplicationLink",
             "airflow_provider_tony.links.TensorBoardLink",
         ],

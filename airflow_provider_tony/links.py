@@ -1,4 +1,4 @@
-"""Extra links on the task page: the YARN application, and TensorBoard when the job has one.
+"""Extra links on the task page: the job's own page, the YARN application, TensorBoard.
 
 Airflow 3 renders an extra link from the XCom under the link's ``xcom_key``
 (by default ``_link_<Class>``, written only when the task process ends). Each
@@ -16,6 +16,7 @@ from airflow.sdk import BaseOperatorLink, BaseXCom
 
 XCOM_TRACKING_URL = "tracking_url"
 XCOM_TENSORBOARD_URL = "tensorboard_url"
+XCOM_JOB_PAGE_URL = "job_page_url"
 
 
 class _XComLink(BaseOperatorLink):
@@ -42,3 +43,10 @@ class TensorBoardLink(_XComLink):
 
     name = "TensorBoard"
     xcom_key_name = XCOM_TENSORBOARD_URL
+
+
+class TonyJobLink(_XComLink):
+    """The job's page, served by its application master through the ResourceManager's proxy."""
+
+    name = "TonY job"
+    xcom_key_name = XCOM_JOB_PAGE_URL

@@ -391,6 +391,15 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
     extra = [
         _prop("yarn.node-labels.enabled", "true"),
         _prop("yarn.node-labels.fs-store.root-dir", f"file://{layout.home}/data/node-labels"),
+        # Work-preserving ResourceManager restart, for the chaos tests: the RM
+        # keeps applications in a state store and, once restarted, takes the
+        # running containers back from the NodeManagers' resync instead of
+        # killing them. (Later properties win over the template's "false".)
+        _prop("yarn.resourcemanager.recovery.enabled", "true"),
+        _prop("yarn.resourcemanager.work-preserving-recovery.enabled", "true"),
+        _prop("yarn.resourcemanager.store.class",
+              "org.apache.hadoop.yarn.server.resourcemanager.recovery.FileSystemRMStateStore"),
+        _prop("yarn.resourcemanager.fs.state-store.uri", f"file://{layout.home}/data/rm-state"),
     ]
     if index == layout.gpu_node and layout.gpus > 0:
         # The plugin discovers the devices by running nvidia-smi -q -x and

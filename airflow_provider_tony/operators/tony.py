@@ -22,9 +22,16 @@ from airflow.sdk import Asset, BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
-from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL, TensorBoardLink, YarnApplicationLink
+from airflow_provider_tony.links import (
+    XCOM_JOB_PAGE_URL,
+    XCOM_TENSORBOARD_URL,
+    XCOM_TRACKING_URL,
+    TensorBoardLink,
+    TonyJobLink,
+    YarnApplicationLink,
+)
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
-from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
 from airflow_provider_tony.triggers.tony import TonyTrigger
@@ -76,7 +83,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     template_fields_renderers = {"job": "json", "env": "json"}
     # job="training/x.yaml" is read and rendered as a Jinja template, as the CLI reads it.
     template_ext: Sequence[str] = (".yaml", ".yml")
-    operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
+    operator_extra_links = (TonyJobLink(), YarnApplicationLink(), TensorBoardLink())
     external_id_key = "yarn_application_id"
     ui_color = "#ffcc80"
 
@@ -238,6 +245,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._app_id = app_id
         url = self.hook.get_conn().tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
+        page = self.hook.get_conn().job_page_url(app_id)
+        context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
+        self.log.info("TonY job page: %s", page)
         context["ti"].xcom_push(key="application_id", value=app_id)
         # A deferred task cannot write XCom while the trigger follows the job, and the page's
         # address is known now: link it at once (it answers once the role serves).
@@ -290,11 +300,33 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
             return self._announce(context, self._xcom_result(self._result))
-        # Re-used an application that had already succeeded: YARN's report is what is left.
+        # Re-used an application that had already succeeded: its AM is gone, but the
+        # history it left on HDFS keeps the tasks and metrics for the XCom.
         if self._app_id != app_id:
             self._on_app(app_id, context)
-        self._result = JobResult.from_report(self.hook.report(app_id))
+        self._result = self.ended_result(app_id)
         return self._announce(context, self.xcom_result(self._result))
+
+    def ended_result(self, app_id: str) -> JobResult:
+        """How an ended application went: YARN's report plus the AM's stored history.
+
+        When YARN has forgotten the application (an RM restart, its retention),
+        the stored history alone answers.
+        """
+        client = self.hook.get_conn()
+        try:
+            stored = client.stored_history(app_id)
+        except TonyError as exc:
+            self.log.warning("no stored history for %s: %s", app_id, exc)
+            stored = None
+        state = stored.state if stored is not None else None
+        try:
+            return JobResult.from_report(self.hook.report(app_id), state)
+        except TonyError:
+            if state is None:
+                raise
+            status = "SUCCEEDED" if state.app_state == "SUCCEEDED" else "FAILED"
+            return JobResult(app_id, "FINISHED", status, state.diagnostics, client.tracking_url(app_id), state)
 
     # ------------------------------------------------------------ entry points
 
@@ -409,6 +441,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             "metrics": dict(progress.metrics) if progress is not None else {},
             "step": progress.step if progress is not None else None,
             "events": state.artefact_events(),
+            # In-application gang restarts (max_restarts): what failed, when, which step the gang resumed from.
+            "restarts": [r.to_dict() for r in state.restarts],
             "checkpoint_dir": spec.checkpoint.dir if spec else None,
             "model_dir": spec.checkpoint.model_dir if spec else None,
         }

@@ -4,9 +4,10 @@ skein's Java AM allocates containers and serves the key-value store; this
 process, started as skein's ``master.script``, is the brain: it reads
 registrations, heartbeats and exit records from the store, feeds them to the
 pure ``JobTracker``, publishes the cluster spec and the state document, stops
-what must stop, and shuts the application down with a final status and
-diagnostics. skein ends the application when this process exits, so it always
-calls ``shutdown`` itself first.
+what must stop, replaces the gang when the tracker decides to restart it, and
+shuts the application down with a final status and diagnostics. skein ends
+the application when this process exits, so it always calls ``shutdown``
+itself first.
 
     python -m airflow_provider_tony.runtime.am
 """
@@ -16,23 +17,29 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import priority
+from airflow_provider_tony.runtime import hdfs_io, priority
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
-    MILESTONE_ALL_USER_STARTED,
     EventRecord,
     ExitRecord,
     Heartbeat,
+    JobHistory,
     Message,
     Registration,
+    Slot,
+    StateDocument,
 )
+from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
+from airflow_provider_tony.runtime.web import PAGE_ROUTE, JobWebServer
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -82,6 +89,50 @@ class ApplicationMaster:
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
         self.pages: set[str] = set()  # task ids whose web page is registered with skein's UI
+        self.history = MetricHistory(points_per_task(len(spec.task_ids())))
+        self.history_lock = threading.Lock()  # the loop appends, request threads read
+        self.last_state_doc: StateDocument | None = None
+        self.web: JobWebServer | None = None
+
+    # ---------------------------------------------------------------- the job page
+
+    def start_web(self) -> None:
+        """Serve the state and the page, and register them with skein's web UI.
+
+        A job runs without its page rather than not at all: a failure here is logged.
+        """
+        try:
+            self.web = JobWebServer(self.render_page, self.history_json).start()
+            host = os.environ.get(C.ENV_NM_HOST) or "localhost"
+            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
+            log.info("job page: %s", page.address)
+        except Exception:  # noqa: BLE001 - followers then see no state document and say so
+            log.exception("could not serve the job page")
+
+    def job_history(self) -> JobHistory:
+        with self.history_lock:
+            return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
+                                         nm_http_port=os.environ.get("NM_HTTP_PORT", ""),
+                                         attempt=int(os.environ.get(C.ENV_ATTEMPT) or 1))
+
+    def history_json(self) -> bytes:
+        return self.job_history().to_json()
+
+    def render_page(self) -> str:
+        return render_page(self.job_history(), now_wall=time.time())
+
+    def write_history(self) -> None:
+        """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
+        paths = history_paths(self.app_id, self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
+                              os.environ.get(C.ENV_HISTORY_DIR))
+        client = hdfs_io.client_from_env() if paths else None
+        if client is None:
+            return
+        try:
+            for path in write_history(client, paths, self.job_history()):
+                log.info("history written to %s", path)
+        except Exception as exc:  # noqa: BLE001 - the verdict matters more than its record
+            log.warning("could not write the history to HDFS (%s): %s", ", ".join(paths), exc)
 
     # ---------------------------------------------------------------- input
 
@@ -109,7 +160,8 @@ class ApplicationMaster:
 
     def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
         """An executor's exit record (code, stderr tail, last progress) into the tracker."""
-        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress)
+        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress,
+                            generation=record.generation)
 
     def container_check_interval(self) -> float:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
@@ -121,9 +173,9 @@ class ApplicationMaster:
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
         for container in ended:
-            task_id = task_of_container(container.service_name, container.instance)
-            task = self.tracker.tasks.get(task_id)
-            if task is None or task.state.finished:
+            task_id = self.tracker.task_of_container(container.service_name, container.instance)
+            task = None if task_id is None else self.tracker.tasks.get(task_id)
+            if task_id is None or task is None or task.state.finished:
                 continue
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
@@ -167,15 +219,27 @@ class ApplicationMaster:
         body = material(doc)
         # Clocks and progress alone: every other heartbeat interval (clients call an AM
         # stale only after minutes); anything material: now.
+        with self.history_lock:
+            self.history.observe(doc)  # every tick: a report between two publications is kept too
         if force or body != self.last_doc or now - self.last_publish >= 2 * self.spec.heartbeat_interval:
             self.seq += 1
             doc.seq = self.seq
-            self.app.kv[C.KV_STATE] = doc.to_json()
+            raw = doc.to_json()
+            self.app.kv[C.KV_STATE] = raw
+            self.last_state_doc = doc
+            if self.web is not None:
+                self.web.publish(raw)
             if doc.progress != self.last_progress:
                 self.app.set_progress(doc.progress)
                 self.last_progress = doc.progress
             self.last_doc = body
             self.last_publish = now
+
+    def acknowledged(self) -> bool:
+        """A client read the final state: over HTTP, or through the store (older clients)."""
+        if self.web is not None and self.web.acknowledged.is_set():
+            return True
+        return self.app.kv.get(C.KV_FINAL_ACK) is not None
 
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()
@@ -188,10 +252,45 @@ class ApplicationMaster:
         for task_id in remaining:
             self.tracker.stopped(task_id)
 
+    def restart_gang(self, now: float) -> None:
+        """Carry out the tracker's restart: stop every container, clear the old
+        gang's keys, ask skein for a fresh gang and tell each new container
+        which task it is. The new executors restore the latest checkpoint.
+
+        YARN places the new containers; a node that left the cluster gets none
+        (skein 0.8.2 has no per-request node blacklist to do more).
+        """
+        record = self.tracker.restart_pending
+        assert record is not None  # called only then
+        log.warning("restart %d: %s", record.attempt, record.reason)
+        services = {role: self.spec.role_services(role) for role in sorted(self.spec.roles)}
+        for role_services in services.values():
+            for service in role_services:
+                self.app.scale(service, count=0)
+        self.app.kv.discard(C.KV_CLUSTER)
+        for prefix in C.KV_GANG_PREFIXES:
+            self.app.kv.discard_prefix(prefix)
+        self.published_addresses = set()
+        generation = self.tracker.generation + 1
+        slots: dict[str, str] = {}
+        for role, role_services in services.items():
+            for service in role_services:
+                if service == role:  # one service for the role: its instance order is the task order
+                    started = self.app.scale(service, count=self.spec.roles[role].instances)
+                    for index, container in enumerate(sorted(started, key=lambda c: c.instance)):
+                        slots[container.id] = f"{role}:{index}"
+                else:  # a spread role: one single-task service per task, named after it
+                    for container in self.app.scale(service, count=1):
+                        slots[container.id] = task_of_container(service, 0)
+        # Before the slots are written: a new executor's registration is then never ignored.
+        self.tracker.begin_generation(slots, now)
+        for container_id, task_id in slots.items():
+            self.app.kv[C.kv_slot(container_id)] = Slot(task_id=task_id, generation=generation).to_json()
+
     # ---------------------------------------------------------------- loop
 
     def tick(self) -> float:
-        if MILESTONE_ALL_USER_STARTED not in self.tracker.timeline:
+        if not self.tracker.all_started():
             return min(STARTUP_TICK_S, self.spec.heartbeat_interval / 2)
         return min(RUNNING_TICK_S, self.spec.heartbeat_interval)
 
@@ -202,9 +301,12 @@ class ApplicationMaster:
             self.check_containers(now)
             self.publish_cluster(now)
             self.register_pages()
-            verdict = self.tracker.check(now)
+            verdict = self.tracker.check(now, time.time())
             if verdict is not None:
                 return verdict
+            if self.tracker.restart_pending is not None:
+                self.publish_state(now, force=True)  # followers see RESTARTING before the gang goes
+                self.restart_gang(now)
             self.publish_state(now)
             time.sleep(self.tick())
 
@@ -212,8 +314,9 @@ class ApplicationMaster:
         log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
         self.stop_remaining()
         self.publish_state(time.monotonic(), force=True)
+        self.write_history()  # before the linger: a client that saw the verdict may read it next
         deadline = time.monotonic() + FINAL_LINGER_S
-        while time.monotonic() < deadline and self.app.kv.get(C.KV_FINAL_ACK) is None:
+        while time.monotonic() < deadline and not self.acknowledged():
             time.sleep(0.2)
         self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
 
@@ -236,6 +339,7 @@ def main() -> int:
         app.shutdown("FAILED", f"the application master could not read the job spec: {exc}")
         return 0
     am = ApplicationMaster(app, spec, app_id)
+    am.start_web()
     try:
         verdict = am.run()
     except Exception as exc:  # noqa: BLE001 - never leave the job running without a brain

@@ -10,6 +10,7 @@ ENV_JOB_SPEC = "TONY_JOB_SPEC"  # the JobSpec as JSON
 ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
 ENV_WEBHDFS_URL = "TONY_WEBHDFS_URL"  # where executors publish models/checkpoints
 ENV_WEBHDFS_USER = "TONY_WEBHDFS_USER"
+ENV_HISTORY_DIR = "TONY_HISTORY_DIR"  # HDFS folder for the final JobHistory (<base_path>/history)
 # "delegation" on a Kerberized cluster: containers reach WebHDFS with the
 # application's HDFS delegation token (no keytab ever reaches a container).
 ENV_WEBHDFS_AUTH = "TONY_WEBHDFS_AUTH"
@@ -49,6 +50,10 @@ KV_REGISTER_PREFIX = "tony/register/"
 KV_HEARTBEAT_PREFIX = "tony/hb/"
 KV_EXIT_PREFIX = "tony/exit/"
 KV_EVENT_PREFIX = "tony/event/"  # checkpoint restores/uploads reported by executors
+# Written by the AM for each container of a restarted gang: its task id and generation.
+KV_SLOT_PREFIX = "tony/slot/"
+# Per-task keys of one gang: the AM clears them (and the cluster spec) when it restarts the gang.
+KV_GANG_PREFIXES = (KV_REGISTER_PREFIX, KV_HEARTBEAT_PREFIX, KV_EXIT_PREFIX)
 
 
 def kv_register(task_id: str) -> str:
@@ -61,6 +66,11 @@ def kv_heartbeat(task_id: str) -> str:
 
 def kv_exit(task_id: str) -> str:
     return KV_EXIT_PREFIX + task_id
+
+
+def kv_slot(container: str) -> str:
+    """``container`` is skein's ``<service>_<instance>`` id."""
+    return KV_SLOT_PREFIX + container
 
 
 def task_id_of(key: str, prefix: str) -> str:

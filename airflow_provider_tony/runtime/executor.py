@@ -30,7 +30,7 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
-from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration
+from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration, Slot
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import tf_config_env
@@ -46,13 +46,45 @@ MODEL_DIR = "model"
 TENSORBOARD_DIR = "tensorboard"
 
 
+SLOT_POLL_S = 0.25
+SLOT_WAIT_S = 120.0
+
+
 def task_identity(env: dict[str, str]) -> tuple[str, int]:
-    """Role and index from skein's ``<service>_<instance>`` container id
+    """Role and index of a first-gang container, from skein's ``<service>_<instance>`` container id
     (``worker_1``, or ``worker.1_0`` for a spread role's one-task service)."""
     container = env[C.ENV_SKEIN_CONTAINER_ID]
     service, _, instance = container.rpartition("_")
     role, _, index = task_of_container(service, int(instance)).rpartition(":")
     return role, int(index)
+
+
+def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT_WAIT_S) -> tuple[str, int, int]:
+    """Role, task index and gang generation of this container.
+
+    The first gang's containers are instances 0..n-1 of their service, so the
+    container id says who they are. skein numbers the containers of a
+    restarted gang on (``worker_2`` replaces ``worker_0``); the AM writes
+    their task and generation under ``tony/slot/<container>`` once skein has
+    named them, so such a container polls for it.
+    """
+    container = env[C.ENV_SKEIN_CONTAINER_ID]
+    service, _, instance = container.rpartition("_")
+    role, index = task_identity(env)
+    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task service.
+    first_gang = int(instance) < (spec.roles[role].instances if service == role else 1)
+    deadline = time.monotonic() + wait_s
+    while True:
+        raw = app.kv.get(C.kv_slot(container))
+        if raw is not None:
+            slot = Slot.from_json(raw)
+            slot_role, slot_index = slot.task_id.rsplit(":", 1)
+            return slot_role, int(slot_index), slot.generation
+        if first_gang:
+            return role, index, 0
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"container {container} has no slot from the AM after {wait_s:g}s")
+        time.sleep(SLOT_POLL_S)
 
 
 def reserve_port() -> socket.socket:
@@ -120,8 +152,9 @@ class Heartbeat(threading.Thread):
     slows no start-up.
     """
 
-    def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path) -> None:
+    def __init__(self, app: Any, task_id: str, interval: float, progress_file: Path, generation: int = 0) -> None:
         super().__init__(name="tony-heartbeat", daemon=True)
+        self.generation = generation
         self.app = app
         self.key = C.kv_heartbeat(task_id)
         self.interval = interval
@@ -135,7 +168,8 @@ class Heartbeat(threading.Thread):
     def beat(self) -> None:
         self.seq += 1
         payload = Beat(seq=self.seq, time=time.time(), user_started=self.user_started,
-                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file))
+                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file),
+                       generation=self.generation)
         self.app.kv[self.key] = payload.to_json()
 
     def nudge(self) -> None:
@@ -156,8 +190,8 @@ class Heartbeat(threading.Thread):
             self.wake.clear()
 
 
-def wait_for_cluster(app: Any) -> ClusterDocument:
-    """The cluster spec, once the AM has published it.
+def wait_for_cluster(app: Any, generation: int = 0) -> ClusterDocument:
+    """The cluster spec of this executor's gang, once the AM has published it.
 
     Polled for (0.05 s, growing to 0.25 s, the AM's own start-up tick), not
     waited on with skein's ``kv.wait``: that opens a watch, and skein 0.8.2's
@@ -166,9 +200,13 @@ def wait_for_cluster(app: Any) -> ClusterDocument:
     executor's new watch could fail each other. Gets cannot race that way.
     """
     delays = itertools.chain(CLUSTER_POLL_S, itertools.repeat(CLUSTER_POLL_S[-1]))
-    while (raw := app.kv.get(C.KV_CLUSTER)) is None:
+    while True:
+        raw = app.kv.get(C.KV_CLUSTER)
+        if raw is not None:
+            doc = ClusterDocument.from_json(raw)
+            if doc.generation == generation:
+                return doc
         time.sleep(next(delays))
-    return ClusterDocument.from_json(raw)
 
 
 def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
@@ -318,12 +356,12 @@ def main() -> int:
 
     env = dict(os.environ)
     spec = decode_spec(env[C.ENV_JOB_SPEC])
-    role, index = task_identity(env)
+    app = skein.ApplicationClient.from_current()
+    role, index, generation = find_slot(app, spec, env)
     task_id = f"{role}:{index}"
     is_decider = task_id == spec.decider_task()
-    # Names this process's temporary uploads: unique per try and per process.
-    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{os.getpid()}"
-    app = skein.ApplicationClient.from_current()
+    # Names this process's temporary uploads: unique per try, gang and process.
+    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{generation}-{os.getpid()}"
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
     workdir = Path.cwd()
     (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
@@ -349,13 +387,13 @@ def main() -> int:
     # the AM treats them as fixed and withholds them from the job's other tasks.
     registration = Registration(host=host, port=sock.getsockname()[1], pid=os.getpid(),
                                 container_id=env.get(C.ENV_YARN_CONTAINER_ID), gpus_local=local_gpus,
-                                gpus_pinned=pinned if pinned is not None else node_pinned)
-    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE)
+                                gpus_pinned=pinned if pinned is not None else node_pinned, generation=generation)
+    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE, generation)
     heartbeat.start()
     app.kv[C.kv_register(task_id)] = registration.to_json()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
 
-    cluster = wait_for_cluster(app)
+    cluster = wait_for_cluster(app, generation)
     user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
@@ -404,7 +442,8 @@ def main() -> int:
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
     app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=code, stderr_tail=tail, time=time.time(),
-                                            progress=progress_api.read(workdir / PROGRESS_FILE)).to_json()
+                                            progress=progress_api.read(workdir / PROGRESS_FILE),
+                                            generation=generation).to_json()
     return 0
 
 

@@ -15,8 +15,11 @@ message                written by                read by
 ``ExitRecord``         executor                  AM (``JobTracker.exited``)
 ``EventRecord``        executor                  AM (its event list)
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
+``Slot``               AM                        a restarted gang's executors (who they are)
+``RestartRecord``      AM                        clients (inside the state document)
 ``TaskSummary``        AM                        clients (inside the state document)
 ``StateDocument``      AM                        client, operator, trigger, bench
+``JobHistory``         AM (HTTP, HDFS)           job page, ``tony status``, operator
 =====================  ========================  =================================
 
 Compatibility rules (why ``from_dict`` here is lenient where the JobSpec is strict):
@@ -52,9 +55,12 @@ __all__ = [
     "EventRecord",
     "ExitRecord",
     "Heartbeat",
+    "JobHistory",
     "Message",
     "Progress",
     "Registration",
+    "RestartRecord",
+    "Slot",
     "StateDocument",
     "TaskState",
     "TaskSummary",
@@ -79,15 +85,18 @@ class TaskState(str, enum.Enum):
     FAILED = "FAILED"
     KILLED = "KILLED"  # stopped by the AM (untracked role, or after the job ended)
     LOST = "LOST"  # missed heartbeats, or the container ended without an exit record
+    RESTARTING = "RESTARTING"  # stopped by the AM to restart the whole gang
 
     @property
     def finished(self) -> bool:
-        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST)
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST,
+                        TaskState.RESTARTING)
 
 
 class AppState(str, enum.Enum):
     REGISTERING = "REGISTERING"
     RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"  # a retryable failure: the gang is being replaced inside the application
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
 
@@ -194,6 +203,7 @@ class Registration(Message):
     container_id: str | None = None
     gpus_local: list[str] = field(default_factory=list)  # GPUs the executor saw on its node
     gpus_pinned: list[str] | None = None  # NVIDIA_VISIBLE_DEVICES of the container, if set
+    generation: int = 0  # the gang this executor belongs to (0 until the AM restarts it)
 
     def validate(self) -> None:
         self.host = str(self.host)
@@ -211,6 +221,7 @@ class Heartbeat(Message):
     user_started: bool = False
     restored_step: int | None = None
     progress: Progress | None = None
+    generation: int = 0
 
     def validate(self) -> None:
         self.progress = _nested(self.progress, Progress, "progress")
@@ -224,6 +235,7 @@ class ExitRecord(Message):
     stderr_tail: list[str] = field(default_factory=list)
     time: float | None = None
     progress: Progress | None = None
+    generation: int = 0
 
     def validate(self) -> None:
         self.exit_code = int(self.exit_code)
@@ -245,6 +257,31 @@ class ClusterDocument(Message):
     addresses: dict[str, str] = field(default_factory=dict)  # task id -> "host:port"
     gpus: dict[str, list[str]] = field(default_factory=dict)  # task id -> GPU ids granted
     num_tasks: dict[str, int] = field(default_factory=dict)  # role -> instances
+    generation: int = 0  # an executor of another gang keeps waiting
+
+
+@dataclass
+class Slot(Message):
+    """Who a replacement container is: skein numbers a service's containers on
+    (``worker_2`` replaces ``worker_0``), so the AM says which task and gang it serves."""
+
+    task_id: str = ""
+    generation: int = 0
+
+
+@dataclass
+class RestartRecord(Message):
+    """One in-application restart of the gang: what failed, when, where it resumed."""
+
+    attempt: int = 1  # 1 for the first restart
+    failed_task: str = ""
+    reason: str = ""
+    host: str | None = None  # where the failed task ran (new containers avoid it where YARN can)
+    at: float = 0.0  # seconds after the AM started
+    at_wall: float | None = None
+    last_step: int | None = None  # the decider's last reported step before the failure
+    resumed_step: int | None = None  # checkpoint step the new gang restored (None: from scratch / not yet)
+    resumed_at: float | None = None  # seconds after the AM started when every task ran user code again
 
 
 @dataclass
@@ -293,12 +330,16 @@ class StateDocument(Message):
     events: list[str] = field(default_factory=list)
     timeline: dict[str, float] = field(default_factory=dict)  # milestone -> seconds after AM start
     am_started_wall: float | None = None
+    generation: int = 0  # restarts so far; 0 is the gang started with the application
+    restarts: list[RestartRecord] = field(default_factory=list)
     version: int = STATE_DOCUMENT_VERSION
 
     def validate(self) -> None:
         self.app_state = str(self.app_state.value if isinstance(self.app_state, AppState) else self.app_state)
         self.tasks = {str(tid): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary()
                       for tid, t in (self.tasks or {}).items()}
+        self.restarts = [_nested(r, RestartRecord, f"restarts.{i}") or RestartRecord()
+                         for i, r in enumerate(self.restarts or [])]
         self.events = [str(e) for e in self.events or []]
         self.timeline = dict(self.timeline or {})
 
@@ -312,5 +353,28 @@ class StateDocument(Message):
         return self.am_started_wall + self.timeline[name]
 
     def artefact_events(self) -> list[str]:
-        """Events users care about in a task log: checkpoints restored/uploaded, the model exported."""
-        return [e for e in self.events if "checkpoint" in e or "model" in e]
+        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts."""
+        return [e for e in self.events if "checkpoint" in e or "model" in e or "restart" in e]
+
+
+@dataclass
+class JobHistory(Message):
+    """The state document plus each task's bounded metric history: what the job page draws.
+
+    The AM serves it while the job runs and writes the final one to HDFS, so
+    the page, ``tony status`` and the XCom result outlive YARN's memory of the
+    application. ``metrics`` maps a task id to its reports, oldest first.
+    """
+
+    state: StateDocument | None = None
+    metrics: dict[str, list[Progress]] = field(default_factory=dict)
+    name: str = ""
+    user: str = ""
+    nm_http_port: str = ""  # the NodeManagers' web port, for links to container logs
+    attempt: int = 1  # the Airflow try number that submitted the job (TONY_ATTEMPT)
+    version: int = STATE_DOCUMENT_VERSION
+
+    def validate(self) -> None:
+        self.state = _nested(self.state, StateDocument, "state")
+        self.metrics = {str(tid): [_nested(p, Progress, f"metrics.{tid}") or Progress() for p in points or []]
+                        for tid, points in (self.metrics or {}).items()}

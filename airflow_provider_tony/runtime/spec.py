@@ -668,6 +668,11 @@ class JobSpec(_Spec):
     """Extra exit codes (1-255) of a tracked task that mark the job's failure retryable, as Kubeflow's exit-code restart
     policy does; 75 and 128-255 (killed by a signal: preemption, OOM) always are, any other non-zero code is the
     script's own failure and fails the Airflow task without retries."""
+    max_restarts: int = 0
+    """Times the AM may restart the whole gang inside the same YARN application after a retryable task failure (a
+    container or node lost, a signal, missed heartbeats): fresh containers, a new TF_CONFIG, every task resuming from
+    the latest complete checkpoint. 0 (the default) fails the application at once and leaves the retry to Airflow;
+    once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""
@@ -711,6 +716,8 @@ class JobSpec(_Spec):
         self._validate_tracking()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
+        self.max_restarts = _int(self.max_restarts, "max_restarts", 0,
+                                 "give 0 (Airflow retries) or a small count of in-application restarts")
 
     def _validated_tags(self) -> list[str]:
         """YARN tags: <= 10, ASCII, <= 100 chars; lowercased because YARN stores them lowercased.

@@ -1,9 +1,15 @@
-"""The AM's bookkeeping and failure policy, as pure logic.
+"""The AM's bookkeeping, failure policy and gang restarts, as pure logic.
 
 Everything here takes the current time as an argument and touches no network,
 so the rules (who decides success, when a silent task counts as lost, what a
 deadline does) get table-driven unit tests, and the AM loop in ``am.py`` is
 only input/output around a ``JobTracker``.
+
+Recovery is a state here, not a special case in the executor: a retryable
+failure with restarts left puts the tracker in ``restart_pending`` (the AM
+replaces every container) and ``begin_generation`` starts a new gang, whose
+executors identify themselves by generation; messages of an older gang are
+ignored. Each restart is a ``RestartRecord`` in the state document.
 """
 from __future__ import annotations
 
@@ -22,11 +28,12 @@ from airflow_provider_tony.runtime.messages import (
     Heartbeat,
     Progress,
     Registration,
+    RestartRecord,
     StateDocument,
     TaskState,
     TaskSummary,
 )
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
@@ -41,6 +48,7 @@ class Verdict:
     succeeded: bool
     diagnostics: str
     retryable: bool = False
+    task_id: str | None = None  # the task whose failure decided it, if one did
 
     @property
     def final_status(self) -> str:
@@ -111,18 +119,39 @@ class JobTracker:
         self.events: list[str] = []
         # Seconds after the AM started at which milestones were reached (benchmarks, logs).
         self.timeline: dict[str, float] = {}
-        tracked = set(spec.tracked_roles())
-        self.tasks: dict[str, Task] = {}
-        for task_id in spec.task_ids():
+        # The gang: 0 is the one started with the application; each restart adds one.
+        self.generation = 0
+        self.generation_started = now
+        self.restarts: list[RestartRecord] = []
+        # A restart decided and not yet carried out: the AM replaces the containers.
+        self.restart_pending: RestartRecord | None = None
+        # skein container id ("worker_2") -> its task in a restarted gang.
+        self.slots: dict[str, str] = {}
+        self.tasks: dict[str, Task] = self._new_tasks()
+
+    def _new_tasks(self) -> dict[str, Task]:
+        tracked = set(self.spec.tracked_roles())
+        tasks: dict[str, Task] = {}
+        for task_id in self.spec.task_ids():
             role, index = parse_task_id(task_id)
-            self.tasks[task_id] = Task(task_id, role, index, tracked=role in tracked,
-                                       gpus_wanted=spec.roles[role].gpus)
+            tasks[task_id] = Task(task_id, role, index, tracked=role in tracked,
+                                  gpus_wanted=self.spec.roles[role].gpus)
+        return tasks
+
+    def task_of_container(self, service: str, instance: int) -> str | None:
+        """The task a skein container serves in the current gang; None for an older gang's."""
+        if self.generation == 0:
+            task_id = task_of_container(service, instance)
+            role, _, index = task_id.rpartition(":")
+            first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
+            return task_id if first and task_id in self.tasks else None
+        return self.slots.get(f"{service}_{instance}")
 
     # ------------------------------------------------------------ inputs
 
     def register(self, task_id: str, info: Registration, now: float) -> None:
         task = self.tasks.get(task_id)
-        if task is None or task.state != TaskState.PENDING:
+        if task is None or task.state != TaskState.PENDING or info.generation != self.generation:
             return
         task.state = TaskState.REGISTERED
         task.host = info.host
@@ -170,13 +199,14 @@ class JobTracker:
             addresses={t.task_id: f"{t.host}:{t.port}" for t in registered},
             gpus={t.task_id: list(t.gpus) for t in registered},
             num_tasks={role: r.instances for role, r in self.spec.roles.items()},
+            generation=self.generation,
         )
 
     def heartbeat(self, task_id: str, payload: Heartbeat, now: float) -> None:
         """Count a beat only when its sequence number moved (no clock comparison
         across hosts: the AM times silence on its own monotonic clock)."""
         task = self.tasks.get(task_id)
-        if task is None or task.state.finished:
+        if task is None or task.state.finished or payload.generation != self.generation:
             return
         if payload.restored_step is not None:
             task.restored_step = payload.restored_step
@@ -188,8 +218,9 @@ class JobTracker:
             task.state = TaskState.RUNNING
             task.progress_changed_at = now
             self.events.append(f"{task_id} started user code")
-            if all(t.state != TaskState.REGISTERED and t.state != TaskState.PENDING for t in self.rendezvous_tasks()):
+            if self.all_started():
                 self.timeline.setdefault(MILESTONE_ALL_USER_STARTED, round(now - self.started, 3))
+                self._resumed(now)
         progress = payload.progress
         if progress is not None:
             key = progress.key()
@@ -198,10 +229,31 @@ class JobTracker:
                 task.progress = progress
                 task.progress_changed_at = now
 
+    def all_started(self) -> bool:
+        """Every rendezvous task of the current gang runs its user code."""
+        return all(t.state not in (TaskState.REGISTERED, TaskState.PENDING) for t in self.rendezvous_tasks())
+
+    def _resumed(self, now: float) -> None:
+        """A restarted gang runs user code again: note when, and from which checkpoint step."""
+        if not self.restarts or self.restarts[-1].resumed_at is not None:
+            return
+        record = self.restarts[-1]
+        record.resumed_at = round(now - self.started, 3)
+        decider = self.tasks.get(self.spec.decider_task())
+        steps = [t.restored_step for t in self.tasks.values() if t.tracked and t.restored_step is not None]
+        record.resumed_step = (decider.restored_step if decider is not None and decider.restored_step is not None
+                               else max(steps, default=None))
+        where = "from scratch (no checkpoint)" if record.resumed_step is None else \
+            f"from checkpoint step {record.resumed_step}"
+        if record.last_step is not None:
+            where += f" (step {record.last_step} reached before the failure)"
+        self.events.append(f"restart {record.attempt}: the new gang resumed {where}, "
+                           f"{record.resumed_at - record.at:.1f}s after the failure")
+
     def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float,
-               progress: Progress | None = None) -> None:
+               progress: Progress | None = None, generation: int = 0) -> None:
         task = self.tasks.get(task_id)
-        if task is None or task.state.finished:
+        if task is None or task.state.finished or generation != self.generation:
             return
         if progress is not None:
             task.progress = progress
@@ -227,13 +279,56 @@ class JobTracker:
 
     # ------------------------------------------------------------ policy
 
-    def check(self, now: float) -> Verdict | None:
-        """Apply the failure policy; the first verdict sticks."""
-        if self.verdict is None:
-            self.verdict = self._decide(now)
+    def check(self, now: float, wall: float | None = None) -> Verdict | None:
+        """Apply the failure policy; the first verdict sticks.
+
+        A retryable failure of a task with restarts left is no verdict: it
+        becomes ``restart_pending`` and the AM replaces the gang.
+        """
+        if self.verdict is None and self.restart_pending is None:
+            verdict = self._decide(now)
+            if verdict is not None and self._restartable(verdict):
+                self._plan_restart(verdict, now, wall)
+                return None
+            if verdict is not None and not verdict.succeeded and verdict.retryable and self.restarts:
+                verdict.diagnostics += (f" (after {len(self.restarts)} in-application restart(s), max_restarts "
+                                        f"{self.spec.max_restarts}: left to Airflow's retry)")
+            self.verdict = verdict
             if self.verdict is not None:
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
+
+    def _restartable(self, verdict: Verdict) -> bool:
+        return (not verdict.succeeded and verdict.retryable and verdict.task_id is not None
+                and len(self.restarts) < self.spec.max_restarts)
+
+    def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
+        assert verdict.task_id is not None  # _restartable checked it
+        failed = self.tasks[verdict.task_id]
+        decider = self.tasks.get(self.spec.decider_task())
+        last_step = decider.progress.step if decider is not None and decider.progress is not None else None
+        record = RestartRecord(attempt=len(self.restarts) + 1, failed_task=failed.task_id,
+                               reason=verdict.diagnostics, host=failed.host, at=round(now - self.started, 3),
+                               at_wall=wall, last_step=last_step)
+        self.restarts.append(record)
+        self.restart_pending = record
+        for task in self.tasks.values():
+            if not task.state.finished:
+                task.state = TaskState.RESTARTING
+                task.message = f"stopped to restart the gang after {failed.task_id} failed"
+        self.events.append(f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
+                           "replacing every task, resuming from the latest checkpoint")
+
+    def begin_generation(self, slots: dict[str, str], now: float) -> None:
+        """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
+        self.generation += 1
+        self.generation_started = now
+        self.slots = dict(slots)
+        self.tasks = self._new_tasks()
+        self.cluster_published_at = None
+        self.restart_pending = None
+        self.events.append(f"restart {len(self.restarts)}: gang {self.generation} requested "
+                           f"({len(self.tasks)} containers)")
 
     def _decide(self, now: float) -> Verdict | None:
         spec = self.spec
@@ -243,11 +338,12 @@ class JobTracker:
                 where = task.host or "an unregistered container"
                 return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {where}; "
                                f"last stderr line: {_stderr_line(task.stderr_tail)}",
-                               retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes))
+                               retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes),
+                               task_id=task.task_id)
             if task.state == TaskState.LOST and fatal:
-                return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True)
+                return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True, task_id=task.task_id)
         if self.cluster_published_at is None:
-            if now - self.started > spec.registration_timeout:
+            if now - self.generation_started > spec.registration_timeout:
                 missing = [t.task_id for t in self.rendezvous_tasks() if t.state == TaskState.PENDING]
                 return Verdict(False, f"registration timeout ({spec.registration_timeout:g}s): tasks "
                                f"{', '.join(missing)} never registered (no container was allocated "
@@ -263,7 +359,7 @@ class JobTracker:
                     return Verdict(False, f"{task.task_id} on {task.host} missed heartbeats: silent for "
                                    f"{silent:.1f}s (~{missed} beats of {spec.heartbeat_interval:g}s; timeout "
                                    f"{spec.heartbeat_timeout:g}s); its executor is hung or its node is lost",
-                                   retryable=True)
+                                   retryable=True, task_id=task.task_id)
         stall = spec.progress_stall_timeout
         if stall:
             for task in self.tasks.values():
@@ -272,7 +368,8 @@ class JobTracker:
                     step = task.progress.step
                     return Verdict(False, f"{task.task_id} progress stalled: no new step for "
                                    f"{now - task.progress_changed_at:.1f}s (progress_stall_timeout {stall:g}s; "
-                                   f"last step {step}); a collective may be deadlocked", retryable=True)
+                                   f"last step {step}); a collective may be deadlocked", retryable=True,
+                                   task_id=task.task_id)
         if spec.deadline is not None and now - self.started > spec.deadline:
             running = [t.task_id for t in self.tasks.values() if t.tracked and not t.state.finished]
             return Verdict(False, f"deadline of {spec.deadline:g}s exceeded; still running: "
@@ -299,6 +396,8 @@ class JobTracker:
     def app_state(self) -> AppState:
         if self.verdict is not None:
             return AppState.SUCCEEDED if self.verdict.succeeded else AppState.FAILED
+        if self.restart_pending is not None or (self.generation and self.cluster_published_at is None):
+            return AppState.RESTARTING
         return AppState.RUNNING if self.cluster_published_at is not None else AppState.REGISTERING
 
     def progress_fraction(self) -> float:
@@ -328,6 +427,8 @@ class JobTracker:
             events=self.events[-50:],
             timeline=dict(self.timeline),
             am_started_wall=round(wall - (now - self.started), 3),
+            generation=self.generation,
+            restarts=[RestartRecord.from_dict(r.to_dict()) for r in self.restarts],
         )
 
 

@@ -1,44 +1,38 @@
-"""The deferrable half of ``TonyOperator``: polls on the triggerer, frees the worker slot.
+"""The deferrable half of ``TonyOperator``: follows on the triggerer, frees the worker slot.
 
-It carries only primitives, polls with the same ``TonyClient.poll`` and
-``Follower`` the synchronous path uses, and yields exactly one event, a
-``TonyEvent`` as primitives; the operator's ``execute_complete`` decides
-success or failure.
+It carries only primitives and yields exactly one event, a ``TonyEvent`` as
+primitives; the operator's ``execute_complete`` decides success or failure.
+Following is natively asyncio: YARN's report (RM REST) and the AM's state
+(through the RM's web proxy) are plain HTTP requests on the triggerer's event
+loop, judged by the same pure ``Follower`` the synchronous path uses. No
+skein driver (a JVM) runs to follow; one is started only to kill.
 """
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+import time
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
+from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.follower import Follower, TonyEvent
 
-# One hook (so one skein driver JVM, with its memory and CPU) per
-# connection per triggerer process, shared by every TonyTrigger polling
-# through it; without this, 20 deferred jobs meant 20 JVMs. Touched only from
-# the triggerer's event loop thread; the last user closes it.
-_SHARED_HOOKS: dict[str, YarnHook] = {}
-_USERS: Counter[str] = Counter()
+
+def _cluster_of(conn_id: str) -> tuple[str, web.HttpSettings]:
+    """The RM address and HTTP settings of a connection (reads the connection; starts no JVM)."""
+    client = YarnHook(conn_id).get_conn()
+    return client.rm_url, client.http_settings
 
 
-def _acquire_hook(conn_id: str) -> YarnHook:
-    hook = _SHARED_HOOKS.get(conn_id)
-    if hook is None:
-        hook = _SHARED_HOOKS[conn_id] = YarnHook(conn_id)
-    _USERS[conn_id] += 1
-    return hook
-
-
-async def _release_hook(conn_id: str) -> None:
-    _USERS[conn_id] -= 1
-    if _USERS[conn_id] <= 0:
-        del _USERS[conn_id]
-        hook = _SHARED_HOOKS.pop(conn_id, None)
-        if hook is not None:  # shielded: a second cancel must not leave its driver JVM running
-            await asyncio.shield(asyncio.to_thread(hook.close))
+def _kill(conn_id: str, app_id: str) -> None:
+    """Kill through skein's driver, started for this alone and stopped after."""
+    hook = YarnHook(conn_id)
+    try:
+        hook.kill(app_id)
+    finally:
+        hook.close()
 
 
 class TonyTrigger(BaseTrigger):
@@ -66,37 +60,34 @@ class TonyTrigger(BaseTrigger):
             "startup_timeout": self.startup_timeout, "am_stale_timeout": self.am_stale_timeout})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        hook = _acquire_hook(self.yarn_conn_id)
+        try:
+            # Once per trigger: the connection lookup is the one blocking call.
+            rm_url, settings = await asyncio.to_thread(_cluster_of, self.yarn_conn_id)
+        except Exception as exc:  # noqa: BLE001 - reported, the operator decides
+            yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
+            return
         follower = Follower(self.app_id, startup_timeout=self.startup_timeout,
                             am_stale_timeout=self.am_stale_timeout)
-        try:
+        async with web.async_http_client(settings) as http:
             while True:
                 try:
-                    result = await asyncio.to_thread(hook.get_conn().poll, follower, emit=self.log.info)
+                    step = await web.poll_async(http, rm_url, follower, now=time.monotonic(), emit=self.log.info)
+                    if step.action.kills:
+                        await asyncio.shield(asyncio.to_thread(_kill, self.yarn_conn_id, self.app_id))
                 except Exception as exc:  # noqa: BLE001 - reported, the operator decides
                     yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
                     return
-                if result is not None:
-                    yield TriggerEvent(TonyEvent.done(result).to_dict())
+                if step.result is not None:
+                    yield TriggerEvent(TonyEvent.done(step.result).to_dict())
                     return
                 await asyncio.sleep(self.poll_interval)
-        finally:
-            await _release_hook(self.yarn_conn_id)
 
     async def on_kill(self) -> None:
         """Marked failed/cleared while deferred: the YARN application must not outlive the task.
 
         The triggerer may cancel ``on_kill`` itself shortly after calling it,
         so the kill runs to its end in a thread of its own, shielded, with a
-        hook of its own: closing a shared one here could stop the very driver
-        the kill is still using.
+        hook (and a skein driver) of its own, closed after.
         """
-        def kill_and_close() -> None:
-            hook = YarnHook(self.yarn_conn_id)
-            try:
-                hook.kill(self.app_id)
-                self.log.info("killed %s", self.app_id)
-            finally:
-                hook.close()
-
-        await asyncio.shield(asyncio.to_thread(kill_and_close))
+        await asyncio.shield(asyncio.to_thread(_kill, self.yarn_conn_id, self.app_id))
+        self.log.info("killed %s", self.app_id)

@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
-from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
@@ -40,7 +43,7 @@ from airflow_provider_tony.yarn.checks import (
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
-from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
+from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +141,10 @@ class TonyClient:
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
+        # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
+        self.http_settings = (web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
+                              if self._krb is not None else web.HttpSettings())
+        self._http: Any = None
 
     @classmethod
     def from_env(cls) -> TonyClient:
@@ -189,12 +196,26 @@ class TonyClient:
                                            java_options=java_options, **kwargs)
         return self._skein
 
-    def close(self) -> None:
+    @property
+    def http(self) -> Any:
+        """The blocking HTTP client that follows jobs (RM REST, the AM's state through the proxy)."""
+        if self._http is None:
+            self._http = web.http_client(self.http_settings)
+        return self._http
+
+    def release_driver(self) -> None:
+        """Stop the skein driver (a JVM) until the next submit or kill needs it: following does not."""
         with self._skein_lock:
             if self._skein is not None:
                 self._skein.close()
                 self._skein = None
         self._apps.clear()
+
+    def close(self) -> None:
+        self.release_driver()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
 
     def __enter__(self) -> TonyClient:
         return self
@@ -344,7 +365,7 @@ class TonyClient:
         return app_id
 
     def _container_env(self, attempt: int) -> dict[str, str]:
-        env = {C.ENV_ATTEMPT: str(attempt)}
+        env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}
         if self.webhdfs_url:
             env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
@@ -355,14 +376,48 @@ class TonyClient:
     # ------------------------------------------------------------ inspect
 
     def report(self, app_id: str) -> AppReport:
-        with _cluster_errors(f"no report for {app_id}"):
-            r = self.skein.application_report(app_id)
-        return AppReport(app_id=app_id, state=str(r.state), final_status=str(r.final_status),
-                         diagnostics=r.diagnostics or "", tracking_url=self.tracking_url(app_id),
-                         progress=r.progress, tags=sorted(r.tags), name=r.name)
+        """YARN's report of ``app_id`` from the RM's REST API (no skein driver)."""
+        try:
+            resp = self.http.get(web.rm_app_url(self.rm_url, app_id))
+            resp.raise_for_status()
+            data = resp.json()
+        except Exception as exc:  # noqa: BLE001 - httpx raises several kinds; one wording
+            raise web.rm_error(self.rm_url, app_id, exc) from exc
+        return web.parse_app_report(data, app_id, self.tracking_url(app_id))
 
     def tracking_url(self, app_id: str) -> str:
-        return f"{self.rm_url}/cluster/app/{app_id}"
+        return web.tracking_url(self.rm_url, app_id)
+
+    def job_page_url(self, app_id: str) -> str:
+        """The job's own page (served by its AM through the RM's proxy while it runs)."""
+        return web.job_page_url(self.rm_url, app_id)
+
+    @property
+    def history_dir(self) -> str:
+        """Where AMs write each job's final ``JobHistory`` (``<base_path>/history/<app_id>.json``)."""
+        return f"{self.base_path.rstrip('/')}/history"
+
+    def job_history(self, app_id: str) -> JobHistory | None:
+        """The job's state and metric history: from its AM while it runs, else from HDFS."""
+        try:
+            live = web.parse_history(self.http.get(web.state_url(self.rm_url, app_id, "history")))
+        except Exception:  # noqa: BLE001 - not served (any more): look on HDFS
+            live = None
+        if live is not None and live.state is not None:
+            return live
+        return self.stored_history(app_id)
+
+    def stored_history(self, app_id: str) -> JobHistory | None:
+        """The final ``JobHistory`` the AM wrote to HDFS, or None when there is none."""
+        if not self.webhdfs_url:
+            return None
+        path = f"{self.history_dir}/{app_id}.json"
+        client = self.hdfs()
+        with _cluster_errors(f"could not read {path} on HDFS"):
+            if client.status(path, strict=False) is None:
+                return None
+            with client.read(path) as reader:
+                return JobHistory.from_json(reader.read())
 
     def tensorboard_url(self, am_state: StateDocument | None) -> str:
         """The job's TensorBoard through the ResourceManager's web proxy, or "" while it does not serve.
@@ -382,24 +437,17 @@ class TonyClient:
         return f"{self.rm_url}/proxy/{app_id}/{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}/"
 
     def am_state(self, app_id: str) -> StateDocument | None:
-        """The AM's state document, or None while it is not (or no longer) published."""
+        """The AM's state document over HTTP, or None while it is not (or no longer) served."""
         try:
-            app = self._apps.get(app_id)
-            if app is None:
-                app = self._apps[app_id] = self.skein.connect(app_id, wait=False)
-            raw = app.kv.get(C.KV_STATE)
-        except Exception:  # noqa: BLE001 - not running yet / already gone: not an error
-            self._apps.pop(app_id, None)
+            return web.parse_state(self.http.get(web.state_url(self.rm_url, app_id)))
+        except (web.StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
             return None
-        return StateDocument.from_json(raw) if raw else None
 
     def ack_final(self, app_id: str) -> None:
-        app = self._apps.get(app_id)
-        if app is not None:
-            try:
-                app.kv[C.KV_FINAL_ACK] = b"1"
-            except Exception:  # noqa: BLE001, S110 - the AM stops on its own after a linger
-                pass
+        try:
+            self.http.get(web.state_url(self.rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
+        except httpx.HTTPError:  # the AM stops on its own after a linger
+            pass
 
     def kill(self, app_id: str) -> None:
         with _cluster_errors(f"could not kill {app_id}"):
@@ -526,9 +574,14 @@ class TonyClient:
         Input and output only: the rules are ``Follower.observe``'s.
         """
         app_id = follower.app_id
-        rep = self.report(app_id)
-        doc = self.am_state(app_id) if rep.state == "RUNNING" else None
-        step = follower.observe(rep, doc, time.monotonic())
+        now = time.monotonic()
+        doc = self.am_state(app_id) if follower.wants_document_first else None
+        rep = follower.report_from_document(doc, now)
+        if rep is None:
+            rep = self.report(app_id)
+            if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
+                doc = self.am_state(app_id)
+        step = follower.observe(rep, doc, now)
         for line in step.lines:
             emit(line)
         if step.new_document is not None and on_state is not None:
@@ -544,6 +597,7 @@ class TonyClient:
              on_state: Callable[[StateDocument], None] | None = None) -> JobResult:
         """Follow until the end, printing state changes and progress."""
         follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
+        self.release_driver()  # following is HTTP only; a kill starts the driver again
         while True:
             result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:

@@ -110,13 +110,19 @@ class Follower:
     :param am_stale_timeout: seconds without a new state document (its ``seq`` unchanged) while YARN
         says RUNNING before the AM counts as hung and the application is killed. The clock starts
         when the application is first seen RUNNING, not when following began.
+    :param report_max_age: while the AM serves a live document, YARN's report is asked for at
+        least this often (see ``report_from_document``).
     """
 
-    def __init__(self, app_id: str, *, startup_timeout: float, am_stale_timeout: float) -> None:
+    def __init__(self, app_id: str, *, startup_timeout: float, am_stale_timeout: float,
+                 report_max_age: float = 60.0) -> None:
         self.app_id = app_id
         self.startup_timeout = startup_timeout
         self.am_stale_timeout = am_stale_timeout
+        self.report_max_age = report_max_age
         self.last_state: str | None = None
+        self.last_report: AppReport | None = None
+        self.reported_at: float | None = None  # when the last report came from YARN itself
         self.queued_since: float | None = None
         self.last_seq: Any = None
         self.fresh_at: float | None = None  # when RUNNING began or the document last moved
@@ -124,9 +130,33 @@ class Follower:
         self.task_states: dict[str, str] = {}  # task id -> the state last logged
         self.events_seen: set[str] = set()
 
+    @property
+    def wants_document_first(self) -> bool:
+        """Once RUNNING, read the AM's document first: it may spare asking YARN."""
+        return self.last_state == "RUNNING"
+
+    def report_from_document(self, document: StateDocument | None, now: float) -> AppReport | None:
+        """YARN's last RUNNING report, still true, when the AM just served a live document; else None.
+
+        An AM that serves its document through the RM's proxy is running: the
+        proxy reaches only a RUNNING application's AM, and one that was
+        killed, ended or lost its container no longer answers. So while the
+        document keeps coming and has no verdict, asking YARN as well would
+        only repeat RUNNING; it is asked when the document is missing or
+        final, and at least every ``report_max_age`` seconds. This halves
+        the requests of following (its cost, on the triggerer).
+        """
+        rep = self.last_report
+        if (document is None or document.final or rep is None or rep.state != "RUNNING"
+                or self.reported_at is None or now - self.reported_at >= self.report_max_age):
+            return None
+        return rep
+
     def observe(self, report: AppReport, document: StateDocument | None, now: float) -> Step:
         """One look: ``document`` is the AM's state document, None when it could not be read."""
         step = Step()
+        if report is not self.last_report:  # a fresh one from YARN, not ``report_from_document``'s
+            self.last_report, self.reported_at = report, now
         if report.state != self.last_state:
             step.lines.append(f"{self.app_id} is {report.state} ({report.tracking_url})")
             self.last_state = report.state

@@ -13,10 +13,14 @@ SPNEGO, WebHDFS that refuses the user.
 """
 from __future__ import annotations
 
+import base64
 import os
 import uuid
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from airflow_provider_tony.runtime.errors import ClusterError
 
@@ -136,3 +140,42 @@ class KerberosSession:
         if conf and "java.security.krb5.conf" not in already:
             return [f"-Djava.security.krb5.conf={conf}"]
         return []
+
+
+#: SPNEGO's mechanism OID, what ``requests-gssapi`` negotiates by default.
+SPNEGO_OID = "1.3.6.1.5.5.2"
+
+
+class HttpxSpnegoAuth(httpx.Auth):
+    """SPNEGO for ``httpx``, sync and asyncio alike: how the follower speaks to a Kerberized RM.
+
+    Answers a ``401 WWW-Authenticate: Negotiate`` with a token for
+    ``HTTP@<host>`` from ``credentials()`` (the ``KerberosSession``'s, so the
+    follower is the same principal as the submitter, which the RM's proxy
+    requires to show the AM's page). Hadoop then sets its ``hadoop.auth``
+    cookie, which the client keeps, so later requests need no new token.
+    The GSSAPI step runs inline: after the first service ticket it is local work.
+    """
+
+    def __init__(self, credentials: Callable[[], Any]) -> None:
+        self.credentials = credentials
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        response = yield request
+        if response.status_code != 401 or "negotiate" not in response.headers.get("www-authenticate", "").lower():
+            return
+        request.headers["Authorization"] = f"Negotiate {self.token(request.url.host)}"
+        yield request
+
+    def token(self, host: str) -> str:
+        import gssapi  # noqa: PLC0415 - only secure clusters need it
+
+        name = gssapi.Name(f"HTTP@{host}", gssapi.NameType.hostbased_service)
+        try:
+            context = gssapi.SecurityContext(name=name, creds=self.credentials(), usage="initiate",
+                                             mech=gssapi.OID.from_int_seq(SPNEGO_OID))
+            return base64.b64encode(context.step()).decode()
+        except gssapi.exceptions.GSSError as exc:
+            raise KerberosError(f"no SPNEGO token for HTTP@{host} ({str(exc).strip()}): check that the "
+                                "server's HTTP/<host> principal exists in the KDC and that the URL names "
+                                "that host") from None

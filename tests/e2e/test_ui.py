@@ -65,6 +65,8 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     page.screenshot(path=str(shots_dir / "run-succeeded.png"), full_page=True)
     # The task's extra link, as a user clicks it on the task's page.
     page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}/tasks/train/details")
+    job_page = page.get_by_role("link", name="TonY job").get_attribute("href")
+    assert job_page and job_page.endswith("/pages/tony/") and "/proxy/application_" in job_page, job_page
     link = page.get_by_role("link", name="YARN application")
     yarn_url = link.get_attribute("href")
     assert yarn_url and "/cluster/app/application_" in yarn_url, yarn_url

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_tony.runtime import am as am_module
 from airflow_provider_tony.runtime.am import ApplicationMaster
+from airflow_provider_tony.runtime.messages import TaskState
 from airflow_provider_tony.runtime.spec import JobSpec
 
 
@@ -20,7 +21,8 @@ def _am(heartbeat_interval: float, running: bool = True) -> ApplicationMaster:
                               "heartbeat_timeout": 3 * heartbeat_interval})
     am = ApplicationMaster(SimpleNamespace(kv={}), spec, "application_1_0001")
     if running:
-        am.tracker.timeline["all_user_started"] = 0.0
+        for task in am.tracker.tasks.values():
+            task.state = TaskState.RUNNING
     return am
 
 

@@ -3,16 +3,15 @@
 ``Follower.observe`` takes a YARN report, the AM's state document and ``now``;
 these tests pass made-up reports and documents and plain floats, so every
 timeout boundary is exact and nothing sleeps. The last tests drive
-``TonyClient.poll`` with a fake skein to show the I/O does what the step says.
+``TonyClient.poll`` with a fake cluster (HTTP) and a fake skein kill to show the I/O does what the step says.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import pytest
 
-from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
 from airflow_provider_tony.yarn.client import TonyClient
@@ -191,7 +190,7 @@ def test_the_trigger_event_round_trips_through_primitives() -> None:
 
 
 def test_a_document_from_a_newer_am_is_read_ignoring_unknown_fields() -> None:
-    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "restarts": 1}
+    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "preemptions": 1}
     data["tasks"]["worker:0"]["gpu_memory"] = 123
     read = StateDocument.from_dict(data)
     assert read.seq == 5 and read.version == 2 and read.tasks["worker:0"].state == "RUNNING"
@@ -202,54 +201,51 @@ def test_a_document_from_a_newer_am_is_read_ignoring_unknown_fields() -> None:
 # --------------------------------------------------------------------------- #
 
 
-class FakeSkein:
-    """What TonyClient.poll touches of skein: a report, the key-value store, kill."""
+class FakeCluster:
+    """What TonyClient.poll touches: the RM's REST report and the AM's routes over HTTP
+    (an ``httpx.MockTransport``), and skein's kill (the only driver call left in following)."""
 
     def __init__(self, states: list[str], documents: list[StateDocument | None]) -> None:
         self.states = states
         self.documents = documents
-        self.kv: dict[str, bytes] = {}
+        self.acks: list[str] = []
         self.killed: list[str] = []
         self.fail_report: Exception | None = None
 
-    def application_report(self, app_id: str) -> Any:
-        if self.fail_report is not None:
-            raise self.fail_report
-        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
-        final = {"FINISHED": "SUCCEEDED", "KILLED": "KILLED"}.get(state, "UNDEFINED")
-        return SimpleNamespace(state=state, final_status=final, diagnostics="", progress=0.5, tags={"t"}, name="n")
-
-    def connect(self, app_id: str, wait: bool) -> Any:
-        fake = self
-
-        class KV(dict):
-            def get(self, key: str, default: Any = None) -> Any:
-                if key == C.KV_STATE:
-                    d = fake.documents.pop(0) if len(fake.documents) > 1 else fake.documents[0]
-                    return None if d is None else d.to_json()
-                return fake.kv.get(key, default)
-
-            def __setitem__(self, key: str, value: bytes) -> None:
-                fake.kv[key] = value
-
-        return SimpleNamespace(kv=KV())
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == f"/ws/v1/cluster/apps/{APP}":
+            if self.fail_report is not None:
+                raise self.fail_report
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            final = {"FINISHED": "SUCCEEDED", "KILLED": "KILLED"}.get(state, "UNDEFINED")
+            return httpx.Response(200, json={"app": {"state": state, "finalStatus": final, "progress": 50.0,
+                                                     "applicationTags": "t", "name": "n"}})
+        if path == f"/proxy/{APP}/pages/tony/state":
+            d = self.documents.pop(0) if len(self.documents) > 1 else self.documents[0]
+            return httpx.Response(200, json={} if d is None else d.to_dict())
+        if path == f"/proxy/{APP}/pages/tony/ack" and request.method == "GET":
+            self.acks.append(APP)
+            return httpx.Response(200, text="ok")
+        return httpx.Response(404, text=f"unexpected {request.method} {path}")
 
     def kill_application(self, app_id: str) -> None:
         self.killed.append(app_id)
 
 
-def client_with(fake: FakeSkein) -> TonyClient:
+def client_with(fake: FakeCluster) -> TonyClient:
     client = TonyClient(rm_url="http://rm:8088")
+    client._http = httpx.Client(transport=httpx.MockTransport(fake.handle))
     client._skein = fake
     return client
 
 
 def test_poll_acknowledges_a_final_document_and_returns_the_result_when_yarn_ends() -> None:
-    fake = FakeSkein(["RUNNING", "FINISHED"], [doc(1, final=True)])
+    fake = FakeCluster(["RUNNING", "FINISHED"], [doc(1, final=True)])
     client, lines, seen = client_with(fake), [], []
     f = follower()
     assert client.poll(f, emit=lines.append, on_state=seen.append) is None
-    assert fake.kv == {C.KV_FINAL_ACK: b"1"}
+    assert fake.acks == [APP]
     assert seen == [doc(1, final=True)]
     result = client.poll(f, emit=lines.append)
     assert result is not None and result.succeeded and result.am_state == doc(1, final=True)
@@ -258,7 +254,7 @@ def test_poll_acknowledges_a_final_document_and_returns_the_result_when_yarn_end
 
 
 def test_poll_kills_when_the_follower_says_so() -> None:
-    fake = FakeSkein(["ACCEPTED"], [None])
+    fake = FakeCluster(["ACCEPTED"], [None])
     client = client_with(fake)
     f = Follower(APP, startup_timeout=0.0, am_stale_timeout=STALE)
     client.poll(f, emit=lambda _l: None)  # starts the clock
@@ -277,7 +273,60 @@ def wait_for_result(client: TonyClient, f: Follower) -> JobResult:
 
 
 def test_transport_errors_become_cluster_errors_in_one_place() -> None:
-    fake = FakeSkein(["RUNNING"], [None])
-    fake.fail_report = ConnectionError("connection refused")
-    with pytest.raises(ClusterError, match=f"no report for {APP}: connection refused"):
+    fake = FakeCluster(["RUNNING"], [None])
+    fake.fail_report = httpx.ConnectError("connection refused")
+    with pytest.raises(ClusterError, match=f"no report for {APP}: .* unreachable .*connection refused"):
         client_with(fake).poll(follower(), emit=lambda _l: None)
+
+
+# --------------------------------------------------------------------------- #
+# Asking YARN only when the AM's document cannot answer
+# --------------------------------------------------------------------------- #
+
+
+def running(app_id: str = APP) -> AppReport:
+    return AppReport(app_id=app_id, state="RUNNING", tracking_url="u")
+
+
+def test_a_live_document_stands_for_yarns_running_report_until_it_is_too_old() -> None:
+    f = Follower(APP, startup_timeout=600, am_stale_timeout=600, report_max_age=60.0)
+    assert not f.wants_document_first and f.report_from_document(doc(1), 0.0) is None, "no report from YARN yet"
+    rep = running()
+    f.observe(rep, doc(1), 100.0)
+    assert f.wants_document_first
+    assert f.report_from_document(doc(2), 159.9) is rep
+    assert f.report_from_document(doc(2), 160.0) is None, "at report_max_age YARN is asked again"
+    assert f.report_from_document(None, 101.0) is None, "no document: the AM may be gone, ask YARN"
+    assert f.report_from_document(doc(2, final=True), 101.0) is None, "a verdict: YARN says when it ended"
+    f.observe(f.report_from_document(doc(2), 110.0) or rep, doc(2), 110.0)
+    assert f.reported_at == 100.0, "a report standing in for YARN's does not restart its clock"
+
+
+def test_a_queued_application_is_never_taken_as_running() -> None:
+    f = follower()
+    f.observe(AppReport(app_id=APP, state="ACCEPTED"), None, 0.0)
+    assert not f.wants_document_first and f.report_from_document(doc(1), 1.0) is None
+
+
+def test_the_stale_am_rule_still_holds_when_yarn_is_not_asked() -> None:
+    f = Follower(APP, startup_timeout=600, am_stale_timeout=STALE, report_max_age=1e9)
+    f.observe(running(), doc(1), 0.0)
+    step = f.observe(f.report_from_document(doc(1), STALE + 1) or running(), doc(1), STALE + 1)
+    assert step.action is Action.KILL_HUNG_AM
+
+
+def test_polling_a_running_job_asks_yarn_once_while_the_am_answers() -> None:
+    fake = FakeCluster(["RUNNING"], [doc(i) for i in range(1, 12)])
+    client, f = client_with(fake), follower()
+    rm_asked = []
+    original = fake.handle
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/ws/v1/cluster/apps/"):
+            rm_asked.append(1)
+        return original(request)
+
+    client._http = httpx.Client(transport=httpx.MockTransport(counting))
+    for _ in range(10):
+        assert client.poll(f, emit=lambda _l: None) is None
+    assert len(rm_asked) == 1

@@ -26,6 +26,8 @@ from airflow_provider_tony.runtime.messages import (
     Message,
     Progress,
     Registration,
+    RestartRecord,
+    Slot,
     StateDocument,
     TaskState,
     TaskSummary,
@@ -36,19 +38,24 @@ PROGRESS = Progress(step=120, epoch=3, total_steps=400, time=1.7e9, metrics={"lo
 SUMMARY = TaskSummary(state="FAILED", role="worker", index=1, tracked=False, host="node1", port=4000,
                       container_id="container_1_0001_01_000003", gpus=["0", "1"], seconds_since_heartbeat=1.5,
                       exit_code=137, progress=PROGRESS, stderr_tail=["Killed"], message="lost", restored_step=100)
+RESTART = RestartRecord(attempt=2, failed_task="worker:1", reason="worker:1 lost", host="127.0.0.3", at=12.5,
+                        at_wall=1.7e9, last_step=47, resumed_step=40, resumed_at=30.0)
 FULL: list[Message] = [
     PROGRESS,
     Registration(host="node1", port=4000, pid=77, container_id="container_1", gpus_local=["0", "1"],
-                 gpus_pinned=["1"]),
-    Heartbeat(seq=9, time=1.7e9, user_started=True, restored_step=100, progress=PROGRESS),
-    ExitRecord(exit_code=3, stderr_tail=["Traceback", "ValueError"], time=1.7e9, progress=PROGRESS),
+                 gpus_pinned=["1"], generation=2),
+    Heartbeat(seq=9, time=1.7e9, user_started=True, restored_step=100, progress=PROGRESS, generation=2),
+    ExitRecord(exit_code=3, stderr_tail=["Traceback", "ValueError"], time=1.7e9, progress=PROGRESS, generation=2),
     EventRecord(message="worker:0 uploaded checkpoint 120"),
-    ClusterDocument(addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1}),
+    ClusterDocument(addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1},
+                    generation=2),
+    Slot(task_id="worker:1", generation=3),
+    RESTART,
     SUMMARY,
     StateDocument(application_id="application_1_0001", app_state="FAILED", am_heartbeat=1.7e9, seq=12,
                   elapsed=30.5, final=True, diagnostics="worker:1 lost", retryable=True, progress=0.5,
                   tasks={"worker:1": SUMMARY}, events=["e1"], timeline={"verdict": 30.0}, am_started_wall=1.6e9,
-                  version=STATE_DOCUMENT_VERSION + 1),
+                  generation=1, restarts=[RESTART], version=STATE_DOCUMENT_VERSION + 1),
 ]
 
 

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
-from airflow_provider_tony.links import XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
+from airflow_provider_tony.links import XCOM_JOB_PAGE_URL, XCOM_TENSORBOARD_URL, XCOM_TRACKING_URL
 from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.messages import JobHistory, Progress, RestartRecord, StateDocument, TaskSummary
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 
@@ -29,8 +30,11 @@ def final_document(*, failed: bool = False) -> StateDocument:
                           restored_step=30, progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}))
     worker1 = TaskSummary(state="KILLED", role="worker", index=1, host="node2")
     return StateDocument(application_id=APP, app_state="FAILED" if failed else "SUCCEEDED", seq=9, final=True,
-                         tasks={"worker:0": worker0, "worker:1": worker1},
+                         tasks={"worker:0": worker0, "worker:1": worker1}, generation=1,
+                         restarts=[RestartRecord(attempt=1, failed_task="worker:1", reason="worker:1 lost",
+                                                 host="node3", at=40.0, resumed_step=30, resumed_at=55.0)],
                          events=["worker:0 registered at node1:4000",
+                                 "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
                                  "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"])
 
 
@@ -41,6 +45,14 @@ class FakeClient:
 
     def tracking_url(self, app_id: str) -> str:
         return f"http://rm:8088/cluster/app/{app_id}"
+
+    def job_page_url(self, app_id: str) -> str:
+        return f"http://rm:8088/proxy/{app_id}/pages/tony/"
+
+    def stored_history(self, app_id: str) -> JobHistory | None:
+        return self.stored
+
+    stored: JobHistory | None = None
 
     @staticmethod
     def tensorboard_url(doc: StateDocument | None) -> str:
@@ -129,12 +141,16 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
         "tasks": {"worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
                   "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None}},
         "metrics": {"val_accuracy": 0.91}, "step": 60,
-        "events": ["worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
+        "events": ["restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+                   "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
+        "restarts": [{"attempt": 1, "failed_task": "worker:1", "reason": "worker:1 lost", "host": "node3",
+                      "at": 40.0, "at_wall": None, "last_step": None, "resumed_step": 30, "resumed_at": 55.0}],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
     }
     assert ctx["ti"].xcom[XCOM_TRACKING_URL] == URL and ctx["ti"].xcom["application_id"] == APP
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
+    assert ctx["ti"].xcom[XCOM_JOB_PAGE_URL] == f"http://rm:8088/proxy/{APP}/pages/tony/"
     assert hook.killed == [] and hook.logs_asked == []
 
 
@@ -205,6 +221,30 @@ def test_a_job_that_already_succeeded_for_this_task_run_is_reused_not_resubmitte
     assert op.submit_job(ctx) == APP
     assert hook.submitted == []
     assert op.get_job_status(APP, ctx) == "SUCCEEDED"
+
+
+def test_a_reused_application_gets_its_tasks_and_metrics_from_the_stored_history() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op._spec = op.build_spec(ctx)
+    hook.client.stored = JobHistory(state=final_document())
+    value = op.get_job_result(APP, ctx)
+    assert value["metrics"] == {"val_accuracy": 0.91} and value["step"] == 60
+    assert value["tasks"]["worker:0"]["restored_step"] == 30
+
+
+def test_when_yarn_forgot_the_application_the_stored_history_answers() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    hook.client.stored = JobHistory(state=final_document())
+
+    def forgotten(app_id: str) -> AppReport:
+        raise ClusterError(f"the ResourceManager does not know {app_id}")
+
+    hook.report = forgotten  # type: ignore[method-assign]
+    result = op.ended_result(APP)
+    assert result.succeeded and result.am_state == final_document()
+    hook.client.stored = None
+    with pytest.raises(ClusterError, match="does not know"):
+        op.ended_result(APP)
 
 
 def test_a_lost_connection_while_polling_kills_the_application() -> None:

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Distribution name -> the top-level module it provides.
 IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs", "requests": "requests",
-               "gssapi": "gssapi", "requests-gssapi": "requests_gssapi"}
+               "httpx": "httpx", "gssapi": "gssapi", "requests-gssapi": "requests_gssapi"}
 # Optional features: their imports are lazy, and their packages are an extra, not a dependency.
 FEATURE_EXTRAS = ("kerberos",)
 # Imported only inside containers, from the job's own Python environment (the

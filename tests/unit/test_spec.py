@@ -81,6 +81,7 @@ FULL: dict[str, Any] = {
     "startup_timeout": 900.0,
     "progress_stall_timeout": 1800.0,
     "retryable_exit_codes": [1, 3],
+    "max_restarts": 2,
     "success_policy": "all_workers",
     "untracked_roles": ["ps"],
     "acls": {"view_users": ["alice"], "modify_users": ["bob", "carol"]},

@@ -587,7 +587,8 @@ def test_to_stop_and_stopped() -> None:
 
 @pytest.mark.parametrize("state", list(TaskState), ids=lambda s: s.value)
 def test_task_state_finished(state: TaskState) -> None:
-    assert state.finished is (state in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST})
+    assert state.finished is (state in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST,
+                                        TaskState.RESTARTING})
 
 
 # --------------------------------------------------------------------------- #

@@ -1,7 +1,9 @@
-"""``TonyTrigger`` on a fake hook: what it yields, and that it never leaks a hook (a skein driver JVM).
+"""``TonyTrigger`` against a fake cluster over HTTP: what it yields, and what it starts.
 
-The fake stands in for the hook and its client only; the trigger's own loop,
-its shared-hook bookkeeping and its kill path run for real.
+The trigger's own loop, the HTTP parsing and the ``Follower`` run for real;
+only the network is an ``httpx.MockTransport`` answering as the RM's REST API
+and the AM's proxied routes do, and the hook (used only to kill) is a fake
+that counts the skein drivers it would start.
 """
 from __future__ import annotations
 
@@ -10,50 +12,60 @@ import importlib
 import json
 from typing import Any
 
+import httpx
 import pytest
 
+from airflow_provider_tony.runtime.messages import StateDocument, TaskSummary
 from airflow_provider_tony.triggers import tony
 from airflow_provider_tony.triggers.tony import TonyTrigger
-from airflow_provider_tony.yarn.client import JobResult
-from airflow_provider_tony.yarn.follower import Follower, TonyEvent
+from airflow_provider_tony.yarn import http as web
+from airflow_provider_tony.yarn.follower import TonyEvent
 
 APP = "application_1700000000000_0042"
-RESULT = JobResult(APP, "FINISHED", "SUCCEEDED", "done", f"http://rm:8088/cluster/app/{APP}",
-                   {"seq": 7, "tasks": {"worker:0": {"state": "SUCCEEDED"}}})
+RM = "http://rm:8088"
+DOC = StateDocument(application_id=APP, app_state="SUCCEEDED", seq=7, final=True,
+                    tasks={"worker:0": TaskSummary(state="SUCCEEDED")})
 
 
-class FakeClient:
-    """``TonyClient.poll`` answers from a script: a JobResult, None (still running) or an exception."""
+class FakeCluster:
+    """Scripted YARN states (one per report) and state documents (one per read)."""
 
-    def __init__(self, answers: list[Any]) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    def __init__(self, states: list[str], documents: list[StateDocument | None] | None = None) -> None:
+        self.states = states
+        self.documents = documents or [None]
+        self.requests: list[tuple[str, str]] = []
+        self.fail: Exception | None = None
 
-    def poll(self, *args: Any, **kwargs: Any) -> JobResult | None:
-        self.calls.append((args, kwargs))
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((request.method, request.url.path))
+        if self.fail is not None:
+            raise self.fail
+        path = request.url.path
+        if path == f"/ws/v1/cluster/apps/{APP}":
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            final = {"FINISHED": "SUCCEEDED"}.get(state, "UNDEFINED")
+            return httpx.Response(200, json={"app": {"state": state, "finalStatus": final,
+                                                     "diagnostics": "done" if final != "UNDEFINED" else ""}})
+        if path == f"/proxy/{APP}/pages/tony/state":
+            doc = self.documents.pop(0) if len(self.documents) > 1 else self.documents[0]
+            return httpx.Response(200, json={} if doc is None else doc.to_dict())
+        if path == f"/proxy/{APP}/pages/tony/ack":
+            return httpx.Response(200, text="ok")
+        return httpx.Response(404, text="no")
 
 
 class FakeHook:
+    """Counts the hooks (each one a skein driver JVM once used) the trigger creates, and kills."""
+
     instances: list[FakeHook] = []
-    answers: list[Any] = [None]
 
     def __init__(self, conn_id: str) -> None:
         self.conn_id = conn_id
-        self.client = FakeClient(FakeHook.answers)
-        self.closed = 0
         self.killed: list[str] = []
+        self.closed = 0
         FakeHook.instances.append(self)
 
-    def get_conn(self) -> FakeClient:
-        assert not self.closed, "polled through a closed hook"
-        return self.client
-
     def kill(self, app_id: str) -> None:
-        assert not self.closed, "killed through a closed hook"
         self.killed.append(app_id)
 
     def close(self) -> None:
@@ -61,11 +73,15 @@ class FakeHook:
 
 
 @pytest.fixture(autouse=True)
-def fake_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tony, "YarnHook", FakeHook)
-    monkeypatch.setattr(tony, "_SHARED_HOOKS", {})
-    monkeypatch.setattr(tony, "_USERS", tony.Counter())
     monkeypatch.setattr(FakeHook, "instances", [])
+    monkeypatch.setattr(tony, "_cluster_of", lambda conn_id: (RM, web.HttpSettings()))
+
+
+def with_cluster(monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster) -> None:
+    monkeypatch.setattr(web, "async_http_client",
+                        lambda settings=None: httpx.AsyncClient(transport=httpx.MockTransport(cluster.handle)))
 
 
 def trigger(**kwargs: Any) -> TonyTrigger:
@@ -90,85 +106,64 @@ def test_serialize_round_trips_with_non_default_values() -> None:
                       "startup_timeout": 321.0, "am_stale_timeout": 45.5}
 
 
-def test_a_pending_poll_then_one_done_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FakeHook, "answers", [None, None, RESULT])
+def test_follows_over_http_acks_the_verdict_and_yields_one_done_event_without_a_driver(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster(["ACCEPTED", "RUNNING", "RUNNING", "FINISHED"], [DOC])
+    with_cluster(monkeypatch, cluster)
     events = asyncio.run(events_of(trigger()))
     assert len(events) == 1
     event = TonyEvent.from_dict(events[0], "event")  # what execute_complete rebuilds from it
-    assert (event.status, event.app_id, event.result) == (TonyEvent.DONE, APP, RESULT)
-    (hook,) = FakeHook.instances
-    assert len(hook.client.calls) == 3
-    followers = {id(args[0]) for args, _ in hook.client.calls}
-    assert len(followers) == 1, "each poll must see the same Follower, or staleness is never noticed"
-    for args, _ in hook.client.calls:
-        follower = args[0]
-        assert isinstance(follower, Follower) and follower.app_id == APP
-        assert follower.startup_timeout == 321.0 and follower.am_stale_timeout == 45.5
+    assert (event.status, event.app_id) == (TonyEvent.DONE, APP)
+    assert event.result is not None and event.result.succeeded and event.result.am_state == DOC
+    assert ("GET", f"/proxy/{APP}/pages/tony/ack") in cluster.requests
+    assert FakeHook.instances == [], "following must not create a hook (a skein driver JVM)"
 
 
-def test_an_exception_while_polling_is_one_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FakeHook, "answers", [None, ConnectionError("ResourceManager at http://rm:8088 unreachable")])
+def test_a_transport_error_is_one_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster(["RUNNING"])
+    cluster.fail = httpx.ConnectError("connection refused")
+    with_cluster(monkeypatch, cluster)
     events = asyncio.run(events_of(trigger()))
     assert len(events) == 1
     event = TonyEvent.from_dict(events[0], "event")
     assert (event.status, event.app_id, event.result) == (TonyEvent.ERROR, APP, None)
-    assert event.message == "ResourceManager at http://rm:8088 unreachable"
+    assert f"no report for {APP}: ResourceManager at {RM} unreachable" in event.message
 
 
-@pytest.mark.parametrize("answers", [[RESULT], [RuntimeError("boom")]], ids=["done", "error"])
-def test_the_shared_hook_is_released_when_the_trigger_ends(monkeypatch: pytest.MonkeyPatch,
-                                                           answers: list[Any]) -> None:
-    monkeypatch.setattr(FakeHook, "answers", answers)
-    events = asyncio.run(events_of(trigger()))
-    assert len(events) == 1
+def test_a_hung_am_is_killed_through_a_driver_started_for_the_kill(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster(["RUNNING"], [None])  # RUNNING, but the AM never serves a document
+    with_cluster(monkeypatch, cluster)
+    events = asyncio.run(asyncio.wait_for(events_of(trigger(am_stale_timeout=0.0)), timeout=30))
+    event = TonyEvent.from_dict(events[0], "event")
+    assert event.result is not None and "hung AM" in event.result.diagnostics
     (hook,) = FakeHook.instances
-    assert hook.closed == 1
-    assert tony._SHARED_HOOKS == {} and not tony._USERS
+    assert hook.killed == [APP] and hook.closed == 1
 
 
-def test_the_shared_hook_is_released_when_the_trigger_is_cancelled() -> None:
-    async def scenario() -> FakeHook:
-        trig = trigger(poll_interval=3600.0)  # polls once, then waits: only a cancel ends it
-        task = asyncio.create_task(events_of(trig))
+def test_the_trigger_can_be_cancelled_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster(["RUNNING"], [DOC.__class__(application_id=APP, seq=1)])
+    with_cluster(monkeypatch, cluster)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(events_of(trigger(poll_interval=3600.0)))
 
         async def polled() -> None:
-            while not (FakeHook.instances and FakeHook.instances[0].client.calls):
+            while not cluster.requests:
                 await asyncio.sleep(0.01)
 
         await asyncio.wait_for(polled(), timeout=30)
-        hook = FakeHook.instances[0]
-        assert hook.closed == 0, "closed while the trigger still runs"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return hook
 
-    hook = asyncio.run(scenario())
-    assert hook.closed == 1
-    assert tony._SHARED_HOOKS == {} and not tony._USERS
+    asyncio.run(scenario())
+    assert FakeHook.instances == []
 
 
-def test_two_triggers_on_one_connection_poll_through_one_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FakeHook, "answers", [None, RESULT])
-
-    async def both() -> list[list[dict[str, Any]]]:
-        return list(await asyncio.gather(events_of(trigger()), events_of(trigger(app_id=APP + "1"))))
-
-    first, second = asyncio.run(both())
-    assert first[0]["status"] == second[0]["status"] == "done"
-    assert len(FakeHook.instances) == 1, "one driver JVM per connection per triggerer"
-    assert FakeHook.instances[0].closed == 1
-
-
-def test_on_kill_kills_with_a_hook_of_its_own_and_leaves_the_shared_one_open() -> None:
-    shared = tony._acquire_hook("tony_yarn_other")  # another trigger still polls through it
-
+def test_on_kill_kills_with_a_hook_of_its_own_and_closes_it() -> None:
     asyncio.run(trigger().on_kill())
-    own = [h for h in FakeHook.instances if h is not shared]
-    assert len(own) == 1, "on_kill must not use (and so must not close) the shared hook"
-    assert own[0].killed == [APP] and own[0].closed == 1
-    assert shared.killed == [] and shared.closed == 0
-    assert tony._SHARED_HOOKS == {"tony_yarn_other": shared}
+    (hook,) = FakeHook.instances
+    assert hook.killed == [APP] and hook.closed == 1
 
 
 def test_on_kill_closes_its_hook_even_when_the_kill_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,92 @@
+"""Each task's metric history, bounded, and where the final one is kept on HDFS.
+
+The state document carries only each task's *latest* progress; the job page
+draws curves, so the AM keeps the reports it saw. A long job reports many
+thousands of steps: past ``max_points`` per task the history is thinned by
+dropping every other point (the curve keeps its shape and its whole time span),
+so memory and the page's size stay bounded however long the job runs. The
+bound per task shrinks with the number of tasks (``points_per_task``), so a
+job of a thousand tasks keeps about as many points in all as a job of ten.
+
+When the job ends, the AM writes the final ``JobHistory`` to HDFS beside the
+checkpoints (``<checkpoint.dir>/_tony/<app_id>.json``, a name the checkpoint
+listing ignores) and, when the submitting side named one, into its history
+folder (``<base_path>/history/<app_id>.json``), where ``tony status`` finds it
+by application id alone after YARN has forgotten the application.
+"""
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument
+
+__all__ = ["DEFAULT_MAX_POINTS", "HISTORY_SUBDIR", "MetricHistory", "history_paths", "points_per_task",
+           "write_history"]
+
+DEFAULT_MAX_POINTS = 400
+TOTAL_POINTS = 4000  # across all tasks: what the AM keeps, serialises and the page draws at most
+
+
+def points_per_task(tasks: int) -> int:
+    """Per-task bound: ``DEFAULT_MAX_POINTS``, less when many tasks share ``TOTAL_POINTS``."""
+    return max(2, min(DEFAULT_MAX_POINTS, TOTAL_POINTS // max(1, tasks)))
+HISTORY_SUBDIR = "_tony"
+
+
+class MetricHistory:
+    """Per task, the distinct progress reports seen, oldest first, at most ``max_points``."""
+
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if max_points < 2:
+            raise ValueError(f"max_points={max_points}: keep at least 2 points per task")
+        self.max_points = max_points
+        self.points: dict[str, list[Progress]] = {}
+
+    def add(self, task_id: str, progress: Progress | None) -> bool:
+        """Record ``progress`` unless it is the report last recorded; True when it was new."""
+        if progress is None or (progress.step is None and progress.epoch is None and not progress.metrics):
+            return False
+        points = self.points.setdefault(task_id, [])
+        if points and points[-1].key() == progress.key():
+            return False
+        points.append(Progress.from_dict(progress.to_dict()))  # a copy: the tracker keeps mutating its own
+        if len(points) > self.max_points:
+            # Thin the older part, keep the newest point: the curve's span and shape survive.
+            newest = points[-1]
+            del points[1::2]
+            if points[-1] is not newest:
+                points.append(newest)
+        return True
+
+    def observe(self, doc: StateDocument) -> None:
+        for task_id, task in doc.tasks.items():
+            self.add(task_id, task.progress)
+
+    def document(self, doc: StateDocument | None, **extra: Any) -> JobHistory:
+        return JobHistory(state=doc, metrics={t: list(p) for t, p in self.points.items()}, **extra)
+
+
+def history_paths(app_id: str, checkpoint_dir: str | None, history_dir: str | None) -> list[str]:
+    """Where the final history goes: beside the checkpoints, and in the submitter's history folder."""
+    name = f"{app_id or 'unknown-application'}.json"
+    paths = []
+    if checkpoint_dir:
+        paths.append(posixpath.join(checkpoint_dir, HISTORY_SUBDIR, name))
+    if history_dir:
+        paths.append(posixpath.join(history_dir, name))
+    return paths
+
+
+def write_history(client: Any, paths: list[str], history: JobHistory) -> list[str]:
+    """Write ``history`` to each path with an ``hdfs`` client; returns the paths written.
+
+    Written once, after the verdict: nobody reads it while it is written.
+    """
+    body = history.to_json()
+    written = []
+    for path in paths:
+        client.makedirs(posixpath.dirname(path))
+        client.write(path, data=body, overwrite=True)
+        written.append(path)
+    return written

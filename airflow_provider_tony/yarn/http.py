@@ -1,0 +1,187 @@
+"""Following a job over plain HTTP: the ResourceManager's REST report and the AM's state.
+
+Everything a follower needs is an HTTP GET: YARN's report of the application
+(``/ws/v1/cluster/apps/<id>``) and the AM's state document, served by the AM
+and reached through the RM's web proxy (``runtime/web.py``). So following
+needs no skein driver, whose JVM costs hundreds of MiB per worker and CPU on
+every poll; the driver is started only to submit and to kill.
+
+Both a blocking client (the operator's ``execute``, the CLI) and a native
+asyncio one (the trigger: no thread around blocking calls) are built by
+``http_client`` / ``async_http_client`` from one ``HttpSettings``; the
+parsing of what comes back is shared and pure. A Kerberized cluster plugs its
+SPNEGO ``httpx.Auth`` (and CA bundle) into ``HttpSettings``: that is the only
+place authentication enters.
+
+httpx is what Airflow itself depends on, so it adds nothing to an install.
+"""
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
+from airflow_provider_tony.runtime.web import page_url
+from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
+
+__all__ = ["HttpSettings", "StateUnavailable", "async_http_client", "http_client", "job_page_url",
+           "parse_app_report", "parse_history", "parse_state", "poll_async", "report_async", "rm_app_url",
+           "state_async", "state_url", "tracking_url"]
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """How the submitting side speaks HTTP to the cluster.
+
+    :param auth: an ``httpx.Auth`` (SPNEGO on a Kerberized cluster), None on an open one.
+    :param verify: TLS verification: True, False, or a CA bundle path.
+    :param timeout: seconds for connect and each read.
+    """
+
+    auth: Any = None
+    verify: bool | str = True
+    timeout: float = 15.0
+
+
+def _options(settings: HttpSettings) -> dict[str, Any]:
+    # follow_redirects: the RM's proxy may redirect (a standby RM, a trailing slash).
+    return {"auth": settings.auth, "verify": settings.verify, "timeout": settings.timeout,
+            "follow_redirects": True, "headers": {"Accept": "application/json"}}
+
+
+def http_client(settings: HttpSettings | None = None) -> httpx.Client:
+    """The blocking client the operator and the CLI follow with."""
+    return httpx.Client(**_options(settings or HttpSettings()))
+
+
+def async_http_client(settings: HttpSettings | None = None) -> httpx.AsyncClient:
+    """The asyncio client the trigger follows with, on the triggerer's event loop."""
+    return httpx.AsyncClient(**_options(settings or HttpSettings()))
+
+
+class StateUnavailable(Exception):
+    """The AM's state could not be read (not serving yet, already gone): not an error while following."""
+
+
+def rm_app_url(rm_url: str, app_id: str) -> str:
+    return f"{rm_url.rstrip('/')}/ws/v1/cluster/apps/{urllib.parse.quote(app_id)}"
+
+
+def proxy_url(rm_url: str, app_id: str) -> str:
+    """The application's tracking URL through the RM's web proxy (known before it runs)."""
+    return f"{rm_url.rstrip('/')}/proxy/{urllib.parse.quote(app_id)}/"
+
+
+def job_page_url(rm_url: str, app_id: str) -> str:
+    """The job's page, served by its AM through the RM's proxy."""
+    return page_url(proxy_url(rm_url, app_id))
+
+
+def state_url(rm_url: str, app_id: str, what: str = "state") -> str:
+    return job_page_url(rm_url, app_id) + what
+
+
+def parse_app_report(data: Any, app_id: str, tracking_url: str) -> AppReport:
+    """An ``AppReport`` from the RM's ``/ws/v1/cluster/apps/<id>`` answer."""
+    app = data.get("app") if isinstance(data, dict) else None
+    if not isinstance(app, dict) or "state" not in app:
+        raise ClusterError(f"the ResourceManager's report of {app_id} has no 'app.state': {str(data)[:200]!r}")
+    return AppReport(app_id=app_id, state=str(app["state"]), final_status=str(app.get("finalStatus") or "UNDEFINED"),
+                     diagnostics=app.get("diagnostics") or "", tracking_url=tracking_url,
+                     progress=float(app.get("progress") or 0.0) / 100.0,
+                     tags=sorted(t for t in (app.get("applicationTags") or "").split(",") if t),
+                     name=app.get("name") or "")
+
+
+def parse_state(response: httpx.Response) -> StateDocument | None:
+    """The state document from the AM's ``state`` route, None while it publishes none.
+
+    Anything but a JSON object from the AM (the proxy's own error page, the
+    RM's "application not running" page, ``{}`` before the first publication)
+    means "no document now", which the follower's stale-AM rule then judges.
+    """
+    if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
+        raise StateUnavailable(f"HTTP {response.status_code} from {response.url}")
+    try:
+        data = json.loads(response.content)
+    except ValueError as exc:
+        raise StateUnavailable(f"not JSON from {response.url}: {exc}") from None
+    if not isinstance(data, dict) or not data:
+        return None
+    return StateDocument.from_dict(data, "state")
+
+
+def parse_history(response: httpx.Response) -> JobHistory | None:
+    if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
+        return None
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        return None
+    return JobHistory.from_dict(data, "history") if isinstance(data, dict) and data else None
+
+
+def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:
+    """The one wording of "the RM could not be asked", for both clients."""
+    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 404:
+        return ClusterError(f"the ResourceManager at {rm_url} does not know {app_id} (HTTP 404): "
+                            "it has forgotten the application, or the id is wrong")
+    return ClusterError(f"no report for {app_id}: ResourceManager at {rm_url} unreachable "
+                        f"({type(exc).__name__}: {exc})")
+
+
+# ---------------------------------------------------------------- asyncio (the trigger)
+
+async def report_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> AppReport:
+    """``TonyClient.report`` on the event loop."""
+    try:
+        resp = await http.get(rm_app_url(rm_url, app_id))
+        resp.raise_for_status()
+        data = resp.json()
+    except Exception as exc:  # noqa: BLE001 - httpx raises several kinds; one wording
+        raise rm_error(rm_url, app_id, exc) from exc
+    return parse_app_report(data, app_id, tracking_url(rm_url, app_id))
+
+
+async def state_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> StateDocument | None:
+    """``TonyClient.am_state`` on the event loop."""
+    try:
+        return parse_state(await http.get(state_url(rm_url, app_id)))
+    except (StateUnavailable, httpx.HTTPError):
+        return None
+
+
+async def poll_async(http: httpx.AsyncClient, rm_url: str, follower: Follower, *, now: float,
+                     emit: Callable[[str], None]) -> Step:
+    """One look through ``follower``, as ``TonyClient.poll`` takes it, without blocking the loop.
+
+    Returns the follower's ``Step``: the caller kills when ``step.action.kills``
+    (through skein's driver, started for that alone) and stops at ``step.result``.
+    """
+    app_id = follower.app_id
+    doc = await state_async(http, rm_url, app_id) if follower.wants_document_first else None
+    rep = follower.report_from_document(doc, now)
+    if rep is None:
+        rep = await report_async(http, rm_url, app_id)
+        if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
+            doc = await state_async(http, rm_url, app_id)
+    step = follower.observe(rep, doc, now)
+    for line in step.lines:
+        emit(line)
+    if step.action is Action.ACK:
+        try:
+            await http.get(state_url(rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
+        except httpx.HTTPError:  # the AM stops on its own after a linger
+            pass
+    return step
+
+
+def tracking_url(rm_url: str, app_id: str) -> str:
+    """The ResourceManager's page of the application (it outlives the AM's own page)."""
+    return f"{rm_url.rstrip('/')}/cluster/app/{app_id}"

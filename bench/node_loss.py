@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""From a lost NodeManager to training resumed: restart inside the application vs a new application.
+
+    python bench/node_loss.py [--repeat 1] [--keep-cluster]
+
+Runs on a multi-node cluster of its own (the chaos tests' one: state in
+``.devcluster-chaos``, ports from 19900, three NodeManagers; started here if
+it is not up, and taken down at the end unless ``--keep-cluster``). For each
+path, the same job (three workers counting steps with real TensorFlow,
+checkpoints to HDFS every 10 steps) is started, a node that runs a worker but
+not the AM is stopped once a checkpoint is on HDFS, and the clock runs until
+worker:0 reports a step again:
+
+* ``in_application``: ``max_restarts: 1``; the AM replaces the gang in the
+  same YARN application.
+* ``airflow_retry``: ``max_restarts: 0``; the application fails as retryable
+  and a second one is submitted with the same checkpoint dir, as the
+  operator does on a retry. Airflow's own share (``retry_delay``, the
+  scheduler picking the try up, a worker slot) is not in this figure: it only
+  adds to this path.
+
+Both paths run in one invocation, alternating, so that the ratio holds on a
+shared machine whose absolute times drift. Writes ``bench/results/node_loss.json``
+and ``node_loss.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
+COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
+RESULTS = REPO / "bench" / "results"
+STEPS, EVERY, SLEEP, WORKERS = 150, 10, 0.2, 3
+
+
+def chaos_env() -> None:
+    """The chaos cluster's variables, forced (never the shared cluster's), then its exports."""
+    default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
+    os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(default_home / "jars"))
+    os.environ["TONY_DEVCLUSTER_HOME"] = os.environ.get("TONY_CHAOS_HOME", str(REPO / ".devcluster-chaos"))
+    os.environ["TONY_DEVCLUSTER_PORT_BASE"] = os.environ.get("TONY_CHAOS_PORT_BASE", "19900")
+    os.environ["TONY_DEVCLUSTER_NODEMANAGERS"] = "3"
+    os.environ.setdefault("TONY_DEVCLUSTER_NM_MEMORY_MB", "8192")
+    devcluster("up")
+    from tests._cluster import export_cluster_env  # noqa: PLC0415 - after the variables are set
+
+    export_cluster_env()
+
+
+def devcluster(*args: str) -> None:
+    subprocess.run([sys.executable, str(DEVCLUSTER), *args], check=True, capture_output=True, timeout=300)
+
+
+def wait(check: Any, timeout: float, what: str, interval: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"no {what} within {timeout:g}s")
+
+
+def node_index(host: str) -> int:
+    return 0 if host == "localhost" else int(host.rsplit(".", 1)[1]) - 1
+
+
+def job(ckpt: str, max_restarts: int) -> Any:
+    from airflow_provider_tony.runtime.spec import JobSpec  # noqa: PLC0415
+
+    return JobSpec.from_dict(
+        {
+            "name": "bench-node-loss",
+            "roles": {
+                "worker": {
+                    "instances": WORKERS,
+                    "memory": "768 MiB",
+                    "script": str(COUNT),
+                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1.0,
+            "heartbeat_timeout": 30,
+            "max_restarts": max_restarts,
+            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
+        }
+    )
+
+
+def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
+    """(generation, worker:0's step) as the AM last published them."""
+    doc = client.am_state(app_id)
+    task = doc.task("worker:0") if doc is not None else None
+    if task is None or task.progress is None or task.progress.step is None:
+        return None
+    return doc.generation, task.progress.step
+
+
+def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
+    from airflow_provider_tony.runtime.checkpoint import remote_checkpoints  # noqa: PLC0415
+    from tests._util import rm_app  # noqa: PLC0415
+
+    hdfs = client.hdfs()
+    ckpt = f"/tmp/bench-node-loss-{uuid.uuid4().hex[:8]}"
+    apps: list[str] = []
+    victim: int | None = None
+    try:
+        app_id = client.submit(job(ckpt, 1 if path == "in_application" else 0))
+        apps.append(app_id)
+        wait(lambda: remote_checkpoints(hdfs, ckpt), 300, "first checkpoint")
+        doc = client.am_state(app_id)
+        am = node_index(rm_app(rm_url, app_id)["amHostHttpAddress"].split(":")[0])
+        hosts = [node_index(t.host) for t in doc.tasks.values() if t.host]
+        victim = next((h for h in hosts if h != am), None)
+        if victim is None:
+            return {"skipped": f"every worker on the AM's node {am}"}
+        lost, lost_wall = time.monotonic(), time.time()
+        devcluster("stop-nm", str(victim))
+        if path == "in_application":
+            got = wait(lambda: (s := decider_step(client, app_id)) and s[0] == 1 and s, 600, "training resumed")
+            resumed_s = time.monotonic() - lost
+            final = client.wait(app_id, poll_interval=1.0)
+            record = final.am_state.restarts[0] if final.am_state and final.am_state.restarts else None
+            redone = (
+                max(0, record.last_step - record.resumed_step)
+                if record and record.last_step is not None and record.resumed_step is not None
+                else None
+            )
+            detected_s = record.at_wall - lost_wall if record and record.at_wall else None
+        else:
+            first = client.wait(app_id, poll_interval=0.5)
+            failed_s = time.monotonic() - lost
+            verdict = first.am_state.milestone_wall("verdict") if first.am_state else None
+            detected_s = verdict - lost_wall if verdict else None
+            assert not first.succeeded and first.retryable, first.diagnostics
+            last_step = decider_step_of(first)
+            retry = client.submit(job(ckpt, 0), attempt=2)
+            apps.append(retry)
+            got = wait(lambda: decider_step(client, retry), 600, "training resumed in the new application")
+            resumed_s = time.monotonic() - lost
+            final = client.wait(retry, poll_interval=1.0)
+            restored = final.am_state.task("worker:0").restored_step if final.am_state else None
+            redone = max(0, last_step - restored) if last_step is not None and restored is not None else None
+        return {
+            "loss_to_training_resumed_s": round(resumed_s, 2),
+            "steps_redone": redone,
+            # the fault noticed: the AM's restart decision, or its failure verdict
+            "loss_to_detected_s": round(detected_s, 2) if detected_s is not None else None,
+            "applications": len(apps),
+            "succeeded": final.succeeded,
+            "first_step_seen": got[1],
+            **({"loss_to_failed_s": round(failed_s, 2)} if path == "airflow_retry" else {}),
+        }
+    finally:
+        for app in apps:
+            try:
+                client.kill(app)
+            except Exception:  # noqa: BLE001 - finished already
+                pass
+        if victim is not None:
+            devcluster("start-nm", str(victim))
+        hdfs.delete(ckpt, recursive=True)
+
+
+def decider_step_of(result: Any) -> int | None:
+    task = result.am_state.task("worker:0") if result.am_state else None
+    return task.progress.step if task is not None and task.progress is not None else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--keep-cluster", action="store_true", help="leave the chaos cluster running")
+    args = parser.parse_args()
+    chaos_env()
+    from airflow_provider_tony.yarn.client import TonyClient  # noqa: PLC0415 - after the cluster env
+
+    runs: dict[str, list[dict[str, Any]]] = {"in_application": [], "airflow_retry": []}
+    try:
+        with TonyClient.from_env() as client:
+            for _ in range(args.repeat):
+                for path in runs:
+                    runs[path].append(one_run(client, os.environ["TONY_RM_URL"], path))
+                    print(path, runs[path][-1], file=sys.stderr)
+    finally:
+        if not args.keep_cluster:
+            devcluster("down")
+    summary = {}
+    for path, items in runs.items():
+        times = [r["loss_to_training_resumed_s"] for r in items if "loss_to_training_resumed_s" in r]
+        summary[path] = {"median_s": round(statistics.median(times), 2) if times else None, "runs": items}
+    a, b = summary["in_application"]["median_s"], summary["airflow_retry"]["median_s"]
+    doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "job": f"{WORKERS} workers, {STEPS} steps, checkpoint every {EVERY}",
+        "paths": summary,
+        "retry_over_in_application": round(b / a, 2) if a and b else None,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "node_loss.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [
+        f"# Node loss to training resumed ({doc['date']}, {doc['cpus']} CPUs)",
+        "",
+        f"Job: {doc['job']}. Airflow's retry_delay and scheduling are not included in the retry path.",
+        "",
+        "| path | loss -> training resumed (median s) | loss -> detected (s) | steps redone | applications |",
+        "|---|---|---|---|---|",
+    ]
+    for path, s in summary.items():
+        detected = [r.get("loss_to_detected_s") for r in s["runs"]]
+        redone = [r.get("steps_redone") for r in s["runs"]]
+        apps = [r.get("applications") for r in s["runs"]]
+        lines.append(f"| {path} | {s['median_s']} | {detected} | {redone} | {apps} |")
+    lines += ["", f"retry / in-application: {doc['retry_over_in_application']}"]
+    (RESULTS / "node_loss.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""A NodeManager that runs a task stops mid-training: real daemons, real TensorFlow, real HDFS.
+
+With ``max_restarts`` the AM replaces the whole gang inside the same YARN
+application and every task resumes from the latest complete checkpoint; with
+``max_restarts: 0`` the job fails at once, as retryable, for Airflow's retry.
+Each test is bounded by its waits, restarts any NodeManager it stopped, and
+its applications are killed by the ``app_tag`` fixture.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
+from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.runtime.spec import JobSpec
+from tests._util import rm_app, rm_apps, wait_until
+from tests.chaos.conftest import devcluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+JOBS = Path(__file__).resolve().parents[1] / "integration" / "jobs"
+WORKERS = 3  # with three nodes, at least one worker lands away from the AM in practice
+STEPS, EVERY, SLEEP = 150, 10, 0.2
+
+
+def count_job(ckpt: str, max_restarts: int) -> JobSpec:
+    return JobSpec.from_dict(
+        {
+            "name": "pytest-chaos",
+            "roles": {
+                "worker": {
+                    "instances": WORKERS,
+                    "memory": "768 MiB",
+                    "script": str(JOBS / "count_steps.py"),
+                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1.0,
+            "heartbeat_timeout": 30,
+            "max_restarts": max_restarts,
+            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
+        }
+    )
+
+
+def node_index(host: str) -> int:
+    """devcluster's NodeManager I listens on localhost (0) or 127.0.0.<I+1>."""
+    return 0 if host == "localhost" else int(host.rsplit(".", 1)[1]) - 1
+
+
+def am_node(cluster: Any, app_id: str) -> int:
+    return node_index(rm_app(cluster.rm_url, app_id)["amHostHttpAddress"].split(":")[0])
+
+
+def step_of(doc: StateDocument | None, task_id: str) -> int:
+    task = doc.task(task_id) if doc is not None else None
+    return task.progress.step or 0 if task is not None and task.progress is not None else 0
+
+
+def start_and_pick_victim(
+    tony_client: Any, cluster: Any, hdfs: Any, spec: JobSpec, ckpt: str, app_tag: str
+) -> tuple[str, int, str]:
+    """Submit, wait for a checkpoint on HDFS, and choose a node that runs a worker but not the AM."""
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint upload")
+    doc = tony_client.am_state(app_id)
+    assert doc is not None
+    am = am_node(cluster, app_id)
+    for task_id, task in sorted(doc.tasks.items()):
+        if task.host is not None and node_index(task.host) != am:
+            return app_id, node_index(task.host), task_id
+    pytest.skip(f"YARN put every worker on the AM's node {am}: no node to lose without losing the AM")
+
+
+def test_node_loss_restarts_the_gang_in_the_same_application(
+    tony_client, cluster, hdfs, ckpt_dir, app_tag, stopped_nodes
+) -> None:
+    spec = count_job(ckpt_dir, max_restarts=2)
+    app_id, victim, task_id = start_and_pick_victim(tony_client, cluster, hdfs, spec, ckpt_dir, app_tag)
+    devcluster("stop-nm", str(victim))
+    stopped_nodes.append(victim)
+
+    # the AM notices, replaces the gang, and the new gang runs user code again
+    def resumed() -> StateDocument | None:
+        doc = tony_client.am_state(app_id)
+        return doc if doc is not None and doc.restarts and doc.restarts[0].resumed_at is not None else None
+
+    doc = wait_until(resumed, 300, "the gang restarted and resumed in the same application")
+    record = doc.restarts[0]
+    assert doc.generation == 1 and record.failed_task in doc.tasks
+    assert node_index(record.host or "") == victim, record
+    assert all(node_index(t.host) != victim for t in doc.tasks.values() if t.host), "a task on the lost node"
+    assert record.resumed_step is not None and record.resumed_step % EVERY == 0, record
+    # last_step is worker:0's step as the AM last heard it (a beat behind at most): a negative
+    # difference means the newest checkpoint was newer than the AM's view, not that steps were skipped.
+    # The bound: the gang resumes from the newest checkpoint saved before the failure, or from the one
+    # before it when that one's upload was still in flight as the gang was stopped (one interval plus
+    # an upload: the AM does not wait for the upload before it replaces the gang).
+    assert record.last_step is not None
+    redone = record.last_step - record.resumed_step
+    assert redone <= 2 * EVERY, f"{redone} steps redone; more than one checkpoint upload lost: {record}"
+
+    result = tony_client.wait(app_id, poll_interval=1.0)
+    assert result.succeeded, result.diagnostics
+    assert step_of(result.am_state, "worker:0") == STEPS
+    assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id], "a second application"
+    print(
+        f"\nnode {victim} lost: restart at {record.at:.1f}s, resumed at {record.resumed_at:.1f}s "
+        f"({record.resumed_at - record.at:.1f}s later) from step {record.resumed_step}, "
+        f"{max(redone, 0)} steps redone"
+    )
+
+
+def test_without_restarts_node_loss_fails_as_retryable(
+    tony_client, cluster, hdfs, ckpt_dir, app_tag, stopped_nodes
+) -> None:
+    spec = count_job(ckpt_dir, max_restarts=0)
+    app_id, victim, _ = start_and_pick_victim(tony_client, cluster, hdfs, spec, ckpt_dir, app_tag)
+    devcluster("stop-nm", str(victim))
+    stopped_nodes.append(victim)
+    result = tony_client.wait(app_id, poll_interval=1.0)
+    assert not result.succeeded and result.retryable, result.diagnostics
+    assert "in-application restart" not in result.diagnostics, result.diagnostics
+    assert result.am_state is None or result.am_state.restarts == []
+    assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id]
+    # what Airflow's retry would resume from: a complete checkpoint on HDFS
+    assert remote_checkpoints(hdfs, ckpt_dir)

@@ -1,0 +1,124 @@
+"""The job's page and state over HTTP, on the real cluster, and its history on HDFS after the end.
+
+A real application reports a falling loss step by step; the test reads its
+state document and metric history through the ResourceManager's web proxy
+(the same URLs the operator and the trigger follow), looks at the page in
+Chromium (a screenshot under test-artifacts/screenshots), then checks that
+the final history is on HDFS where ``tony status`` finds it, and that
+``tony status --html`` renders the page from it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_provider_tony.runtime.messages import JobHistory
+from airflow_provider_tony.runtime.spec import JobSpec
+from tests._util import wait_until
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+CURVE = str(Path(__file__).parent / "jobs" / "curve.py")
+SHOTS = REPO / "test-artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _json(url: str) -> Any:
+    try:
+        resp = httpx.get(url, timeout=10, follow_redirects=True)
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200 or "json" not in resp.headers.get("content-type", ""):
+        return None
+    return resp.json() or None
+
+
+def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_client, python_exe: str,
+                                                                        app_tag: str) -> None:
+    steps = 12
+    ckpt = f"{tony_client.base_path}/pytest/{app_tag}/ckpt"
+    spec = JobSpec.from_dict({
+        "name": "pytest-job-page", "python": {"interpreter": python_exe},
+        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": CURVE, "args": [str(steps), "1.0"]}},
+        "heartbeat_interval": 0.5, "heartbeat_timeout": 20, "registration_timeout": 120,
+        "checkpoint": {"dir": ckpt}})
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    page_url = tony_client.job_page_url(app_id)
+    assert page_url == f"{tony_client.rm_url}/proxy/{app_id}/pages/tony/"
+
+    # While it runs: the state document and the metric history, through the RM's proxy.
+    history = wait_until(
+        lambda: (h := _json(page_url + "history")) and len((h.get("metrics") or {}).get("worker:0") or []) >= 3 and h,
+        timeout=240, what="three progress reports of worker:0 in the history served through the proxy")
+    doc = _json(page_url + "state")
+    assert doc["application_id"] == app_id and doc["tasks"]["worker:0"]["host"]
+    losses = [p["metrics"]["loss"] for p in history["metrics"]["worker:0"]]
+    assert losses == sorted(losses, reverse=True) and len(set(losses)) == len(losses)
+
+    fetched = time.monotonic()
+    html = httpx.get(page_url, timeout=10, follow_redirects=True)
+    fetch_s = time.monotonic() - fetched
+    assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+    assert 'data-metric="loss"' in html.text and 'data-task="worker:1"' in html.text
+    assert "/node/containerlogs/" in html.text
+    started = time.monotonic()
+    _screenshot(page_url, SHOTS / "job-page.png")
+    print(f"\njob page {page_url}: {len(html.content)} bytes, fetched in {fetch_s * 1000:.0f} ms, "
+          f"Chromium start+load+screenshot "
+          f"{time.monotonic() - started:.1f}s, screenshot {SHOTS / 'job-page.png'}")
+
+    # Following over HTTP to the end, as the operator does (no skein driver).
+    result = tony_client.wait(app_id, poll_interval=0.5, emit=lambda line: print(line, flush=True))
+    assert result.succeeded, result.diagnostics
+    assert result.am_state is not None and result.am_state.final
+    assert tony_client._skein is None, "following must not start the skein driver"
+
+    # After the end: the final history on HDFS, beside the checkpoints and in the history folder.
+    stored = tony_client.stored_history(app_id)
+    assert stored is not None and stored.state is not None and stored.state.app_state == "SUCCEEDED"
+    assert len(stored.metrics["worker:0"]) >= 3 and stored.metrics["worker:0"][-1].step == steps
+    hdfs = tony_client.hdfs()
+    beside = f"{ckpt}/_tony/{app_id}.json"
+    with hdfs.read(beside) as reader:
+        assert JobHistory.from_json(reader.read()).state.application_id == app_id
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", "--html", app_id],
+                         capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    assert out.startswith("<!doctype html>") and app_id in out and 'data-metric="accuracy"' in out
+    # An id YARN never knew (as after it forgot one): the stored history answers.
+    forgotten = app_id.rsplit("_", 1)[0] + "_9999"
+    hdfs.write(f"{tony_client.history_dir}/{forgotten}.json", data=stored.to_json(), overwrite=True)
+    try:
+        status = json.loads(subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", forgotten],
+                                           capture_output=True, text=True, env=env, timeout=120, check=True).stdout)
+    finally:
+        hdfs.delete(f"{tony_client.history_dir}/{forgotten}.json")
+    assert status["application_id"] == app_id and status["app_state"] == "SUCCEEDED"
+
+
+def _screenshot(url: str, path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.goto(url)
+            page.wait_for_selector('div.chart[data-metric="loss"] svg polyline', timeout=30_000)
+            assert page.locator("#tasks tr[data-task]").count() == 2
+            page.screenshot(path=str(path), full_page=True)
+        finally:
+            browser.close()

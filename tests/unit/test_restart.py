@@ -1,0 +1,252 @@
+"""Recovery inside the application: ``max_restarts`` as a state of ``JobTracker``.
+
+Pure policy with plain clocks, then the AM's thin restart step and the
+executor's slot lookup against a stand-in for skein's application client.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.am import ApplicationMaster
+from airflow_provider_tony.runtime.executor import find_slot
+from airflow_provider_tony.runtime.messages import (
+    AppState,
+    ClusterDocument,
+    ExitRecord,
+    Heartbeat,
+    Progress,
+    Registration,
+    Slot,
+    StateDocument,
+    TaskState,
+)
+from airflow_provider_tony.runtime.state import JobTracker
+
+from .test_state import T0, failed, make_spec, make_tracker
+
+WORKERS = {"chief": 1, "worker": 2}
+
+
+def run_gang(tr: JobTracker, now: float, restored_step: int | None = None, host: str = "h1") -> None:
+    """Every task of the current gang registers, gets the cluster and starts user code."""
+    gen = tr.generation
+    for i, task_id in enumerate(sorted(tr.tasks)):
+        tr.register(task_id, Registration(host=host, port=3000 + i, generation=gen), now)
+    tr.cluster_doc(now)
+    for task_id in tr.tasks:
+        tr.heartbeat(task_id, Heartbeat(seq=1, user_started=True, restored_step=restored_step, generation=gen), now)
+
+
+def lose(tr: JobTracker, task_id: str, now: float) -> None:
+    tr.container_ended(task_id, "container KILLED: node lost", now)
+
+
+def restart(tr: JobTracker, now: float) -> None:
+    """What the AM does for a pending restart: new containers named by skein's next instances."""
+    slots = {f"{tid.split(':')[0]}_{int(tid.split(':')[1]) + 10 * (tr.generation + 1)}": tid for tid in tr.tasks}
+    tr.begin_generation(slots, now)
+
+
+def test_a_lost_worker_with_restarts_left_restarts_the_gang_instead_of_failing() -> None:
+    tr = make_tracker(WORKERS, max_restarts=2)
+    run_gang(tr, T0 + 1, host="h3")
+    lose(tr, "worker:1", T0 + 50)
+    assert tr.check(T0 + 50, wall=1.7e9) is None
+    record = tr.restart_pending
+    assert record is not None and record.attempt == 1 and record.failed_task == "worker:1"
+    assert record.host == "h3" and record.at == 50.0 and record.at_wall == 1.7e9 and "node lost" in record.reason
+    # the survivors are stopped for the restart, the job is not over
+    assert {t.state for tid, t in tr.tasks.items() if tid != "worker:1"} == {TaskState.RESTARTING}
+    assert tr.app_state() is AppState.RESTARTING
+    # nothing else is decided while the AM replaces the gang
+    assert tr.check(T0 + 500) is None and tr.verdict is None
+
+
+def test_the_new_gang_resumes_and_the_history_says_from_which_step() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    run_gang(tr, T0 + 1)
+    tr.heartbeat("chief:0", Heartbeat(seq=2, user_started=True, progress=Progress(step=47, time=2.0)), T0 + 40)
+    lose(tr, "worker:0", T0 + 50)
+    tr.check(T0 + 50)
+    restart(tr, T0 + 51)
+    assert tr.generation == 1 and tr.restart_pending is None
+    assert all(t.state is TaskState.PENDING for t in tr.tasks.values())
+    assert tr.app_state() is AppState.RESTARTING  # until the new cluster spec is out
+    run_gang(tr, T0 + 70, restored_step=40)
+    assert tr.app_state() is AppState.RUNNING
+    record = tr.restarts[0]
+    assert (record.last_step, record.resumed_step, record.resumed_at) == (47, 40, 70.0)
+    assert any("resumed from checkpoint step 40 (step 47 reached" in e for e in tr.events)
+    doc = StateDocument.from_json(tr.document(T0 + 71, 1.7e9, 1, "app").to_json())
+    assert doc.generation == 1 and doc.restarts[0].resumed_step == 40 and doc.restarts[0].failed_task == "worker:0"
+    assert tr.cluster_doc(T0 + 71).generation == 1
+    tr.exited("chief:0", 0, [], T0 + 90, generation=1)
+    assert tr.check(T0 + 90) is not None and tr.verdict is not None and tr.verdict.succeeded
+
+
+def test_messages_of_the_old_gang_are_ignored() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:0", T0 + 50)
+    tr.check(T0 + 50)
+    restart(tr, T0 + 51)
+    # the old chief, killed for the restart, reports 143 after the new gang was requested
+    tr.exited("chief:0", 143, ["Terminated"], T0 + 52, generation=0)
+    tr.register("chief:0", Registration(host="old", port=1, generation=0), T0 + 52)
+    tr.heartbeat("worker:1", Heartbeat(seq=9, user_started=True, generation=0), T0 + 52)
+    assert tr.tasks["chief:0"].state is TaskState.PENDING and tr.tasks["chief:0"].exit_code is None
+    assert tr.tasks["worker:1"].state is TaskState.PENDING
+    assert tr.check(T0 + 53) is None
+
+
+def test_container_ids_map_to_tasks_of_the_current_gang_only() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    assert tr.task_of_container("worker", 1) == "worker:1"
+    assert tr.task_of_container("worker", 2) is None  # not a first-gang instance
+    tr.begin_generation({"worker_3": "worker:0", "worker_4": "worker:1", "chief_1": "chief:0"}, T0)
+    assert tr.task_of_container("worker", 1) is None  # a container of the old gang
+    assert tr.task_of_container("worker", 4) == "worker:1"
+
+
+def test_restarts_exhausted_fail_as_retryable_and_say_so() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:0", T0 + 50)
+    tr.check(T0 + 50)
+    restart(tr, T0 + 51)
+    run_gang(tr, T0 + 60)
+    lose(tr, "worker:1", T0 + 80)
+    verdict = failed(tr.check(T0 + 80), "worker:1 lost", "after 1 in-application restart(s)", retryable=True)
+    assert verdict.task_id == "worker:1" and len(tr.restarts) == 1
+
+
+@pytest.mark.parametrize(("exit_code", "restarts"), [(137, 1), (143, 1), (75, 1), (1, 0), (2, 0)])
+def test_only_retryable_exits_restart_the_gang(exit_code: int, restarts: int) -> None:
+    tr = make_tracker(WORKERS, max_restarts=3)
+    run_gang(tr, T0 + 1)
+    tr.exited("worker:0", exit_code, ["boom"], T0 + 10)
+    verdict = tr.check(T0 + 10)
+    assert len(tr.restarts) == restarts
+    if restarts:
+        assert verdict is None and tr.restart_pending is not None
+    else:  # the user's own bug: fails at once, not retryable
+        failed(verdict, f"exited with code {exit_code}", retryable=False)
+
+
+def test_missed_heartbeats_restart_the_gang() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1, heartbeat_interval=1.0, heartbeat_timeout=5.0)
+    run_gang(tr, T0 + 1)
+    for task_id in ("chief:0", "worker:0"):
+        tr.heartbeat(task_id, Heartbeat(seq=2, user_started=True), T0 + 5)
+    assert tr.check(T0 + 6) is None and tr.restart_pending is None  # worker:1 silent exactly 5 s
+    assert tr.check(T0 + 6.01) is None
+    assert tr.restart_pending is not None and tr.restart_pending.failed_task == "worker:1"
+
+
+def test_a_restarted_gang_gets_its_own_registration_timeout() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1, registration_timeout=30.0)
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:0", T0 + 100)
+    tr.check(T0 + 100)
+    restart(tr, T0 + 100)
+    assert tr.check(T0 + 130) is None  # 30 s after the restart, not after the AM started
+    failed(tr.check(T0 + 130.01), "registration timeout", retryable=False)
+
+
+def test_without_max_restarts_a_lost_task_fails_at_once() -> None:
+    tr = make_tracker(WORKERS)
+    assert tr.spec.max_restarts == 0
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:0", T0 + 50)
+    verdict = failed(tr.check(T0 + 50), "worker:0 lost", retryable=True)
+    assert "in-application restart" not in verdict.diagnostics and tr.restarts == []
+
+
+def test_max_restarts_must_be_a_count() -> None:
+    with pytest.raises(ValueError, match="max_restarts.*-1 must be >= 0"):
+        make_spec(WORKERS, max_restarts=-1)
+
+
+# --------------------------------------------------------------------------- #
+# the AM's restart step and the executor's slot, against a stand-in skein client
+# --------------------------------------------------------------------------- #
+
+
+class FakeKV(dict[str, bytes]):
+    def discard(self, key: str) -> None:
+        self.pop(key, None)
+
+    def discard_prefix(self, prefix: str) -> None:
+        for key in [k for k in self if k.startswith(prefix)]:
+            del self[key]
+
+
+class FakeApp:
+    """skein's scale: instance numbers go on across scale-downs, as skein's do."""
+
+    def __init__(self, first_instances: dict[str, int]) -> None:
+        self.kv = FakeKV()
+        self.next_instance = dict(first_instances)  # service -> its next instance number
+        self.calls: list[tuple[str, int]] = []
+
+    def scale(self, role: str, count: int) -> list[Any]:
+        self.calls.append((role, count))
+        if count == 0:
+            return []
+        first = self.next_instance[role]
+        self.next_instance[role] += count
+        return [SimpleNamespace(id=f"{role}_{i}", instance=i) for i in range(first + count - 1, first - 1, -1)]
+
+
+def test_the_am_replaces_every_container_and_names_the_new_ones() -> None:
+    spec = make_spec(WORKERS, max_restarts=1)
+    app = FakeApp({"chief": 1, "worker": 2})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    app.kv[C.KV_CLUSTER] = ClusterDocument().to_json()
+    app.kv[C.kv_exit("worker:0")] = ExitRecord(exit_code=137).to_json()
+    run_gang(am.tracker, T0 + 1)
+    lose(am.tracker, "worker:0", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.restart_gang(T0 + 5)
+    # every role down, then up to its size
+    assert app.calls == [("chief", 0), ("worker", 0), ("chief", 1), ("worker", 2)]
+    # the old gang's keys are gone; each new container knows its task and gang
+    assert C.KV_CLUSTER not in app.kv and C.kv_exit("worker:0") not in app.kv
+    slots = {k: Slot.from_json(v) for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
+    assert {k: (s.task_id, s.generation) for k, s in slots.items()} == {
+        C.kv_slot("chief_1"): ("chief:0", 1),
+        C.kv_slot("worker_2"): ("worker:0", 1),
+        C.kv_slot("worker_3"): ("worker:1", 1),
+    }
+    assert am.tracker.generation == 1 and am.tracker.task_of_container("worker", 3) == "worker:1"
+
+
+def test_an_executor_finds_its_task_from_its_container_or_the_slot() -> None:
+    spec = make_spec(WORKERS)
+    app = SimpleNamespace(kv={C.kv_slot("worker_3"): Slot(task_id="worker:1", generation=1).to_json()})
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker_1"}) == ("worker", 1, 0)
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker_3"}) == ("worker", 1, 1)
+    with pytest.raises(RuntimeError, match="worker_4 has no slot"):
+        find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker_4"}, wait_s=0.0)
+
+
+def test_a_spread_role_restarts_service_by_service() -> None:
+    spec = make_spec({"worker": {"instances": 2, "placement": "spread"}}, max_restarts=1)
+    app = FakeApp({"worker.0": 1, "worker.1": 1})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    assert am.tracker.task_of_container("worker.1", 0) == "worker:1"
+    assert am.tracker.task_of_container("worker.1", 1) is None  # not a first-gang container
+    run_gang(am.tracker, T0 + 1)
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.restart_gang(T0 + 5)
+    assert app.calls == [("worker.0", 0), ("worker.1", 0), ("worker.0", 1), ("worker.1", 1)]
+    slots = {k: Slot.from_json(v).task_id for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
+    assert slots == {C.kv_slot("worker.0_1"): "worker:0", C.kv_slot("worker.1_1"): "worker:1"}
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_1"}) == ("worker", 1, 1)
+    assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_0"}) == ("worker", 1, 0)
