@@ -20,7 +20,7 @@ import os
 from airflow_provider_tony.yarn.client import TonyClient
 client = TonyClient(rm_url=os.environ["TONY_RM_URL"])
 try:
-    client.report("application_1_0001")
+    client.kill("application_1_0001")  # through skein's driver (following no longer starts one)
 except Exception as exc:
     print("refused:", exc)
 client.close()
