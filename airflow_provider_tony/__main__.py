@@ -1,4 +1,5 @@
 """``python -m airflow_provider_tony``: the ``tony`` command (see :mod:`airflow_provider_tony.cli`)."""
+
 from __future__ import annotations
 
 import sys

@@ -15,6 +15,7 @@ environment (``TONY_RM_URL`` or ``HADOOP_CONF_DIR``; for the local cluster
 Each subcommand is one small function registered with :func:`command`, so a
 new one is a function and a decorator; :data:`COMMANDS` is the one list.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,7 +91,8 @@ def load_job(path: str) -> JobSpec:
 
 def _job_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "job", metavar="JOB.yaml",
+        "job",
+        metavar="JOB.yaml",
         help="a JobSpec as YAML (reference: docs/jobspec.md); a relative role script is looked up beside the file",
     )
 
@@ -103,7 +105,8 @@ def _app_argument(parser: argparse.ArgumentParser) -> None:
 def _validate_arguments(parser: argparse.ArgumentParser) -> None:
     _job_argument(parser)
     parser.add_argument(
-        "--cluster", action="store_true",
+        "--cluster",
+        action="store_true",
         help="also check against the cluster's limits (maximum container size, queues, GPUs, node labels,"
         " total capacity); needs TONY_RM_URL or HADOOP_CONF_DIR",
     )
@@ -130,15 +133,22 @@ def validate(args: argparse.Namespace) -> int:
 def _submit_arguments(parser: argparse.ArgumentParser) -> None:
     _job_argument(parser)
     parser.add_argument(
-        "--tag", action="append", default=[], metavar="TAG",
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
         help="an extra YARN application tag (repeatable), e.g. to find the application later",
     )
     parser.add_argument(
-        "--poll-interval", type=float, default=1.0, metavar="SECONDS",
+        "--poll-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
         help="seconds between looks at the application while following it (default: 1)",
     )
     parser.add_argument(
-        "--detach", action="store_true",
+        "--detach",
+        action="store_true",
         help="print the application id and return at once instead of following the job",
     )
 
@@ -152,8 +162,12 @@ def submit(args: argparse.Namespace) -> int:
         if args.detach:
             return 0
         try:
-            result = client.wait(app_id, poll_interval=args.poll_interval, startup_timeout=spec.startup_timeout,
-                                 emit=lambda line: print(line, flush=True))
+            result = client.wait(
+                app_id,
+                poll_interval=args.poll_interval,
+                startup_timeout=spec.startup_timeout,
+                emit=lambda line: print(line, flush=True),
+            )
         except KeyboardInterrupt:
             client.kill(app_id)
             print(f"interrupted: killed {app_id}", file=sys.stderr)
@@ -165,23 +179,31 @@ def submit(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- status
 def _status_arguments(parser: argparse.ArgumentParser) -> None:
     _app_argument(parser)
-    parser.add_argument("--html", action="store_true",
-                        help="print the job's page (tasks, progress, metric charts, events) as one HTML file, "
-                             "from its AM while it runs, else from the history it left on HDFS")
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="print the job's page (tasks, progress, metric charts, events) as one HTML file, "
+        "from its AM while it runs, else from the history it left on HDFS",
+    )
 
 
-@command("status", "print the AM state document as JSON (YARN's report once the AM is gone; "
-         "the final state from HDFS once YARN forgot it)",
-         _status_arguments)
+@command(
+    "status",
+    "print the AM state document as JSON (YARN's report once the AM is gone; "
+    "the final state from HDFS once YARN forgot it)",
+    _status_arguments,
+)
 def status(args: argparse.Namespace) -> int:
-    from airflow_provider_tony.runtime.page import render_page  # noqa: PLC0415
+    from airflow_provider_tony.runtime.page import render_page
 
     with _client() as client:
         if args.html:
             history = client.job_history(args.app_id)
             if history is None:
-                raise TonyError(f"no state or history for {args.app_id}: its AM does not serve it and "
-                                f"{client.history_dir}/{args.app_id}.json is not on HDFS")
+                raise TonyError(
+                    f"no state or history for {args.app_id}: its AM does not serve it and "
+                    f"{client.history_dir}/{args.app_id}.json is not on HDFS"
+                )
             print(render_page(history, now_wall=time.time(), refresh_s=None))
             return 0
         doc = client.am_state(args.app_id)
@@ -203,11 +225,13 @@ def status(args: argparse.Namespace) -> int:
 def _logs_arguments(parser: argparse.ArgumentParser) -> None:
     _app_argument(parser)
     parser.add_argument(
-        "--task", metavar="TASK_ID",
+        "--task",
+        metavar="TASK_ID",
         help="only this task's container, like worker:0 (needs the AM state, so a running application)",
     )
     parser.add_argument(
-        "--file", metavar="NAME",
+        "--file",
+        metavar="NAME",
         help="only this log file, like worker.log (skein writes a service's stdout and stderr to <service>.log)",
     )
 
@@ -221,12 +245,17 @@ def logs(args: argparse.Namespace) -> int:
         if args.task:
             if args.task not in names.values():
                 known = ", ".join(sorted(names.values())) or "none: the AM state is gone once the application ends"
-                raise TonyError(f"--task {args.task!r} is not a task of {args.app_id} (known: {known});"
-                                " leave --task out to print every container")
+                raise TonyError(
+                    f"--task {args.task!r} is not a task of {args.app_id} (known: {known});"
+                    " leave --task out to print every container"
+                )
             containers = [(cid, host) for cid, host in containers if names.get(cid) == args.task]
         if not containers:
-            print(f"no container logs on the NodeManagers for {args.app_id}; once aggregated, read them with"
-                  f" `yarn logs -applicationId {args.app_id}`", file=sys.stderr)
+            print(
+                f"no container logs on the NodeManagers for {args.app_id}; once aggregated, read them with"
+                f" `yarn logs -applicationId {args.app_id}`",
+                file=sys.stderr,
+            )
             return EXIT_ERROR
         for cid, host in containers:
             for name, text in sorted(client.container_logs(cid, host).items()):
@@ -256,15 +285,23 @@ def _convert_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{flag}", help=f"the value of TonY's --{flag} command-line option, if the job used it")
 
 
-@command("convert", "turn a TonY configuration (tony.xml) into a JobSpec YAML; unmapped keys go to stderr",
-         _convert_arguments)
+@command(
+    "convert",
+    "turn a TonY configuration (tony.xml) into a JobSpec YAML; unmapped keys go to stderr",
+    _convert_arguments,
+)
 def convert(args: argparse.Namespace) -> int:
     """Exit 1 when the converted job is still incomplete (for example no command without ``--executes``)."""
     from airflow_provider_tony.tony_xml import convert_tony_xml, to_yaml
 
-    job, unmapped = convert_tony_xml(args.xml, executes=args.executes, task_params=args.task_params,
-                                     src_dir=args.src_dir, python_venv=args.python_venv,
-                                     python_binary_path=args.python_binary_path)
+    job, unmapped = convert_tony_xml(
+        args.xml,
+        executes=args.executes,
+        task_params=args.task_params,
+        src_dir=args.src_dir,
+        python_venv=args.python_venv,
+        python_binary_path=args.python_binary_path,
+    )
     text = to_yaml(job, unmapped)
     if args.output:
         Path(args.output).write_text(text)

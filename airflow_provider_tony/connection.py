@@ -3,6 +3,7 @@
 Plain data with no imports, because ``get_provider_info()`` returns it and
 Airflow calls that in every process while listing providers.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,9 +29,12 @@ def connection_form() -> dict[str, Any]:
             "queue": text("Default queue", "YARN queue used when the job names none"),
             "principal": text("Kerberos principal", "e.g. airflow@EXAMPLE.COM (secure clusters only)"),
             "keytab": text("Kerberos keytab path", "Path of the keytab on the Airflow workers", fmt="password"),
-            "kerberos": {"label": "Kerberos", "description": "Force Kerberos on (ticket cache) or off; by default "
-                         "on when a principal is set or core-site.xml says kerberos",
-                         "schema": {"type": ["boolean", "null"]}},
+            "kerberos": {
+                "label": "Kerberos",
+                "description": "Force Kerberos on (ticket cache) or off; by default "
+                "on when a principal is set or core-site.xml says kerberos",
+                "schema": {"type": ["boolean", "null"]},
+            },
             "ca_bundle": text("CA bundle", "PEM file to verify the cluster's HTTPS endpoints with"),
             "webhdfs_url": text("WebHDFS URL", "e.g. http://namenode:9870"),
             "webhdfs_user": text("WebHDFS user", "HDFS user for checkpoints and models"),
@@ -42,10 +46,19 @@ def connection_form() -> dict[str, Any]:
         },
         "ui-field-behaviour": {
             "hidden-fields": ["login", "password", "extra"],
-            "relabeling": {"host": "ResourceManager host", "port": "ResourceManager web port",
-                           "schema": "Scheme (http or https)"},
-            "placeholders": {"host": "rm.example.com", "port": "8088", "schema": "http",
-                             "hadoop_conf_dir": "/etc/hadoop/conf", "queue": "default",
-                             "webhdfs_url": "http://namenode:9870", "base_path": "/user/airflow/tony"},
+            "relabeling": {
+                "host": "ResourceManager host",
+                "port": "ResourceManager web port",
+                "schema": "Scheme (http or https)",
+            },
+            "placeholders": {
+                "host": "rm.example.com",
+                "port": "8088",
+                "schema": "http",
+                "hadoop_conf_dir": "/etc/hadoop/conf",
+                "queue": "default",
+                "webhdfs_url": "http://namenode:9870",
+                "base_path": "/user/airflow/tony",
+            },
         },
     }

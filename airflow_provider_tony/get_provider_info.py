@@ -1,4 +1,5 @@
 """Provider metadata, found by Airflow through the ``apache_airflow_provider`` entry point."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,11 +27,13 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["apache", "ml"],
             }
         ],
-        "operators": [{"integration-name": "Hadoop YARN (TonY)",
-                       "python-modules": ["airflow_provider_tony.operators.tony"]}],
+        "operators": [
+            {"integration-name": "Hadoop YARN (TonY)", "python-modules": ["airflow_provider_tony.operators.tony"]}
+        ],
         "hooks": [{"integration-name": "Hadoop YARN (TonY)", "python-modules": ["airflow_provider_tony.hooks.yarn"]}],
-        "triggers": [{"integration-name": "Hadoop YARN (TonY)",
-                      "python-modules": ["airflow_provider_tony.triggers.tony"]}],
+        "triggers": [
+            {"integration-name": "Hadoop YARN (TonY)", "python-modules": ["airflow_provider_tony.triggers.tony"]}
+        ],
         "connection-types": [connection_form()],
         "extra-links": [
             "airflow_provider_tony.links.TonyJobLink",

@@ -8,6 +8,7 @@ while the job runs, in polling mode as well as deferred. ``get_link`` reads
 the same key back, so the push Airflow makes at the end rewrites the same
 value instead of blanking it.
 """
+
 from __future__ import annotations
 
 from typing import Any

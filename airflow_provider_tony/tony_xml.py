@@ -12,6 +12,7 @@ TonY's defaults apply where the file is silent (2 GiB and 1 vcore a task,
 (``JOB_NAME``, ``TASK_INDEX``, ``CLUSTER_SPEC``...), so the scripts themselves
 run unchanged. No Airflow import: the CLI and DAG files both use this.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,13 @@ _SHELL = re.compile(r"[|&;<>`$(){}*?]")
 
 # Keys with nothing to map to, by prefix, and why.
 _NO_COUNTERPART = (
-    ("tony.docker.", ("Docker containers are not supported: tasks run in the node's own environment or a"
-                     " shipped python archive (python.archive)")),
+    (
+        "tony.docker.",
+        (
+            "Docker containers are not supported: tasks run in the node's own environment or a"
+            " shipped python archive (python.archive)"
+        ),
+    ),
     ("tony.history.", "TonY's history server; this provider reports through Airflow and the YARN UI"),
     ("tony.portal.", "TonY's portal; this provider reports through Airflow and the YARN UI"),
     ("tony.https.", "TonY's portal; this provider reports through Airflow and the YARN UI"),
@@ -60,8 +66,10 @@ _NO_COUNTERPART = (
     ("tony.task.default.jvm.opts", "task executors here are Python processes, not JVMs"),
     ("tony.task.metrics-interval-ms", "progress is reported by the script (runtime.progress), not sampled"),
     ("tony.task.gpu-metrics.", "GPU metrics are not sampled"),
-    ("tony.am.retry-count", ("the application master is not retried: Airflow retries the task, resuming from"
-                            " the checkpoint")),
+    (
+        "tony.am.retry-count",
+        ("the application master is not retried: Airflow retries the task, resuming from the checkpoint"),
+    ),
     ("tony.am.wait-client-signal-stop-timeout-sec", "the AM keeps its final state until a client reads it"),
     ("tony.application.num-client-rm-connect-retries", "the client's ResourceManager retries are its own"),
     ("tony.application.type", "the YARN application type is skein's"),
@@ -89,8 +97,10 @@ def read_tony_xml(path: str | os.PathLike[str]) -> dict[str, str]:
     try:
         root = ET.parse(path).getroot()  # noqa: S314 - the user's own local tony.xml, not network input
     except (OSError, ET.ParseError) as exc:
-        raise SpecError("tony_xml", f"{str(path)!r} could not be read as a Hadoop configuration file ({exc});"
-                        " give the path of a tony.xml") from exc
+        raise SpecError(
+            "tony_xml",
+            f"{str(path)!r} could not be read as a Hadoop configuration file ({exc}); give the path of a tony.xml",
+        ) from exc
     conf: dict[str, str] = {}
     for prop in root.iter("property"):
         name = (prop.findtext("name") or "").strip()
@@ -158,9 +168,15 @@ def _files(key: str, value: str, unmapped: Unmapped) -> dict[str, str]:
     return files
 
 
-def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = None, task_params: str | None = None,
-                     src_dir: str | None = None, python_venv: str | None = None,
-                     python_binary_path: str | None = None) -> tuple[dict[str, Any], Unmapped]:
+def convert_tony_xml(
+    path: str | os.PathLike[str],
+    *,
+    executes: str | None = None,
+    task_params: str | None = None,
+    src_dir: str | None = None,
+    python_venv: str | None = None,
+    python_binary_path: str | None = None,
+) -> tuple[dict[str, Any], Unmapped]:
     """``(job, unmapped)``: a JobSpec dict and every ``(key, why)`` that has no counterpart.
 
     The keyword arguments are TonY's command-line options of the same names
@@ -189,7 +205,8 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
     if (v := take("tony.am.startup-timeout")) is not None and _int("tony.am.startup-timeout", v) > 0:
         job["startup_timeout"] = _int("tony.am.startup-timeout", v) / 1000
     if (v := take("tony.task.executor.registry-timeout-sec")) is not None and _int(
-            "tony.task.executor.registry-timeout-sec", v) > 0:
+        "tony.task.executor.registry-timeout-sec", v
+    ) > 0:
         job["registration_timeout"] = _int("tony.task.executor.registry-timeout-sec", v)
     interval = take("tony.task.heartbeat-interval-ms")
     misses = take("tony.task.max-missed-heartbeats")
@@ -204,15 +221,26 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
     if (v := take("tony.am.gpus")) is not None and v not in ("", "0"):
         unmapped.append(("tony.am.gpus", "the application master does no training and gets no GPUs here"))
     if (v := take("tony.application.node-label")) is not None and v:
-        unmapped.append(("tony.application.node-label", ("the application master's node label is not set here;"
-                                                        " per-role node labels (tony.<jobtype>.node-label) are")))
+        unmapped.append(
+            (
+                "tony.application.node-label",
+                (
+                    "the application master's node label is not set here;"
+                    " per-role node labels (tony.<jobtype>.node-label) are"
+                ),
+            )
+        )
     if (v := take("tony.application.framework")) is not None and v.lower() != "tensorflow":
         unmapped.append(("tony.application.framework", f"{v!r}: only TensorFlow jobs run here"))
     if (v := take("tony.application.distributed-mode")) is not None and v.upper() != "GANG":
         unmapped.append(("tony.application.distributed-mode", f"{v!r}: tasks always start together (GANG) here"))
     if (v := take("tony.application.fail-on-worker-failure-enabled")) is not None and v.lower() != "true":
-        unmapped.append(("tony.application.fail-on-worker-failure-enabled",
-                         "any tracked task's failure fails the job here (as TonY with this set to true)"))
+        unmapped.append(
+            (
+                "tony.application.fail-on-worker-failure-enabled",
+                "any tracked task's failure fails the job here (as TonY with this set to true)",
+            )
+        )
 
     env: dict[str, str] = {}
     for key in ("tony.containers.envs", "tony.execution.envs"):
@@ -222,11 +250,19 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
 
     # Python: TonY's --python_venv zip is unpacked as venv/, its --python_binary_path relative to that.
     if python_venv:
-        job["python"] = {"archive": str(Path(python_venv).resolve()) if not python_venv.startswith("hdfs://")
-                         else python_venv}
+        job["python"] = {
+            "archive": str(Path(python_venv).resolve()) if not python_venv.startswith("hdfs://") else python_venv
+        }
         if python_binary_path and python_binary_path.lstrip("./") not in ("bin/python", "bin/python3"):
-            unmapped.append(("--python_binary_path", (f"{python_binary_path!r}: a python archive here must hold"
-                             " bin/python at its root (as venv-pack and conda-pack make it); repack the venv")))
+            unmapped.append(
+                (
+                    "--python_binary_path",
+                    (
+                        f"{python_binary_path!r}: a python archive here must hold"
+                        " bin/python at its root (as venv-pack and conda-pack make it); repack the venv"
+                    ),
+                )
+            )
         if not python_venv.endswith(ARCHIVE_SUFFIXES):
             unmapped.append(("--python_venv", f"{python_venv!r} is not a .zip/.tar.gz/.tgz archive"))
     elif python_binary_path or python:
@@ -234,8 +270,15 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
         if interpreter.startswith("/"):
             job["python"] = {"interpreter": interpreter}
         else:
-            unmapped.append(("--python_binary_path", (f"{interpreter!r}: give the python's absolute path on the"
-                             " nodes (python.interpreter) or ship a python archive")))
+            unmapped.append(
+                (
+                    "--python_binary_path",
+                    (
+                        f"{interpreter!r}: give the python's absolute path on the"
+                        " nodes (python.interpreter) or ship a python archive"
+                    ),
+                )
+            )
     if src_dir:
         job["src_dir"] = src_dir if src_dir.startswith("hdfs://") else str(Path(src_dir).resolve())
 
@@ -287,13 +330,26 @@ def convert_tony_xml(path: str | os.PathLike[str], *, executes: str | None = Non
     if (v := take("tony.application.stop-on-failure-jobtypes")) is not None:
         soft = [r for r in _list(v) if r not in ("chief", "worker", "ps") and r in (job.get("untracked_roles") or [])]
         if soft:
-            unmapped.append(("tony.application.stop-on-failure-jobtypes",
-                             (f"{soft!r}: an untracked role outside the TensorFlow cluster does not stop the job"
-                             " here when it fails (chief, worker, ps and every tracked role do)")))
+            unmapped.append(
+                (
+                    "tony.application.stop-on-failure-jobtypes",
+                    (
+                        f"{soft!r}: an untracked role outside the TensorFlow cluster does not stop the job"
+                        " here when it fails (chief, worker, ps and every tracked role do)"
+                    ),
+                )
+            )
 
     for key in sorted(set(conf) - used):
-        unmapped.append((key, next((why for prefix, why in _NO_COUNTERPART if key.startswith(prefix)),
-                                   "not a TonY key this converter knows")))
+        unmapped.append(
+            (
+                key,
+                next(
+                    (why for prefix, why in _NO_COUNTERPART if key.startswith(prefix)),
+                    "not a TonY key this converter knows",
+                ),
+            )
+        )
     return job, unmapped
 
 

@@ -55,7 +55,7 @@ def chaos_env() -> None:
     os.environ["TONY_DEVCLUSTER_NODEMANAGERS"] = "3"
     os.environ.setdefault("TONY_DEVCLUSTER_NM_MEMORY_MB", "8192")
     devcluster("up")
-    from tests._cluster import export_cluster_env  # noqa: PLC0415 - after the variables are set
+    from tests._cluster import export_cluster_env
 
     export_cluster_env()
 
@@ -78,7 +78,7 @@ def node_index(host: str) -> int:
 
 
 def job(ckpt: str, max_restarts: int) -> Any:
-    from airflow_provider_tony.runtime.spec import JobSpec  # noqa: PLC0415
+    from airflow_provider_tony.runtime.spec import JobSpec
 
     return JobSpec.from_dict(
         {
@@ -110,8 +110,8 @@ def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
 
 
 def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
-    from airflow_provider_tony.runtime.checkpoint import remote_checkpoints  # noqa: PLC0415
-    from tests._util import rm_app  # noqa: PLC0415
+    from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
+    from tests._util import rm_app
 
     hdfs = client.hdfs()
     ckpt = f"/tmp/bench-node-loss-{uuid.uuid4().hex[:8]}"
@@ -186,7 +186,7 @@ def main() -> int:
     parser.add_argument("--keep-cluster", action="store_true", help="leave the chaos cluster running")
     args = parser.parse_args()
     chaos_env()
-    from airflow_provider_tony.yarn.client import TonyClient  # noqa: PLC0415 - after the cluster env
+    from airflow_provider_tony.yarn.client import TonyClient
 
     runs: dict[str, list[dict[str, Any]]] = {"in_application": [], "airflow_retry": []}
     try:

@@ -4,6 +4,7 @@ The tracking benchmark needs this because the Python side of tracking is
 only half of it: each skein client runs a Java driver as a child process,
 and its CPU and memory belong to the cost of following a job.
 """
+
 from __future__ import annotations
 
 import os

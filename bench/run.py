@@ -10,6 +10,7 @@ test: no thresholds fail the run. Output: ``bench/results/latest.json`` and
 ``bench/results/latest.md`` (median, min, max, ratios), plus the machine,
 versions and date.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,12 @@ def stats(values: list[float]) -> dict[str, Any]:
     vals = [v for v in values if v is not None]
     if not vals:
         return {"n": 0}
-    return {"median": round(statistics.median(vals), 3), "min": round(min(vals), 3), "max": round(max(vals), 3),
-            "n": len(vals)}
+    return {
+        "median": round(statistics.median(vals), 3),
+        "min": round(min(vals), 3),
+        "max": round(max(vals), 3),
+        "n": len(vals),
+    }
 
 
 def wait(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -72,11 +77,21 @@ def wait(check: Callable[[], Any], timeout: float, what: str, interval: float = 
 
 
 def job(roles: dict[str, Any], **extra: Any) -> JobSpec:
-    return JobSpec.from_dict({"name": "bench", "roles": roles, "python": {"interpreter": PY},
-                              "heartbeat_interval": 1, "heartbeat_timeout": 30, "tags": ["tony-bench"], **extra})
+    return JobSpec.from_dict(
+        {
+            "name": "bench",
+            "roles": roles,
+            "python": {"interpreter": PY},
+            "heartbeat_interval": 1,
+            "heartbeat_timeout": 30,
+            "tags": ["tony-bench"],
+            **extra,
+        }
+    )
 
 
 # ---------------------------------------------------------------- 1. training overhead
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -85,8 +100,9 @@ def _free_port() -> int:
 
 
 def _tf_config(ports: list[int], index: int) -> str:
-    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                       "task": {"type": "worker", "index": index}})
+    return json.dumps(
+        {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
+    )
 
 
 def _steps_per_s(text: str, what: str) -> float:
@@ -135,10 +151,22 @@ def by_hand(steps_args: list[str]) -> float:
     procs = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(2):
-            env = {**os.environ, "PYTHONPATH": str(REPO), "TONY_CHECKPOINT_DIR": f"{tmp}/ckpt-{index}",
-                   "TONY_TENSORBOARD_DIR": f"{tmp}/tensorboard-{index}", "TF_CONFIG": _tf_config(ports, index)}
-            procs.append(subprocess.Popen([PY, str(TRAINING), *steps_args], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True))
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "TONY_CHECKPOINT_DIR": f"{tmp}/ckpt-{index}",
+                "TONY_TENSORBOARD_DIR": f"{tmp}/tensorboard-{index}",
+                "TF_CONFIG": _tf_config(ports, index),
+            }
+            procs.append(
+                subprocess.Popen(
+                    [PY, str(TRAINING), *steps_args],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
         outs = [p.communicate(timeout=600)[0] for p in procs]
     return _steps_per_s(outs[0], "by-hand run")
 
@@ -156,15 +184,21 @@ def on_bare_yarn(client: TonyClient, steps_args: list[str]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         services = {}
         for index in range(2):
-            env = {"PYTHONPATH": str(REPO), "TONY_CHECKPOINT_DIR": "ckpt", "TONY_TENSORBOARD_DIR": "tensorboard",
-                   "TF_CONFIG": _tf_config(ports, index)}
+            env = {
+                "PYTHONPATH": str(REPO),
+                "TONY_CHECKPOINT_DIR": "ckpt",
+                "TONY_TENSORBOARD_DIR": "tensorboard",
+                "TF_CONFIG": _tf_config(ports, index),
+            }
             command = shlex.join([PY, str(TRAINING), *steps_args])
             exports = "; ".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())  # skein's env is not quoted
             services[f"worker{index}"] = skein.Service(
                 resources=skein.Resources(memory="1 GiB", vcores=1),
-                script=f"{exports}; {command} > {shlex.quote(f'{tmp}/out-{index}')}")
-        spec = skein.ApplicationSpec(name="bench-bare-training", queue="default", tags=["tony-bench"],
-                                     services=services)
+                script=f"{exports}; {command} > {shlex.quote(f'{tmp}/out-{index}')}",
+            )
+        spec = skein.ApplicationSpec(
+            name="bench-bare-training", queue="default", tags=["tony-bench"], services=services
+        )
         app_id = client.skein.submit(spec)
         rep = wait(lambda: not (r := client.report(app_id)).active and r, 600, f"{app_id} to end", interval=0.5)
         if rep.final_status != "SUCCEEDED":
@@ -175,8 +209,13 @@ def on_bare_yarn(client: TonyClient, steps_args: list[str]) -> float:
 def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
     """The same script through TonyOperator (airflow dags test) on YARN."""
     conf = json.dumps({"args": steps_args})
-    out = subprocess.run([AIRFLOW, "dags", "test", "bench_train", "--conf", conf],
-                         env=airflow_env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [AIRFLOW, "dags", "test", "bench_train", "--conf", conf],
+        env=airflow_env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     text = out.stdout + out.stderr
     found = re.findall(r'"train_steps_per_s": ([\d.]+)', text)
     if not found:
@@ -184,8 +223,18 @@ def via_operator(steps_args: list[str], airflow_env: dict[str, str]) -> float:
     return float(found[-1])
 
 
-TRAINING_ARGS = ["--epochs", "12", "--steps-per-epoch", "60", "--batch-size", "1024", "--hidden", "2048",
-                 "--partition", "bench"]
+TRAINING_ARGS = [
+    "--epochs",
+    "12",
+    "--steps-per-epoch",
+    "60",
+    "--batch-size",
+    "1024",
+    "--hidden",
+    "2048",
+    "--partition",
+    "bench",
+]
 
 
 def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str]) -> dict[str, Any]:
@@ -201,31 +250,39 @@ def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str])
     names = list(arms)
     runs: dict[str, list[float]] = {name: [] for name in names}
     for i in range(rounds):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             quiet_machine()
             runs[name].append(arms[name]())
-        print("  round {}: by hand {:.1f}, bare YARN {:.1f}, TonyOperator {:.1f} steps/s".format(
-            i + 1, *(runs[name][-1] for name in names)), flush=True)
+        print(
+            "  round {}: by hand {:.1f}, bare YARN {:.1f}, TonyOperator {:.1f} steps/s".format(
+                i + 1, *(runs[name][-1] for name in names)
+            ),
+            flush=True,
+        )
 
     def ratios(top: str, bottom: str) -> list[float]:
         return [a / b for a, b in zip(runs[top], runs[bottom], strict=True)]
 
     tony_hand = ratios("tony_operator", "by_hand")
-    return {"by_hand_steps_per_s": stats(runs["by_hand"]), "bare_yarn_steps_per_s": stats(runs["bare_yarn"]),
-            "tony_operator_steps_per_s": stats(runs["tony_operator"]),
-            "pair_ratio_tony_over_hand": stats(tony_hand),
-            "pair_ratio_bare_yarn_over_hand": stats(ratios("bare_yarn", "by_hand")),
-            "pair_ratio_tony_over_bare_yarn": stats(ratios("tony_operator", "bare_yarn")),
-            "ratio_tony_over_hand": round(statistics.median(tony_hand), 3),
-            "ratio_of_medians": round(statistics.median(runs["tony_operator"]) / statistics.median(runs["by_hand"]),
-                                      3), "target_ratio": 0.97,
-            "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on every side "
-                    "a local checkpoint per epoch and TensorBoard events (under TonyOperator also uploaded to "
-                    "HDFS); bare YARN: the same two processes as containers of a skein application without TonY; "
-                    "the first epoch (tracing) is not timed"}
+    return {
+        "by_hand_steps_per_s": stats(runs["by_hand"]),
+        "bare_yarn_steps_per_s": stats(runs["bare_yarn"]),
+        "tony_operator_steps_per_s": stats(runs["tony_operator"]),
+        "pair_ratio_tony_over_hand": stats(tony_hand),
+        "pair_ratio_bare_yarn_over_hand": stats(ratios("bare_yarn", "by_hand")),
+        "pair_ratio_tony_over_bare_yarn": stats(ratios("tony_operator", "bare_yarn")),
+        "ratio_tony_over_hand": round(statistics.median(tony_hand), 3),
+        "ratio_of_medians": round(statistics.median(runs["tony_operator"]) / statistics.median(runs["by_hand"]), 3),
+        "target_ratio": 0.97,
+        "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on every side "
+        "a local checkpoint per epoch and TensorBoard events (under TonyOperator also uploaded to "
+        "HDFS); bare YARN: the same two processes as containers of a skein application without TonY; "
+        "the first epoch (tracing) is not timed",
+    }
 
 
 # ---------------------------------------------------------------- 2. start-up latency
+
 
 def _log_time(line: str) -> float:
     """The wall time an Airflow log line carries (``2026-11-29T18:20:11.325027Z [info ...``)."""
@@ -234,10 +291,11 @@ def _log_time(line: str) -> float:
     return pendulum.parse(line.split(" ", 1)[0]).timestamp()
 
 
-
 def tony_startup(client: TonyClient, workers: int) -> dict[str, float]:
-    spec = job({"worker": {"instances": workers, "memory": "256 MiB", "script": str(BEHAVE), "args": ["ok"]}},
-               success_policy="all_workers")
+    spec = job(
+        {"worker": {"instances": workers, "memory": "256 MiB", "script": str(BEHAVE), "args": ["ok"]}},
+        success_policy="all_workers",
+    )
     t0 = time.time()
     app_id = client.submit(spec)
     submitted = time.time()
@@ -257,9 +315,13 @@ def tony_startup(client: TonyClient, workers: int) -> dict[str, float]:
             raise RuntimeError(f"{app_id} ended early: {rep.diagnostics}")
         time.sleep(0.05)
     am0 = doc.am_started_wall or 0.0
-    result = {"submit_call": submitted - t0, "accepted": (accepted or submitted) - t0,
-              "am_running": am0 - t0, "all_registered": doc.milestone_wall(MILESTONE_CLUSTER_PUBLISHED) - t0,
-              "user_code_started": doc.milestone_wall(MILESTONE_ALL_USER_STARTED) - t0}
+    result = {
+        "submit_call": submitted - t0,
+        "accepted": (accepted or submitted) - t0,
+        "am_running": am0 - t0,
+        "all_registered": doc.milestone_wall(MILESTONE_CLUSTER_PUBLISHED) - t0,
+        "user_code_started": doc.milestone_wall(MILESTONE_ALL_USER_STARTED) - t0,
+    }
     client.wait(app_id, poll_interval=0.5, emit=lambda _l: None)
     return result
 
@@ -268,14 +330,28 @@ def skein_floor(client: TonyClient, workers: int) -> float:
     """A bare skein application with the same containers running `true`: submit -> all started."""
     import skein
 
-    spec = skein.ApplicationSpec(name="bench-floor", queue="default", tags=["tony-bench"], master=skein.Master(
-        resources=skein.Resources(memory="512 MiB", vcores=1)), services={"worker": skein.Service(
-            instances=workers, resources=skein.Resources(memory="256 MiB", vcores=1), script="true")})
+    spec = skein.ApplicationSpec(
+        name="bench-floor",
+        queue="default",
+        tags=["tony-bench"],
+        master=skein.Master(resources=skein.Resources(memory="512 MiB", vcores=1)),
+        services={
+            "worker": skein.Service(
+                instances=workers, resources=skein.Resources(memory="256 MiB", vcores=1), script="true"
+            )
+        },
+    )
     t0 = time.time()
     app_id = client.skein.submit(spec)
     app = client.skein.connect(app_id)
-    wait(lambda: len(app.get_containers(states=["RUNNING", "SUCCEEDED"])) >= workers
-         or len(app.get_containers(states=["SUCCEEDED"])) >= workers, 300, "floor containers")
+    wait(
+        lambda: (
+            len(app.get_containers(states=["RUNNING", "SUCCEEDED"])) >= workers
+            or len(app.get_containers(states=["SUCCEEDED"])) >= workers
+        ),
+        300,
+        "floor containers",
+    )
     took = time.time() - t0
     client.kill(app_id)
     return took
@@ -284,8 +360,9 @@ def skein_floor(client: TonyClient, workers: int) -> float:
 def tf_yarn_venv() -> tuple[Path | None, str]:
     """tf-yarn's own venv (bench/tf_yarn_setup.sh), made on first use; (python, why not)."""
     venv = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")) / "tf-yarn-venv"
-    out = subprocess.run(["bash", str(REPO / "bench" / "tf_yarn_setup.sh"), str(venv)], capture_output=True,
-                         text=True, timeout=1800)
+    out = subprocess.run(
+        ["bash", str(REPO / "bench" / "tf_yarn_setup.sh"), str(venv)], capture_output=True, text=True, timeout=1800
+    )
     if out.returncode != 0:
         last = [line for line in (out.stderr + out.stdout).splitlines() if line.strip()][-3:]
         return None, "tf-yarn could not be installed: " + " | ".join(last)
@@ -297,9 +374,21 @@ def tf_yarn_startup(python: Path, workers: int, repeat: int) -> tuple[list[dict[
 
     Returns the timed runs and the errors of the runs that failed (reported beside them).
     """
-    out = subprocess.run([str(python), str(REPO / "bench" / "tf_yarn_peer.py"), "--workers", str(workers),
-                          "--repeat", str(repeat), "--return-grace", "0"], capture_output=True, text=True,
-                         timeout=900 * repeat)
+    out = subprocess.run(
+        [
+            str(python),
+            str(REPO / "bench" / "tf_yarn_peer.py"),
+            "--workers",
+            str(workers),
+            "--repeat",
+            str(repeat),
+            "--return-grace",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900 * repeat,
+    )
     runs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     timed = [r for r in runs if "error" not in r]
     errors = [r["error"] for r in runs if "error" in r]
@@ -315,8 +404,9 @@ def operator_to_submitted(airflow_env: dict[str, str]) -> float:
     work before ``submit`` (connection, skein driver JVM start, re-attach
     lookup, staging the runtime archive).
     """
-    out = subprocess.run([AIRFLOW, "dags", "test", "bench_start"], env=airflow_env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [AIRFLOW, "dags", "test", "bench_start"], env=airflow_env, capture_output=True, text=True, timeout=600
+    )
     lines = (out.stdout + out.stderr).splitlines()
     started = next(line for line in lines if "YARN cluster http" in line and line[:4].isdigit())
     submitted = next(line for line in lines if re.search(r"submitted application_\d+_\d+ \(", line))
@@ -324,17 +414,21 @@ def operator_to_submitted(airflow_env: dict[str, str]) -> float:
 
 
 def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"operator_execute_to_submitted": stats([operator_to_submitted(airflow_env)
-                                                                   for _ in range(repeat)])}
+    out: dict[str, Any] = {
+        "operator_execute_to_submitted": stats([operator_to_submitted(airflow_env) for _ in range(repeat)])
+    }
     tf_yarn, why_not = tf_yarn_venv()
     for workers in (1, 2, 4, 8):
         runs = [tony_startup(client, workers) for _ in range(repeat)]
         floor = [skein_floor(client, workers) for _ in range(repeat)]
         phases = {k: stats([r[k] for r in runs]) for k in runs[0]}
         row = out[f"{workers}_workers"] = {
-            **phases, "bare_skein_all_started": stats(floor),
-            "ratio_user_code_started_over_floor": round(phases["user_code_started"]["median"]
-                                                        / stats(floor)["median"], 3)}
+            **phases,
+            "bare_skein_all_started": stats(floor),
+            "ratio_user_code_started_over_floor": round(
+                phases["user_code_started"]["median"] / stats(floor)["median"], 3
+            ),
+        }
         if tf_yarn is None:
             row["tf_yarn"] = why_not
             continue
@@ -345,19 +439,23 @@ def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
             continue
         if errors:
             row["tf_yarn_failed_runs"] = f"{len(errors)} of {len(peer) + len(errors)}: " + "; ".join(
-                e[:200] for e in errors)
+                e[:200] for e in errors
+            )
         row["tf_yarn_user_code_started"] = stats([r["user_code_started"] for r in peer])
         row["tf_yarn_app_finished"] = stats([r["all_done"] for r in peer])
         row["ratio_tf_yarn_over_tony_user_code_started"] = round(
-            row["tf_yarn_user_code_started"]["median"] / phases["user_code_started"]["median"], 2)
+            row["tf_yarn_user_code_started"]["median"] / phases["user_code_started"]["median"], 2
+        )
     out["tf_yarn_setup"] = (
         "tf-yarn 0.7.0 + tensorflow-cpu 2.15.1 in its own venv (bench/tf_yarn_setup.sh); its environment "
         "ships as a cluster-pack pex on HDFS, unpacked per submission (tf-yarn's default); the body only "
-        "records the time, like behave.py here; run_on_yarn's log fetching after the end is not timed")
+        "records the time, like behave.py here; run_on_yarn's log fetching after the end is not timed"
+    )
     return out
 
 
 # ---------------------------------------------------------------- 3. failure detection
+
 
 def _progress_time(client: TonyClient, app_id: str, task_id: str) -> float | None:
     """When ``task_id`` last reported progress (its host's wall clock), None before it has."""
@@ -367,8 +465,11 @@ def _progress_time(client: TonyClient, app_id: str, task_id: str) -> float | Non
 
 
 def detection(client: TonyClient, mode: str, timeout: float) -> dict[str, float]:
-    spec = job({"worker": {"instances": 2, "memory": "256 MiB", "script": str(BEHAVE),
-                           "args": [mode, "--index", "1"]}}, heartbeat_interval=1, heartbeat_timeout=timeout)
+    spec = job(
+        {"worker": {"instances": 2, "memory": "256 MiB", "script": str(BEHAVE), "args": [mode, "--index", "1"]}},
+        heartbeat_interval=1,
+        heartbeat_timeout=timeout,
+    )
     app_id = client.submit(spec)
     # behave.py reports progress step 1 and then, ~1.5 s later, stops or kills its executor.
     event_wall = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report") + 1.5
@@ -385,14 +486,22 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     import threading
 
     conf = json.dumps({"args": [mode, "--index", "1"]})
-    proc = subprocess.Popen([AIRFLOW, "dags", "test", "bench_fail", "--conf", conf],
-                            env=airflow_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [AIRFLOW, "dags", "test", "bench_fail", "--conf", conf],
+        env=airflow_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     try:
-        app_id = wait(lambda: next(iter(re.findall(r"submitted (application_\d+_\d+)", "".join(lines))), None),
-                      300, "the operator to submit")
+        app_id = wait(
+            lambda: next(iter(re.findall(r"submitted (application_\d+_\d+)", "".join(lines))), None),
+            300,
+            "the operator to submit",
+        )
         progress = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report")
         proc.wait(timeout=300)
         reader.join(timeout=30)
@@ -410,22 +519,30 @@ def bench_failure(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
     for name, mode in (("sigstop_executor", "stop-executor"), ("sigkill_executor", "kill-executor")):
         runs = [detection(client, mode, 5.0) for _ in range(repeat)]
         out[name] = {k: stats([r[k] for r in runs]) for k in runs[0]}
-        out[name]["to_airflow_task_failed"] = stats([airflow_detection(client, mode, airflow_env)
-                                                     for _ in range(repeat)])
-    out["config"] = {"heartbeat_interval": 1.0, "heartbeat_timeout": 5.0, "client_poll_interval": 1.0,
-                     "operator_poll_interval": 1.0}
+        out[name]["to_airflow_task_failed"] = stats(
+            [airflow_detection(client, mode, airflow_env) for _ in range(repeat)]
+        )
+    out["config"] = {
+        "heartbeat_interval": 1.0,
+        "heartbeat_timeout": 5.0,
+        "client_poll_interval": 1.0,
+        "operator_poll_interval": 1.0,
+    }
     return out
 
 
 # ---------------------------------------------------------------- 4. resume cost
+
 
 def bench_resume(client: TonyClient, repeat: int) -> dict[str, Any]:
     redone, restore = [], []
     for _ in range(repeat):
         ckpt = f"/tmp/bench-ckpt-{time.time_ns()}"
         args = ["--steps", "60", "--every", "10", "--fail-at", "35"]
-        spec = job({"worker": {"memory": "1 GiB", "script": str(COUNT), "args": args}},
-                   checkpoint={"dir": ckpt, "poll_interval": 0.5})
+        spec = job(
+            {"worker": {"memory": "1 GiB", "script": str(COUNT), "args": args}},
+            checkpoint={"dir": ckpt, "poll_interval": 0.5},
+        )
         first = client.wait(client.submit(spec, attempt=1), poll_interval=0.5, emit=lambda _l: None)
         second = client.wait(client.submit(spec, attempt=2), poll_interval=0.5, emit=lambda _l: None)
         assert not first.succeeded and second.succeeded
@@ -434,11 +551,16 @@ def bench_resume(client: TonyClient, repeat: int) -> dict[str, Any]:
         took = [float(m) for e in second.am_state.events for m in re.findall(r"restored checkpoint .* in ([\d.]+)s", e)]
         restore.extend(took)
         client.hdfs().delete(ckpt, recursive=True)
-    return {"steps_redone": stats(redone), "checkpoint_interval": 10, "killed_after_step": 35,
-            "restore_seconds": stats(restore)}
+    return {
+        "steps_redone": stats(redone),
+        "checkpoint_interval": 10,
+        "killed_after_step": 35,
+        "restore_seconds": stats(restore),
+    }
 
 
 # ---------------------------------------------------------------- 5. tracking cost
+
 
 def _am_container_pid(app_id: str) -> int:
     """The AM container's top process: skein's ApplicationMaster JVM, whose child runs tony's AM."""
@@ -457,8 +579,9 @@ def _am_container_pid(app_id: str) -> int:
 
 def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[str, Any]:
     """Per hour of following a running job; the skein driver JVM is counted with the Python process."""
-    sleepers = job({"worker": {"instances": 8, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}},
-                   am_memory=384)
+    sleepers = job(
+        {"worker": {"instances": 8, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}}, am_memory=384
+    )
     app_id = client.submit(sleepers)
     try:
         wait(lambda: (d := client.am_state(app_id)) and d.milestone_wall(MILESTONE_ALL_USER_STARTED), 300, "8 tasks")
@@ -479,23 +602,32 @@ def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[
     finally:
         client.kill(app_id)
     deferrable = bench_triggers(client, seconds, concurrent)
-    return {"am_cpu_seconds_per_hour_8_tasks": round(am_cpu * 3600, 1),
-            "am_rss_mib_8_tasks": round(am_after["rss_mib"], 1),
-            "polling_cpu_seconds_per_hour": round((after["cpu"] - before["cpu"]) / elapsed * 3600, 1),
-            "polling_rss_mib": round(after["rss_mib"], 1), "polling_jvms": after["jvms"],
-            **deferrable, "poll_interval_s": 5.0, "measured_seconds": seconds,
-            "note": "CPU and RSS count whole process trees: the AM is skein's ApplicationMaster JVM with tony's "
-                    "AM under it; polling and the triggerer include their skein driver JVM"}
+    return {
+        "am_cpu_seconds_per_hour_8_tasks": round(am_cpu * 3600, 1),
+        "am_rss_mib_8_tasks": round(am_after["rss_mib"], 1),
+        "polling_cpu_seconds_per_hour": round((after["cpu"] - before["cpu"]) / elapsed * 3600, 1),
+        "polling_rss_mib": round(after["rss_mib"], 1),
+        "polling_jvms": after["jvms"],
+        **deferrable,
+        "poll_interval_s": 5.0,
+        "measured_seconds": seconds,
+        "note": "CPU and RSS count whole process trees: the AM is skein's ApplicationMaster JVM with tony's "
+        "AM under it; polling and the triggerer include their skein driver JVM",
+    }
 
 
 def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[str, Any]:
     """``concurrent`` TonyTriggers in one event loop, as the triggerer runs them."""
-    spec = job({"worker": {"instances": 1, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}},
-               am_memory=384)
+    spec = job(
+        {"worker": {"instances": 1, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}}, am_memory=384
+    )
     apps = [client.submit(spec) for _ in range(concurrent)]
     try:
-        wait(lambda: all((d := client.am_state(a)) is not None and d.app_state == "RUNNING" for a in apps), 900,
-             f"{concurrent} jobs to run")
+        wait(
+            lambda: all((d := client.am_state(a)) is not None and d.app_state == "RUNNING" for a in apps),
+            900,
+            f"{concurrent} jobs to run",
+        )
         code = (
             "import asyncio, json, os, sys\n"
             f"sys.path.insert(0, {str(REPO / 'bench')!r})\n"
@@ -519,23 +651,31 @@ def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[
             "                      'jvms': after['jvms']}))\n"
             "asyncio.run(main())\n"
         )
-        out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=seconds + 300,
-                             env={**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp()})
+        out = subprocess.run(
+            [PY, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 300,
+            env={**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp()},
+        )
         if out.returncode != 0:
             raise RuntimeError(f"the trigger process failed:\n{out.stderr[-3000:]}")
         doc = json.loads(out.stdout.strip().splitlines()[-1])
     finally:
         for app in apps:
             client.kill(app)
-    return {"deferrable_jobs": concurrent,
-            "deferrable_cpu_seconds_per_hour_per_job": round(doc["cpu"] / seconds * 3600 / concurrent, 1),
-            "deferrable_cpu_seconds_per_hour_all_jobs": round(doc["cpu"] / seconds * 3600, 1),
-            "deferrable_rss_mib_triggerer_process": round(doc["rss_mib"], 1),
-            "deferrable_rss_mib_per_job": round(doc["rss_mib"] / concurrent, 1),
-            "deferrable_jvms": doc["jvms"]}
+    return {
+        "deferrable_jobs": concurrent,
+        "deferrable_cpu_seconds_per_hour_per_job": round(doc["cpu"] / seconds * 3600 / concurrent, 1),
+        "deferrable_cpu_seconds_per_hour_all_jobs": round(doc["cpu"] / seconds * 3600, 1),
+        "deferrable_rss_mib_triggerer_process": round(doc["rss_mib"], 1),
+        "deferrable_rss_mib_per_job": round(doc["rss_mib"] / concurrent, 1),
+        "deferrable_jvms": doc["jvms"],
+    }
 
 
 # ---------------------------------------------------------------- 6. scale on paper
+
 
 def bench_scale(cpu_clock: Callable[[], float] = time.process_time) -> dict[str, Any]:
     """The AM's bookkeeping for 100 and 1000 tasks, with ``cpu_clock`` (seconds) timing it."""
@@ -555,32 +695,50 @@ def bench_scale(cpu_clock: Callable[[], float] = time.process_time) -> dict[str,
         for r in range(rounds):
             now = 3.0 + r
             for task_id in spec.task_ids():
-                tracker.heartbeat(task_id, Heartbeat(seq=r, user_started=True, progress=Progress(
-                    step=r, epoch=0, time=now, total_steps=100, metrics={"loss": 0.5})), now)
+                tracker.heartbeat(
+                    task_id,
+                    Heartbeat(
+                        seq=r,
+                        user_started=True,
+                        progress=Progress(step=r, epoch=0, time=now, total_steps=100, metrics={"loss": 0.5}),
+                    ),
+                    now,
+                )
             tracker.check(now)
             size = len(tracker.document(now, now, r, "application_0_1").to_json())
         per_round = (cpu_clock() - t0) / rounds
-        out[f"{tasks}_tasks"] = {"register_all_cpu_ms": round(register_cpu * 1000, 2),
-                                 "cpu_ms_per_heartbeat_round": round(per_round * 1000, 2),
-                                 "state_document_kib": round(size / 1024, 1)}
+        out[f"{tasks}_tasks"] = {
+            "register_all_cpu_ms": round(register_cpu * 1000, 2),
+            "cpu_ms_per_heartbeat_round": round(per_round * 1000, 2),
+            "state_document_kib": round(size / 1024, 1),
+        }
     return out
 
 
 # ---------------------------------------------------------------- main
 
+
 def airflow_env() -> dict[str, str]:
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "bench-airflow"
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "bench" / "dags")}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "bench" / "dags"),
+    }
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True)
     return env
 
 
 def markdown(doc: dict[str, Any]) -> str:
-    lines = [f"# Benchmark results ({doc['date']})", "",
-             f"Machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB; "
-             f"Python {doc['versions']['python']}, TensorFlow {doc['versions'].get('tensorflow')}, "
-             f"Airflow {doc['versions'].get('airflow')}, skein {doc['versions'].get('skein')}, Hadoop 3.4.2.", ""]
+    lines = [
+        f"# Benchmark results ({doc['date']})",
+        "",
+        f"Machine: {doc['machine']['cores']} cores, {doc['machine']['memory_gib']} GiB; "
+        f"Python {doc['versions']['python']}, TensorFlow {doc['versions'].get('tensorflow')}, "
+        f"Airflow {doc['versions'].get('airflow')}, skein {doc['versions'].get('skein')}, Hadoop 3.4.2.",
+        "",
+    ]
 
     def walk(prefix: str, value: Any) -> None:
         if isinstance(value, dict) and {"median", "min", "max"} <= set(value):
@@ -616,16 +774,25 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
-    parser.add_argument("--training-rounds", type=int, default=8,
-                        help="rounds of by hand / bare YARN / TonyOperator for the training benchmark "
-                             "(noisier than the others)")
+    parser.add_argument(
+        "--training-rounds",
+        type=int,
+        default=8,
+        help="rounds of by hand / bare YARN / TonyOperator for the training benchmark (noisier than the others)",
+    )
     args = parser.parse_args()
     wanted = args.only.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "versions": versions(),
-                           "machine": {"cores": os.cpu_count(), "memory_gib": round(
-                               os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-                           "repeat": args.repeat, "benchmarks": {}}
+    doc: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "versions": versions(),
+        "machine": {
+            "cores": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        },
+        "repeat": args.repeat,
+        "benchmarks": {},
+    }
     previous = RESULTS / "latest.json"
     if previous.exists() and set(wanted) != set(ALL):
         # A partial run (--only) updates its sections and keeps the others.

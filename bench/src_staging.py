@@ -10,6 +10,7 @@ round changes one byte so that its first call is really a first. Writes
 ``bench/results/src_staging.json``; needs the local cluster's environment
 (``eval "$(make -s cluster-env)"``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ def make_tree(root: Path, mib: int, seed: int = 7) -> int:
             data = rng.randbytes(200_000)
             path = pkg / f"asset{i}.bin"
         else:
-            lines = [f"def f{k}({rng.choice(words)}, {rng.choice(words)}):\n    return {rng.random():.6f}\n"
-                     for k in range(2500)]
+            lines = [
+                f"def f{k}({rng.choice(words)}, {rng.choice(words)}):\n    return {rng.random():.6f}\n"
+                for k in range(2500)
+            ]
             data = "".join(lines).encode()
             path = pkg / f"mod{i}.py"
         path.write_bytes(data)
@@ -66,15 +69,27 @@ def main() -> int:
             second = client.stage_source(str(root))
             t2 = time.perf_counter()
             assert first.uploaded and not second.uploaded and first.url == second.url
-            rows.append({"first_s": round(t1 - t0, 3), "first_scan_hash_s": round(first.scan_s, 3),
-                         "first_pack_s": round(first.pack_s, 3), "first_upload_s": round(first.upload_s, 3),
-                         "second_s": round(t2 - t1, 3), "archive_bytes": client.hdfs().status(
-                             "/" + first.url.split("://", 1)[1].split("/", 1)[1])["length"]})
+            rows.append(
+                {
+                    "first_s": round(t1 - t0, 3),
+                    "first_scan_hash_s": round(first.scan_s, 3),
+                    "first_pack_s": round(first.pack_s, 3),
+                    "first_upload_s": round(first.upload_s, 3),
+                    "second_s": round(t2 - t1, 3),
+                    "archive_bytes": client.hdfs().status("/" + first.url.split("://", 1)[1].split("/", 1)[1])[
+                        "length"
+                    ],
+                }
+            )
             print(rows[-1], flush=True)
-    doc = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-           "tree_bytes": size, "rounds": rows,
-           "median_first_s": statistics.median(r["first_s"] for r in rows),
-           "median_second_s": statistics.median(r["second_s"] for r in rows)}
+    doc = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "tree_bytes": size,
+        "rounds": rows,
+        "median_first_s": statistics.median(r["first_s"] for r in rows),
+        "median_second_s": statistics.median(r["second_s"] for r in rows),
+    }
     RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "rounds"}, indent=2))
     return 0

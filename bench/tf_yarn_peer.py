@@ -23,6 +23,7 @@ aggregated logs, which this cluster does not keep; null when it hung and was
 interrupted, see ``watchdog``). The skein driver is started before the clock,
 as in our own benchmark.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,9 @@ def rm_app(app_id: str) -> dict[str, Any]:
         return json.load(resp)["app"]
 
 
-def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: bool, timeout: float,
-            grace: float = GRACE) -> dict[str, Any]:
+def one_run(
+    pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: bool, timeout: float, grace: float = GRACE
+) -> dict[str, Any]:
     import skein
     from tf_yarn import TaskSpec
     from tf_yarn.distributed.client import run_on_yarn
@@ -116,8 +118,14 @@ def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: b
     threading.Thread(target=watchdog, daemon=True).start()
     try:  # in the main thread: tf-yarn installs a SIGINT handler
         with contextlib.redirect_stdout(sys.stderr):  # tf-yarn print()s its progress; stdout is for the JSON
-            run_on_yarn(body, {"worker": TaskSpec(memory=memory, vcores=1, instances=workers)},
-                        pyenv_zip_path=pyenv, skein_client=client, queue="default", name=NAME)
+            run_on_yarn(
+                body,
+                {"worker": TaskSpec(memory=memory, vcores=1, instances=workers)},
+                pyenv_zip_path=pyenv,
+                skein_client=client,
+                queue="default",
+                name=NAME,
+            )
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - reported in the JSON line
         error = f"{type(exc).__name__}: {exc}"
     finally:
@@ -131,9 +139,14 @@ def one_run(pyenv: str, workers: int, memory: str, work: Path, fresh_pex_root: b
     app_id = starts[0][1]
     while (app := rm_app(app_id))["state"] not in FINAL:
         time.sleep(0.1)
-    result = {"workers": workers, "user_code_started": round(max(float(s[0]) for s in starts) - t0, 3),
-              "all_done": round(app["finishedTime"] / 1000 - t0, 3), "app_id": app_id,
-              "returned": None if hung else round(returned - t0, 3), "final_status": app["finalStatus"]}
+    result = {
+        "workers": workers,
+        "user_code_started": round(max(float(s[0]) for s in starts) - t0, 3),
+        "all_done": round(app["finishedTime"] / 1000 - t0, 3),
+        "app_id": app_id,
+        "returned": None if hung else round(returned - t0, 3),
+        "final_status": app["finalStatus"],
+    }
     if grace == 0 and hung:  # asked for: the figures are in, the log fetching is not timed
         result["interrupted_after_app_end"] = True
     elif hung or error:
@@ -150,9 +163,13 @@ def main() -> int:
     ap.add_argument("--local-env", action="store_true", help="hand skein the local pex (uploaded on each submit)")
     ap.add_argument("--warm-pex-root", action="store_true", help="one PEX_ROOT for all runs (unpacked once)")
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--return-grace", type=float, default=GRACE,
-                    help="seconds after the app ends to wait for run_on_yarn to return; 0: interrupt it at once "
-                         "(its log fetching retries for ~50 s on a cluster without log aggregation)")
+    ap.add_argument(
+        "--return-grace",
+        type=float,
+        default=GRACE,
+        help="seconds after the app ends to wait for run_on_yarn to return; 0: interrupt it at once "
+        "(its log fetching retries for ~50 s on a cluster without log aggregation)",
+    )
     args = ap.parse_args()
 
     # cluster-pack runs `pex` from PATH; the venv may not be activated.
@@ -178,8 +195,14 @@ def main() -> int:
             os.environ["PEX_ROOT"] = str(work / "pex-root")
             print(f"warm-up: {json.dumps(one_run(pyenv, 1, args.memory, work, False, args.timeout))}", file=sys.stderr)
         for _ in range(args.repeat):
-            print(json.dumps(one_run(pyenv, args.workers, args.memory, work, not args.warm_pex_root, args.timeout,
-                                     args.return_grace)), flush=True)
+            print(
+                json.dumps(
+                    one_run(
+                        pyenv, args.workers, args.memory, work, not args.warm_pex_root, args.timeout, args.return_grace
+                    )
+                ),
+                flush=True,
+            )
         return 0
     except Exception as exc:  # noqa: BLE001 - one machine-readable line, whatever went wrong
         print(json.dumps({"workers": args.workers, "error": f"{type(exc).__name__}: {exc}"}), flush=True)

@@ -24,6 +24,7 @@ Results go to ``bench/results/tracking.json`` and ``.md``. Absolute figures
 drift on a shared machine; the before/after pairs are taken minutes apart on
 the same jobs, which is what makes them comparable.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ WARMUP_S = 15.0  # the first polls start a driver, import httpx, open connection
 
 
 # ---------------------------------------------------------------- the followers (run in a child process)
+
 
 def _before_poll(client: Any, app_id: str) -> None:
     """One look as the skein-driver follower took it: YARN's report, then the state from the store."""
@@ -127,8 +129,13 @@ def child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[s
             from airflow_provider_tony.triggers.tony import TonyTrigger
 
             async def one(app: str) -> None:
-                trig = TonyTrigger(app_id=app, yarn_conn_id="tony_yarn_default", poll_interval=interval,
-                                   startup_timeout=600, am_stale_timeout=600)
+                trig = TonyTrigger(
+                    app_id=app,
+                    yarn_conn_id="tony_yarn_default",
+                    poll_interval=interval,
+                    startup_timeout=600,
+                    am_stale_timeout=600,
+                )
                 async for event in trig.run():
                     raise RuntimeError(f"{app} ended while measured: {event.payload}")
 
@@ -149,16 +156,31 @@ def child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[s
 
 # ---------------------------------------------------------------- the run
 
+
 def run_child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", mode, "--apps", ",".join(apps), "--seconds", str(seconds),
-           "--poll-interval", str(interval)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--apps",
+        ",".join(apps),
+        "--seconds",
+        str(seconds),
+        "--poll-interval",
+        str(interval),
+    ]
     env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tony-bench-"), "PYTHONPATH": str(REPO)}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + WARMUP_S + 300, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{out.stderr[-3000:]}")
     doc = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"jobs": len(apps), "cpu_seconds_per_hour": round(doc["cpu"] / seconds * 3600, 1),
-            "rss_mib": round(doc["rss_mib"], 1), "jvms": doc["jvms"]}
+    return {
+        "jobs": len(apps),
+        "cpu_seconds_per_hour": round(doc["cpu"] / seconds * 3600, 1),
+        "rss_mib": round(doc["rss_mib"], 1),
+        "jvms": doc["jvms"],
+    }
 
 
 def main() -> int:
@@ -176,10 +198,17 @@ def main() -> int:
     from airflow_provider_tony.runtime.spec import JobSpec
     from airflow_provider_tony.yarn.client import TonyClient
 
-    spec = JobSpec.from_dict({
-        "name": "bench-tracking", "python": {"interpreter": sys.executable}, "tags": ["tony-bench"],
-        "heartbeat_interval": 1, "heartbeat_timeout": 60, "am_memory": 384,
-        "roles": {"worker": {"instances": 1, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}}})
+    spec = JobSpec.from_dict(
+        {
+            "name": "bench-tracking",
+            "python": {"interpreter": sys.executable},
+            "tags": ["tony-bench"],
+            "heartbeat_interval": 1,
+            "heartbeat_timeout": 60,
+            "am_memory": 384,
+            "roles": {"worker": {"instances": 1, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}},
+        }
+    )
     client = TonyClient.from_env()
     apps = [client.submit(spec) for _ in range(args.jobs)]
     rows: dict[str, dict[str, Any]] = {}
@@ -199,9 +228,14 @@ def main() -> int:
                 raise TimeoutError(f"{args.jobs} jobs did not all run within 1200 s")
             time.sleep(5)
         client.release_driver()
-        for mode, followed in (("polling-before", apps[:1]), ("polling-after", apps[:1]),
-                               ("deferred-before", apps[:1]), ("deferred-after", apps[:1]),
-                               ("deferred-before", apps), ("deferred-after", apps)):
+        for mode, followed in (
+            ("polling-before", apps[:1]),
+            ("polling-after", apps[:1]),
+            ("deferred-before", apps[:1]),
+            ("deferred-after", apps[:1]),
+            ("deferred-before", apps),
+            ("deferred-after", apps),
+        ):
             key = f"{mode} ({len(followed)} job{'s' if len(followed) > 1 else ''})"
             rows[key] = run_child(mode, followed, args.seconds, args.poll_interval)
             print(key, rows[key], flush=True)
@@ -212,18 +246,26 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001 - report, keep killing the others
                 print(f"could not kill {app}: {exc}", file=sys.stderr)
         client.close()
-    doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
-           "cpus": os.cpu_count(), "seconds": args.seconds, "poll_interval_s": args.poll_interval,
-           "note": "whole process trees (a skein driver JVM counts with its Python process); "
-                   "the machine was shared with other work while measured", "results": rows}
+    doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "seconds": args.seconds,
+        "poll_interval_s": args.poll_interval,
+        "note": "whole process trees (a skein driver JVM counts with its Python process); "
+        "the machine was shared with other work while measured",
+        "results": rows,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "tracking.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = ["| mode | jobs | CPU-s/h | RSS MiB | JVMs |", "|---|---|---|---|---|"]
-    lines += [f"| {k} | {v['jobs']} | {v['cpu_seconds_per_hour']} | {v['rss_mib']} | {v['jvms']} |"
-              for k, v in rows.items()]
-    (RESULTS / "tracking.md").write_text(f"{doc['date']}, {doc['cpus']} CPUs, {args.seconds:g} s per mode, "
-                                         f"poll every {args.poll_interval:g} s; {doc['note']}\n\n"
-                                         + "\n".join(lines) + "\n")
+    lines += [
+        f"| {k} | {v['jobs']} | {v['cpu_seconds_per_hour']} | {v['rss_mib']} | {v['jvms']} |" for k, v in rows.items()
+    ]
+    (RESULTS / "tracking.md").write_text(
+        f"{doc['date']}, {doc['cpus']} CPUs, {args.seconds:g} s per mode, "
+        f"poll every {args.poll_interval:g} s; {doc['note']}\n\n" + "\n".join(lines) + "\n"
+    )
     print("\n".join(lines))
     return 0
 

@@ -8,6 +8,7 @@ With ``warm_start`` (default on) a run that has no checkpoint yet starts from
 yesterday's weights. Each published model emits an event on the ``digits`` model
 asset, which schedules ``tony_score_new_model``.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -31,8 +32,12 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz=TZ),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True,
-                  "max_retry_delay": timedelta(minutes=20)},
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=20),
+    },
     tags=["tony", "training"],
     doc_md=__doc__,
     params={"warm_start": Param(True, type="boolean", title="Warm start from yesterday's checkpoint")},
@@ -42,16 +47,27 @@ with DAG(
         execution_timeout=timedelta(hours=2),
         model_asset=model_asset("digits"),  # each new model schedules tony_score_new_model
         checkpoint_dir=BASE + "/checkpoints/digits/{{ " + DAY + ".to_date_string() }}",
-        warm_start_from="{{ (" + BASE_EXPR + " ~ '/checkpoints/digits/' ~ " + DAY
-                        + ".subtract(days=1).to_date_string()) if params.warm_start else '' }}",
+        warm_start_from="{{ ("
+        + BASE_EXPR
+        + " ~ '/checkpoints/digits/' ~ "
+        + DAY
+        + ".subtract(days=1).to_date_string()) if params.warm_start else '' }}",
         job={
             "queue": "default",
             "roles": {
                 "worker": {
-                    "instances": 2, "memory": "1 GiB", "vcores": 1,
+                    "instances": 2,
+                    "memory": "1 GiB",
+                    "vcores": 1,
                     "script": str(TRAINING / "digits_mwms.py"),
-                    "args": ["--epochs", "3", "--steps-per-epoch", "25",
-                             "--partition", "{{ " + DAY + ".to_date_string() }}"],
+                    "args": [
+                        "--epochs",
+                        "3",
+                        "--steps-per-epoch",
+                        "25",
+                        "--partition",
+                        "{{ " + DAY + ".to_date_string() }}",
+                    ],
                 },
             },
             "heartbeat_timeout": 60,

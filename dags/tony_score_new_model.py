@@ -37,14 +37,14 @@ with DAG(
     @task
     def score(**context: Any) -> dict[str, Any]:
         """Load the published model from HDFS and report its accuracy on the last ``samples`` digits."""
-        import os  # noqa: PLC0415
+        import os
 
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the model was written by tf-keras
-        import numpy as np  # noqa: PLC0415
-        import tf_keras  # noqa: PLC0415
-        from sklearn.datasets import load_digits  # noqa: PLC0415
+        import numpy as np
+        import tf_keras
+        from sklearn.datasets import load_digits
 
-        from airflow_provider_tony.hooks.yarn import YarnHook  # noqa: PLC0415
+        from airflow_provider_tony.hooks.yarn import YarnHook
 
         model_dir = context["params"]["model_dir"]
         events = context["triggering_asset_events"].get(DIGITS_MODEL) or []

@@ -5,6 +5,7 @@ created, and by the operator (JobSpec validation and the cluster's limits)
 before anything reaches YARN. Values reach the training script as arguments
 of an argument list, never through a shell.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from airflow_provider_tony.operators.tony import TonyOperator
 
 TRAINING = Path(__file__).resolve().parent / "training"
 
+
 def on_demand_dag(dag_id: str, doc: str, **mode: Any) -> DAG:
     """The trigger-form DAG; ``mode`` goes to the operator (``deferrable=False`` polls from the worker)."""
     with DAG(
@@ -25,20 +27,45 @@ def on_demand_dag(dag_id: str, doc: str, **mode: Any) -> DAG:
         tags=["tony", "training", "on-demand"],
         doc_md=doc,
         params={
-            "workers": Param(2, type="integer", minimum=1, maximum=4, title="Workers",
-                             description="TensorFlow workers (1-4)"),
+            "workers": Param(
+                2, type="integer", minimum=1, maximum=4, title="Workers", description="TensorFlow workers (1-4)"
+            ),
             "epochs": Param(3, type="integer", minimum=1, maximum=20, title="Epochs"),
-            "steps_per_epoch": Param(20, type="integer", minimum=5, maximum=1000, title="Steps per epoch",
-                                     description="Batches per epoch (5-1000): how long the run trains"),
+            "steps_per_epoch": Param(
+                20,
+                type="integer",
+                minimum=5,
+                maximum=1000,
+                title="Steps per epoch",
+                description="Batches per epoch (5-1000): how long the run trains",
+            ),
             "learning_rate": Param(0.05, type="number", exclusiveMinimum=0, maximum=1, title="Learning rate"),
-            "strategy": Param("multi_worker_mirrored", enum=["multi_worker_mirrored", "parameter_server"],
-                              title="Distribution strategy"),
-            "dataset_date": Param("2026-11-01", type="string", format="date", title="Dataset date",
-                                  description="Which daily partition to train on (YYYY-MM-DD)"),
-            "tensorboard": Param(False, type="boolean", title="TensorBoard",
-                                 description="Serve TensorBoard while training (the task page links to it)"),
-            "run_label": Param("adhoc", type="string", minLength=1, maxLength=64, title="Run label",
-                               description="Free text shown in the job name and passed to the script"),
+            "strategy": Param(
+                "multi_worker_mirrored",
+                enum=["multi_worker_mirrored", "parameter_server"],
+                title="Distribution strategy",
+            ),
+            "dataset_date": Param(
+                "2026-11-01",
+                type="string",
+                format="date",
+                title="Dataset date",
+                description="Which daily partition to train on (YYYY-MM-DD)",
+            ),
+            "tensorboard": Param(
+                False,
+                type="boolean",
+                title="TensorBoard",
+                description="Serve TensorBoard while training (the task page links to it)",
+            ),
+            "run_label": Param(
+                "adhoc",
+                type="string",
+                minLength=1,
+                maxLength=64,
+                title="Run label",
+                description="Free text shown in the job name and passed to the script",
+            ),
         },
     ) as dag:
 
@@ -51,17 +78,31 @@ def on_demand_dag(dag_id: str, doc: str, **mode: Any) -> DAG:
             if params["strategy"] == "parameter_server":
                 script = str(TRAINING / "digits_ps.py")
                 roles = {
-                    "chief": {"memory": "1 GiB", "script": script,
-                              "args": ["--steps", str(steps * int(params["epochs"])), *common]},
+                    "chief": {
+                        "memory": "1 GiB",
+                        "script": script,
+                        "args": ["--steps", str(steps * int(params["epochs"])), *common],
+                    },
                     "worker": {"instances": int(params["workers"]), "memory": "1 GiB", "script": script},
                     "ps": {"memory": "768 MiB", "script": script},
                 }
             else:
-                roles = {"worker": {"instances": int(params["workers"]), "memory": "1 GiB",
-                                    "script": str(TRAINING / "digits_mwms.py"),
-                                    "args": ["--epochs", str(params["epochs"]), "--steps-per-epoch", str(steps),
-                                             "--partition", f"{params['dataset_date']}/{params['run_label']}",
-                                             *common]}}
+                roles = {
+                    "worker": {
+                        "instances": int(params["workers"]),
+                        "memory": "1 GiB",
+                        "script": str(TRAINING / "digits_mwms.py"),
+                        "args": [
+                            "--epochs",
+                            str(params["epochs"]),
+                            "--steps-per-epoch",
+                            str(steps),
+                            "--partition",
+                            f"{params['dataset_date']}/{params['run_label']}",
+                            *common,
+                        ],
+                    }
+                }
             if params.get("tensorboard"):  # linked from the task page ("TensorBoard") while it serves
                 roles["tensorboard"] = {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"}
             return {"name": "on-demand-digits", "roles": roles, "heartbeat_timeout": 60, "deadline": 3600}
@@ -76,4 +117,5 @@ train_on_demand = on_demand_dag("tony_train_on_demand", __doc__ or "")
 train_on_demand_in_worker = on_demand_dag(
     "tony_train_on_demand_in_worker",
     (__doc__ or "") + "\n\nThis one follows the job from a worker slot (polling), with no triggerer.",
-    deferrable=False)
+    deferrable=False,
+)

@@ -11,6 +11,7 @@ ports derive from ``$TONY_DEVCLUSTER_PORT_BASE`` (API/UI on base+380,
 PostgreSQL on base+432). ``down`` stops exactly what ``up`` started.
 Standard library only; Airflow is the project venv's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,7 +93,7 @@ def _pid(home: Path, name: str) -> int | None:
 
 
 def _health(api_port: object) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/api/v2/monitor/health", timeout=5) as r:  # noqa: S310
+    with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/api/v2/monitor/health", timeout=5) as r:
         return json.load(r)
 
 
@@ -106,8 +107,10 @@ def airflow_beside(python: str) -> str:
     """
     airflow = os.path.join(os.path.dirname(os.path.abspath(python)), "airflow")
     if not os.access(airflow, os.X_OK):
-        raise StackError(f"--python {python!r}: no airflow script beside it ({airflow}); pass the python of "
-                         "the venv Airflow is installed in (make venv creates .venv)")
+        raise StackError(
+            f"--python {python!r}: no airflow script beside it ({airflow}); pass the python of "
+            "the venv Airflow is installed in (make venv creates .venv)"
+        )
     return airflow
 
 
@@ -136,8 +139,19 @@ def up(python: str) -> None:
         out = as_postgres([pg_bin("pg_ctl"), "-D", str(pgdata), "-o", opts, "-l", str(log), "-w", "start"])
         if out.returncode:
             raise StackError(f"PostgreSQL did not start: {out.stderr[-1000:]}\n{log.read_text()[-2000:]}")
-    exists = as_postgres([pg_bin("psql"), "-h", "127.0.0.1", "-p", str(lay["pg_port"]), "-U", "postgres", "-tAc",
-                          "select 1 from pg_database where datname='airflow'"])
+    exists = as_postgres(
+        [
+            pg_bin("psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(lay["pg_port"]),
+            "-U",
+            "postgres",
+            "-tAc",
+            "select 1 from pg_database where datname='airflow'",
+        ]
+    )
     if exists.stdout.strip() != "1":
         as_postgres([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(lay["pg_port"]), "-U", "postgres", "airflow"])
     env = {**os.environ, **airflow_env(lay)}
@@ -147,8 +161,15 @@ def up(python: str) -> None:
     for name in SERVICES:
         if _pid(home, name) is None:
             with open(home / "logs" / f"{name}.log", "ab") as out:
-                proc = subprocess.Popen([airflow, name], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=home)
+                proc = subprocess.Popen(
+                    [airflow, name],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    cwd=home,
+                )
             (home / "run" / f"{name}.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + 240
     last: object = None
@@ -159,11 +180,15 @@ def up(python: str) -> None:
                 raise StackError(f"airflow {name} exited; tail of its log:\n{tail}")
         try:
             last = _health(lay["api_port"])
-            states = [last.get(k, {}).get("status") for k in ("metadatabase", "scheduler", "triggerer",
-                                                               "dag_processor")]
+            states = [
+                last.get(k, {}).get("status") for k in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+            ]
             if all(s == "healthy" for s in states):
-                print(f"Airflow up: http://127.0.0.1:{lay['api_port']}/ (user {USER}, password in "
-                      f"{home / 'passwords.json'})", file=sys.stderr)
+                print(
+                    f"Airflow up: http://127.0.0.1:{lay['api_port']}/ (user {USER}, password in "
+                    f"{home / 'passwords.json'})",
+                    file=sys.stderr,
+                )
                 return
         except (urllib.error.URLError, OSError, ValueError):
             pass

@@ -32,6 +32,7 @@ on every web server, block access tokens, SASL data transfer and YARN ACLs
 (the fragments in ``conf-secure/``). A home started secure stays secure:
 ``env`` and ``status`` read the marker ``up`` leaves in it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kdc  # noqa: E402 - a sibling module; this file also runs as a script
+import kdc
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -92,13 +93,22 @@ PORT_OFFSETS = {
 ADD_OPENS = [
     f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
     for pkg in (
-        "java.io", "java.lang", "java.lang.reflect", "java.math", "java.net",
-        "java.nio", "java.text", "java.util", "java.util.concurrent",
-        "java.util.concurrent.atomic", "java.util.zip", "sun.nio.ch",
-        "sun.security.util", "sun.security.x509",
+        "java.io",
+        "java.lang",
+        "java.lang.reflect",
+        "java.math",
+        "java.net",
+        "java.nio",
+        "java.text",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "java.util.zip",
+        "sun.nio.ch",
+        "sun.security.util",
+        "sun.security.x509",
     )
-] + ["--add-exports=java.base/sun.net.dns=ALL-UNNAMED",
-     "--add-exports=java.base/sun.net.util=ALL-UNNAMED"]
+] + ["--add-exports=java.base/sun.net.dns=ALL-UNNAMED", "--add-exports=java.base/sun.net.util=ALL-UNNAMED"]
 
 
 #: NodeManager ``I`` uses these offsets plus ``NM_PORT_STRIDE * I``: NM 0 keeps
@@ -158,8 +168,10 @@ class Layout:
     @classmethod
     def from_env(cls) -> Layout:
         home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve()
-        secure = (os.environ.get("TONY_DEVCLUSTER_SECURE", "").lower() in ("1", "true", "yes")
-                  or (home / SECURE_MARKER).exists())
+        secure = (
+            os.environ.get("TONY_DEVCLUSTER_SECURE", "").lower() in ("1", "true", "yes")
+            or (home / SECURE_MARKER).exists()
+        )
         layout = cls(
             home=home,
             port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
@@ -171,18 +183,24 @@ class Layout:
             secure=secure,
         )
         if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
-            raise ClusterError(f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}: the port layout "
-                               f"has room for 1 to {MAX_NODEMANAGERS} NodeManagers; pick one of those")
+            raise ClusterError(
+                f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}: the port layout "
+                f"has room for 1 to {MAX_NODEMANAGERS} NodeManagers; pick one of those"
+            )
         if not 0 <= layout.gpus <= 64:
             raise ClusterError(f"TONY_DEVCLUSTER_GPUS={layout.gpus}: give 0 to 64 stand-in GPUs")
         if layout.nm_expiry_ms < 1000:
-            raise ClusterError(f"TONY_DEVCLUSTER_NM_EXPIRY_MS={layout.nm_expiry_ms}: give at least 1000 ms "
-                               "(NodeManagers heartbeat every 250 ms; a shorter expiry loses healthy nodes)")
+            raise ClusterError(
+                f"TONY_DEVCLUSTER_NM_EXPIRY_MS={layout.nm_expiry_ms}: give at least 1000 ms "
+                "(NodeManagers heartbeat every 250 ms; a shorter expiry loses healthy nodes)"
+            )
         if layout.secure and layout.multi_node:
             # One NodeManager principal and keytab per host would be needed;
             # the secure profile is about credentials, not placement.
-            raise ClusterError(f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers} with the secure profile: "
-                               "the secure cluster runs one NodeManager; unset one of the two")
+            raise ClusterError(
+                f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers} with the secure profile: "
+                "the secure cluster runs one NodeManager; unset one of the two"
+            )
         return layout
 
     @property
@@ -309,12 +327,13 @@ def java_home() -> Path:
     candidates += [os.environ.get("JAVA_HOME", "")]
     for cand in candidates:
         if cand and (Path(cand) / "bin" / "java").exists():
-            out = subprocess.run([str(Path(cand) / "bin" / "java"), "-version"],
-                                 capture_output=True, text=True).stderr
+            out = subprocess.run([str(Path(cand) / "bin" / "java"), "-version"], capture_output=True, text=True).stderr
             if '"17.' in out or " 17." in out:
                 return Path(cand)
-    raise ClusterError("no OpenJDK 17 found: install it (apt-get install openjdk-17-jdk-headless) "
-                       "or set TONY_JAVA_HOME to its directory")
+    raise ClusterError(
+        "no OpenJDK 17 found: install it (apt-get install openjdk-17-jdk-headless) "
+        "or set TONY_JAVA_HOME to its directory"
+    )
 
 
 # ---------------------------------------------------------------- jars
@@ -332,8 +351,16 @@ def fetch_jars(layout: Layout) -> bool:
         shutil.rmtree(layout.jars)
     layout.jars.mkdir(parents=True)
     # Write-then-stamp: an interrupted download is redone on the next `up`.
-    cmd = ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies",
-           "-DincludeScope=runtime", f"-DoutputDirectory={layout.jars}"]
+    cmd = [
+        "mvn",
+        "-B",
+        "-q",
+        "-f",
+        str(POM),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={layout.jars}",
+    ]
     print(f"fetching Hadoop jars with Maven into {layout.jars} ...", file=sys.stderr)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -373,15 +400,19 @@ def _label_properties(layout: Layout) -> str:
     if not layout.multi_node:
         return ""
     cs = "yarn.scheduler.capacity.root"
-    return "".join([
-        _prop("yarn.scheduler.capacity.resource-calculator",
-              "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator"),
-        _prop(f"{cs}.accessible-node-labels", GPU_LABEL),
-        _prop(f"{cs}.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
-        _prop(f"{cs}.training.accessible-node-labels", GPU_LABEL),
-        _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
-        _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.maximum-capacity", "100"),
-    ])
+    return "".join(
+        [
+            _prop(
+                "yarn.scheduler.capacity.resource-calculator",
+                "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+            ),
+            _prop(f"{cs}.accessible-node-labels", GPU_LABEL),
+            _prop(f"{cs}.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
+            _prop(f"{cs}.training.accessible-node-labels", GPU_LABEL),
+            _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.capacity", "100"),
+            _prop(f"{cs}.training.accessible-node-labels.{GPU_LABEL}.maximum-capacity", "100"),
+        ]
+    )
 
 
 def _extra_yarn_properties(layout: Layout, index: int) -> str:
@@ -397,8 +428,10 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
         # killing them. (Later properties win over the template's "false".)
         _prop("yarn.resourcemanager.recovery.enabled", "true"),
         _prop("yarn.resourcemanager.work-preserving-recovery.enabled", "true"),
-        _prop("yarn.resourcemanager.store.class",
-              "org.apache.hadoop.yarn.server.resourcemanager.recovery.FileSystemRMStateStore"),
+        _prop(
+            "yarn.resourcemanager.store.class",
+            "org.apache.hadoop.yarn.server.resourcemanager.recovery.FileSystemRMStateStore",
+        ),
         _prop("yarn.resourcemanager.fs.state-store.uri", f"file://{layout.home}/data/rm-state"),
     ]
     if index == layout.gpu_node and layout.gpus > 0:
@@ -410,13 +443,17 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
         extra += [
             _prop("yarn.nodemanager.resource-plugins", "yarn.io/gpu"),
             _prop("yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices", "auto"),
-            _prop("yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables",
-                  str(layout.nm_gpu_bin(index) / "nvidia-smi")),
+            _prop(
+                "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables",
+                str(layout.nm_gpu_bin(index) / "nvidia-smi"),
+            ),
             # The DefaultContainerExecutor starts containers with an empty
             # environment (bash then falls back to its built-in PATH), so the
             # node's PATH with the stand-in nvidia-smi is set as admin env.
-            _prop("yarn.nodemanager.admin-env",
-                  f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin"),
+            _prop(
+                "yarn.nodemanager.admin-env",
+                f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin",
+            ),
         ]
     return "".join(extra)
 
@@ -590,16 +627,30 @@ def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
     log = layout.logs / f"{daemon.name}.log"
     env = daemon_env(layout, jhome, daemon)
     cmd = [
-        str(jhome / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-        f"-Dhadoop.log.dir={layout.logs}", f"-Dyarn.log.dir={layout.logs}",
-        f"-Dhadoop.log.file={daemon.name}.log", "-Dhadoop.root.logger=INFO,console",
+        str(jhome / "bin" / "java"),
+        f"-Xmx{daemon.heap_mb}m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Djava.net.preferIPv4Stack=true",
+        f"-Dhadoop.log.dir={layout.logs}",
+        f"-Dyarn.log.dir={layout.logs}",
+        f"-Dhadoop.log.file={daemon.name}.log",
+        "-Dhadoop.root.logger=INFO,console",
         f"-Dproc_{daemon.name}",
-        "-cp", layout.daemon_classpath(daemon), daemon.main_class,
+        "-cp",
+        layout.daemon_classpath(daemon),
+        daemon.main_class,
     ]
     with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, cwd=layout.home, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=layout.home,
+            start_new_session=True,
+        )
     _pid_file(layout, daemon).write_text(f"{proc.pid}\n")
     # Until the child has exec'd java its cmdline is still ours, and
     # running_pid() would take the new daemon for a dead one.
@@ -612,31 +663,44 @@ def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
 def format_namenode(layout: Layout, jhome: Path, env: dict[str, str]) -> None:
     if (layout.home / "data" / "namenode" / "current" / "VERSION").exists():
         return
-    cmd = [str(jhome / "bin" / "java"), "-Xmx256m", f"-Dhadoop.log.dir={layout.logs}",
-           "-Dhadoop.root.logger=WARN,console", "-cp", layout.classpath,
-           "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format", "-nonInteractive",
-           "-clusterId", "tony-devcluster"]
+    cmd = [
+        str(jhome / "bin" / "java"),
+        "-Xmx256m",
+        f"-Dhadoop.log.dir={layout.logs}",
+        "-Dhadoop.root.logger=WARN,console",
+        "-cp",
+        layout.classpath,
+        "org.apache.hadoop.hdfs.server.namenode.NameNode",
+        "-format",
+        "-nonInteractive",
+        "-clusterId",
+        "tony-devcluster",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=layout.home)
     if proc.returncode != 0:
-        raise ClusterError(f"formatting HDFS failed (exit {proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        raise ClusterError(
+            f"formatting HDFS failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        )
 
 
 def _get_json(url: str, layout: Layout | None = None) -> dict:
     if layout is not None and layout.secure:
         return _get_json_spnego(url, layout)
-    with urllib.request.urlopen(url, timeout=3) as resp:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=3) as resp:
         return json.load(resp)
 
 
 def _launcher_ccache(layout: Layout) -> dict[str, str]:
     """The launcher's own ticket (the submitting user's keytab), in its own cache."""
     realm = layout.realm
-    env = {**os.environ, "KRB5_CONFIG": str(realm.krb5_conf),
-           "KRB5CCNAME": f"FILE:{realm.dir / 'ccache-launcher'}"}
+    env = {**os.environ, "KRB5_CONFIG": str(realm.krb5_conf), "KRB5CCNAME": f"FILE:{realm.dir / 'ccache-launcher'}"}
     if subprocess.run(["klist", "-s"], env=env).returncode != 0:
-        proc = subprocess.run(["kinit", "-kt", str(realm.keytab(realm.user)), realm.user_principal],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            ["kinit", "-kt", str(realm.keytab(realm.user)), realm.user_principal],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise OSError(f"kinit failed: {proc.stderr.strip()}")
     return env
@@ -644,21 +708,25 @@ def _launcher_ccache(layout: Layout) -> dict[str, str]:
 
 def _get_json_spnego(url: str, layout: Layout) -> dict:
     """Secure web servers want SPNEGO: curl speaks it; the standard library does not."""
-    proc = subprocess.run(["curl", "-sSf", "--max-time", "3", "--negotiate", "-u", ":", url],
-                          env=_launcher_ccache(layout), capture_output=True, text=True)
+    proc = subprocess.run(
+        ["curl", "-sSf", "--max-time", "3", "--negotiate", "-u", ":", url],
+        env=_launcher_ccache(layout),
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise OSError(f"curl {url}: {proc.stderr.strip()}")
     return json.loads(proc.stdout)
 
 
 def hdfs_ready(layout: Layout) -> bool:
-    url = (f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
-           "qry=Hadoop:service=NameNode,name=FSNamesystemState")
+    url = f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState"
     beans = _get_json(url, layout).get("beans", [])
     if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
         return False
-    info = _get_json(f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?"
-                     "qry=Hadoop:service=NameNode,name=NameNodeInfo", layout)["beans"][0]
+    info = _get_json(
+        f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", layout
+    )["beans"][0]
     return not info.get("Safemode")
 
 
@@ -669,8 +737,14 @@ def yarn_ready(layout: Layout) -> bool:
 
 def rm_nodes(layout: Layout) -> dict[str, dict]:
     """The ResourceManager's view of its nodes, by node id."""
-    nodes = (_get_json(f"{layout.rm_url}/ws/v1/cluster/nodes?states=NEW,RUNNING,UNHEALTHY,LOST,"
-                       "SHUTDOWN,DECOMMISSIONING,DECOMMISSIONED,REBOOTED", layout).get("nodes") or {}).get("node") or []
+    nodes = (
+        _get_json(
+            f"{layout.rm_url}/ws/v1/cluster/nodes?states=NEW,RUNNING,UNHEALTHY,LOST,"
+            "SHUTDOWN,DECOMMISSIONING,DECOMMISSIONED,REBOOTED",
+            layout,
+        ).get("nodes")
+        or {}
+    ).get("node") or []
     return {node["id"]: node for node in nodes}
 
 
@@ -683,15 +757,19 @@ def nm_ready(layout: Layout, index: int, since_ms: int) -> bool:
 def _rm_post(layout: Layout, path: str, body: dict) -> None:
     # The RM's web filter makes an unauthenticated caller the static web user;
     # with ACLs off (yarn-site) that user may change node labels.
-    req = urllib.request.Request(f"{layout.rm_url}/ws/v1/cluster/{path}", data=json.dumps(body).encode(),
-                                 method="POST", headers={"Content-Type": "application/json",
-                                                         "Accept": "application/json"})
+    req = urllib.request.Request(
+        f"{layout.rm_url}/ws/v1/cluster/{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(req, timeout=10) as resp:
             resp.read()
     except urllib.error.HTTPError as exc:
-        raise ClusterError(f"the ResourceManager refused POST {path}: HTTP {exc.code} "
-                           f"{exc.read()[:500].decode(errors='replace')}") from exc
+        raise ClusterError(
+            f"the ResourceManager refused POST {path}: HTTP {exc.code} {exc.read()[:500].decode(errors='replace')}"
+        ) from exc
 
 
 def ensure_gpu_label(layout: Layout) -> None:
@@ -705,8 +783,7 @@ def ensure_gpu_label(layout: Layout) -> None:
     labels = _get_json(f"{layout.rm_url}/ws/v1/cluster/get-node-labels", layout)
     names = [label["name"] for label in _as_list((labels.get("nodeLabelInfo") if labels else None) or [])]
     if GPU_LABEL not in names:
-        _rm_post(layout, "add-node-labels",
-                 {"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": False}]})
+        _rm_post(layout, "add-node-labels", {"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": False}]})
     node_id = layout.nm_id(layout.gpu_node)
     if GPU_LABEL not in (rm_nodes(layout).get(node_id, {}).get("nodeLabels") or []):
         # This endpoint takes the labels as a query parameter, not a body.
@@ -726,16 +803,19 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def wait_for(what: str, check: Callable[[], bool], layout: Layout, daemons: tuple[Daemon, ...],
-             timeout: float = 180.0) -> None:
+def wait_for(
+    what: str, check: Callable[[], bool], layout: Layout, daemons: tuple[Daemon, ...], timeout: float = 180.0
+) -> None:
     """Poll `check` until it holds; fail naming the daemon that died or stalled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for daemon in daemons:
             if running_pid(layout, daemon) is None:
-                raise ClusterError(f"{daemon.name} exited while waiting for {what}; "
-                                   f"tail of {layout.logs / (daemon.name + '.log')}:\n"
-                                   f"{_tail(layout.logs / (daemon.name + '.log'))}")
+                raise ClusterError(
+                    f"{daemon.name} exited while waiting for {what}; "
+                    f"tail of {layout.logs / (daemon.name + '.log')}:\n"
+                    f"{_tail(layout.logs / (daemon.name + '.log'))}"
+                )
         try:
             if check():
                 return
@@ -743,8 +823,10 @@ def wait_for(what: str, check: Callable[[], bool], layout: Layout, daemons: tupl
             pass
         time.sleep(0.5)
     culprit = daemons[-1]
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; tail of "
-                       f"{layout.logs / (culprit.name + '.log')}:\n{_tail(layout.logs / (culprit.name + '.log'))}")
+    raise ClusterError(
+        f"timed out after {timeout:.0f}s waiting for {what}; tail of "
+        f"{layout.logs / (culprit.name + '.log')}:\n{_tail(layout.logs / (culprit.name + '.log'))}"
+    )
 
 
 def _kdc_pid(layout: Layout) -> int | None:
@@ -763,7 +845,7 @@ def _kdc_pid(layout: Layout) -> int | None:
 
 
 def _kdc_answers(layout: Layout) -> bool:
-    import socket  # noqa: PLC0415
+    import socket
 
     with socket.create_connection(("127.0.0.1", layout.port("kdc_port")), timeout=1):
         return True
@@ -780,9 +862,15 @@ def start_kdc(layout: Layout) -> None:
         raise ClusterError(str(exc)) from exc
     if _kdc_pid(layout) is None:
         with open(layout.logs / "kdc.out", "ab") as out:
-            proc = subprocess.Popen(kdc.kdc_command(realm), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=realm.env(), cwd=layout.home,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                kdc.kdc_command(realm),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=realm.env(),
+                cwd=layout.home,
+                start_new_session=True,
+            )
         (layout.run / "kdc.pid").write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -813,15 +901,25 @@ def up(layout: Layout) -> None:
     for daemon in layout.daemons:
         if running_pid(layout, daemon) is None:
             start_daemon(layout, daemon, jhome)
-    wait_for("HDFS (a live DataNode, safe mode off)", lambda: hdfs_ready(layout), layout,
-             (by_name["namenode"], by_name["datanode"]))
-    wait_for(f"YARN ({layout.nodemanagers} active NodeManager(s))", lambda: yarn_ready(layout), layout,
-             (by_name["resourcemanager"], *[d for d in layout.daemons if d.node is not None]))
+    wait_for(
+        "HDFS (a live DataNode, safe mode off)",
+        lambda: hdfs_ready(layout),
+        layout,
+        (by_name["namenode"], by_name["datanode"]),
+    )
+    wait_for(
+        f"YARN ({layout.nodemanagers} active NodeManager(s))",
+        lambda: yarn_ready(layout),
+        layout,
+        (by_name["resourcemanager"], *[d for d in layout.daemons if d.node is not None]),
+    )
     if layout.multi_node:
         ensure_gpu_label(layout)
-    print(f"devcluster up in {time.monotonic() - started:.1f}s "
-          f"({'jars fetched' if downloaded else 'jars cached'}); state in {layout.home}",
-          file=sys.stderr)
+    print(
+        f"devcluster up in {time.monotonic() - started:.1f}s "
+        f"({'jars fetched' if downloaded else 'jars cached'}); state in {layout.home}",
+        file=sys.stderr,
+    )
     print_status(layout, stream=sys.stderr)
 
 
@@ -869,8 +967,9 @@ def down(layout: Layout) -> None:
     # YARN first (its NodeManager kills the containers it runs), then HDFS.
     # Every NodeManager this home ever ran, whatever the setting now says.
     started = {p.stem for p in layout.run.glob("nodemanager-*.pid")}
-    extra = tuple(nodemanager(int(name.rpartition("-")[2])) for name in sorted(started)
-                  if name.rpartition("-")[2].isdigit())
+    extra = tuple(
+        nodemanager(int(name.rpartition("-")[2])) for name in sorted(started) if name.rpartition("-")[2].isdigit()
+    )
     for daemon in reversed(DAEMONS + extra):
         pid = running_pid(layout, daemon)
         if pid is not None:
@@ -930,8 +1029,7 @@ def env_lines(layout: Layout) -> list[str]:
             "base_path": "/user/" + user + "/tony",
         },
     }
-    webhdfs_conn = {"conn_type": "webhdfs", "host": "localhost",
-                    "port": layout.port("nn_http_port"), "login": user}
+    webhdfs_conn = {"conn_type": "webhdfs", "host": "localhost", "port": layout.port("nn_http_port"), "login": user}
     exports = {
         "TONY_DEVCLUSTER_HOME": str(layout.home),
         "JAVA_HOME": str(jhome),
@@ -954,19 +1052,21 @@ def env_lines(layout: Layout) -> list[str]:
         realm = layout.realm
         yarn_conn["extra"].update(principal=realm.user_principal, keytab=str(realm.keytab(realm.user)))
         webhdfs_conn["extra"] = {"use_ssl": False}
-        exports.update({
-            "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
-            "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
-            "KRB5_CONFIG": str(realm.krb5_conf),
-            # Our own ticket cache, so the realm never mixes with a user's other tickets.
-            "KRB5CCNAME": f"FILE:{realm.ccache}",
-            # The JVMs skein starts read krb5.conf from this property only.
-            "JDK_JAVA_OPTIONS": f"-Djava.security.krb5.conf={realm.krb5_conf}",
-            "TONY_KERBEROS_PRINCIPAL": realm.user_principal,
-            "TONY_KERBEROS_KEYTAB": str(realm.keytab(realm.user)),
-            "TONY_KERBEROS_OTHER_PRINCIPAL": realm.other_principal,
-            "TONY_KERBEROS_OTHER_KEYTAB": str(realm.keytab("other")),
-        })
+        exports.update(
+            {
+                "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
+                "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
+                "KRB5_CONFIG": str(realm.krb5_conf),
+                # Our own ticket cache, so the realm never mixes with a user's other tickets.
+                "KRB5CCNAME": f"FILE:{realm.ccache}",
+                # The JVMs skein starts read krb5.conf from this property only.
+                "JDK_JAVA_OPTIONS": f"-Djava.security.krb5.conf={realm.krb5_conf}",
+                "TONY_KERBEROS_PRINCIPAL": realm.user_principal,
+                "TONY_KERBEROS_KEYTAB": str(realm.keytab(realm.user)),
+                "TONY_KERBEROS_OTHER_PRINCIPAL": realm.other_principal,
+                "TONY_KERBEROS_OTHER_KEYTAB": str(realm.keytab("other")),
+            }
+        )
         del exports["HADOOP_USER_NAME"]
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     lines.append(f'export PATH={shlex.quote(str(layout.bin))}:"$PATH"')
@@ -1010,25 +1110,37 @@ def start_nm(layout: Layout, index: int) -> None:
         return
     since_ms = int(time.time() * 1000)
     start_daemon(layout, daemon, java_home())
-    wait_for(f"{daemon.name} ({layout.nm_id(index)}) RUNNING in the ResourceManager",
-             lambda: nm_ready(layout, index, since_ms), layout, (daemon,))
+    wait_for(
+        f"{daemon.name} ({layout.nm_id(index)}) RUNNING in the ResourceManager",
+        lambda: nm_ready(layout, index, since_ms),
+        layout,
+        (daemon,),
+    )
 
 
 def _node_index(layout: Layout, raw: str | None, parser: argparse.ArgumentParser) -> int:
     if raw is None or not raw.isdigit() or not 0 <= int(raw) < layout.nodemanagers:
-        parser.error(f"give a NodeManager index from 0 to {layout.nodemanagers - 1} "
-                     f"(TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}); got {raw!r}")
+        parser.error(
+            f"give a NodeManager index from 0 to {layout.nodemanagers - 1} "
+            f"(TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}); got {raw!r}"
+        )
     return int(raw)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status", "env", "stop", "stop-nm", "start-nm"])
-    parser.add_argument("daemon", nargs="?",
-                        help="with `stop`: stop only this daemon (`up` starts it again); with "
-                             "`stop-nm`/`start-nm`: the NodeManager's index; for outage tests")
-    parser.add_argument("--lose", action="store_true",
-                        help="with `stop-nm`: SIGKILL the NodeManager and its containers (a lost machine)")
+    parser.add_argument(
+        "daemon",
+        nargs="?",
+        help="with `stop`: stop only this daemon (`up` starts it again); with "
+        "`stop-nm`/`start-nm`: the NodeManager's index; for outage tests",
+    )
+    parser.add_argument(
+        "--lose",
+        action="store_true",
+        help="with `stop-nm`: SIGKILL the NodeManager and its containers (a lost machine)",
+    )
     args = parser.parse_args(argv)
     try:
         layout = Layout.from_env()

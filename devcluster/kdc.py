@@ -9,6 +9,7 @@ as an ordinary process with its database, stash and logs under
 
 Standard library only, like ``devcluster.py``.
 """
+
 from __future__ import annotations
 
 import os
@@ -79,8 +80,10 @@ class Realm:
 def _sbin(name: str) -> str:
     found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if not found:
-        raise KdcError(f"{name} not found: the secure profile needs MIT Kerberos "
-                       "(apt-get install krb5-kdc krb5-admin-server krb5-user)")
+        raise KdcError(
+            f"{name} not found: the secure profile needs MIT Kerberos "
+            "(apt-get install krb5-kdc krb5-admin-server krb5-user)"
+        )
     return found
 
 
@@ -162,8 +165,7 @@ def create_database(realm: Realm) -> bool:
     for name, principals in {**SERVICES, **users}.items():
         for princ in principals:
             _run(realm, [_sbin("kadmin.local"), "-r", REALM, "-q", f"addprinc -randkey {princ}"])
-        _run(realm, [_sbin("kadmin.local"), "-r", REALM, "-q",
-                     f"ktadd -k {realm.keytab(name)} {' '.join(principals)}"])
+        _run(realm, [_sbin("kadmin.local"), "-r", REALM, "-q", f"ktadd -k {realm.keytab(name)} {' '.join(principals)}"])
         realm.keytab(name).chmod(0o600)
     return True
 

@@ -5,6 +5,7 @@ Uses a throw-away Airflow home under the cluster's state directory (SQLite),
 runs the DAG with `airflow dags test`, shows the operator's own log lines, and
 ends by saying where the model landed on HDFS.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow"
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags")}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+    }
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True)
     yesterday = pendulum.now("Europe/Amsterdam").subtract(days=1).start_of("day").add(hours=2, minutes=30)
     print(f"running tony_nightly_retrain for {yesterday.to_date_string()} on the local YARN cluster ...", flush=True)
-    proc = subprocess.Popen([airflow, "dags", "test", "tony_nightly_retrain", yesterday.isoformat()], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [airflow, "dags", "test", "tony_nightly_retrain", yesterday.isoformat()],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     result = None
     state = None
     assert proc.stdout is not None
@@ -37,15 +47,17 @@ def main() -> int:
             message = re.sub(r"^\S+\s+\[\w+\s*\]\s+", "", line).split(" [airflow.task")[0]
             print("  " + message.rstrip(), flush=True)
             if message.startswith("result: "):
-                result = json.loads(message[len("result: "):])
+                result = json.loads(message[len("result: ") :])
         elif "DagRun Finished" in line:
             state = re.search(r"state=(\w+)", line).group(1)
     proc.wait()
     print(f"DAG run {state}")
     if state != "success" or result is None:
         return 1
-    print(f"model on HDFS: {os.environ['TONY_WEBHDFS_URL']}/explorer.html#{result['model_dir']}  "
-          f"(path {result['model_dir']})")
+    print(
+        f"model on HDFS: {os.environ['TONY_WEBHDFS_URL']}/explorer.html#{result['model_dir']}  "
+        f"(path {result['model_dir']})"
+    )
     print(f"YARN application: {result['tracking_url']}")
     return 0
 

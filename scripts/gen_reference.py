@@ -10,6 +10,7 @@ spec class it nests is listed with its type, its default and its attribute
 docstring (the string literal right under the field), so a new field shows up
 by itself, and one without a docstring stops the generator.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,17 +41,32 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec.tags": {"maxItems": model._MAX_TAGS},
     "JobSpec.name": {"minLength": 1, "maxLength": model._MAX_NAME_LEN},
     # Placement.coerce also takes the shorthands 'spread' and a list of hosts.
-    "RoleSpec.placement": {"anyOf": [{"$ref": "#/$defs/Placement"}, {"const": "spread"},
-                                     {"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+    "RoleSpec.placement": {
+        "anyOf": [
+            {"$ref": "#/$defs/Placement"},
+            {"const": "spread"},
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "null"},
+        ]
+    },
 }
 CLASS_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec": {"required": ["roles"]},
     # Exactly one program; to_dict() writes the other two as null, so "given" means present and not null.
-    "RoleSpec": {"oneOf": [{"required": [name], "properties": {name: {"not": {"type": "null"}}}}
-                           for name in ("command", "module", "script")]},
+    "RoleSpec": {
+        "oneOf": [
+            {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+            for name in ("command", "module", "script")
+        ]
+    },
 }
-_SCALARS = {"str": ("string", "string"), "int": ("integer", "integer"), "float": ("number", "number"),
-            "bool": ("boolean", "boolean"), "None": ("null", "null")}
+_SCALARS = {
+    "str": ("string", "string"),
+    "int": ("integer", "integer"),
+    "float": ("number", "number"),
+    "bool": ("boolean", "boolean"),
+    "None": ("null", "null"),
+}
 
 
 def _memory_pattern() -> str:
@@ -101,8 +117,13 @@ def field_docs(cls: type[Any]) -> dict[str, str]:
         assert isinstance(node, ast.ClassDef), klass
         body = node.body
         for node, after in zip(body, [*body[1:], None], strict=True):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
                 docs[node.target.id] = _text(" ".join(after.value.value.split()))
     return docs
 
@@ -127,8 +148,10 @@ def fields_of(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
     out = []
     for f in dataclasses.fields(cls):
         if f.name not in docs:
-            raise SystemExit(f"{cls.__name__}.{f.name} has no docstring: add a string literal on the line after the"
-                             f" field in {Path(model.__file__).relative_to(REPO)} saying what it means")
+            raise SystemExit(
+                f"{cls.__name__}.{f.name} has no docstring: add a string literal on the line after the"
+                f" field in {Path(model.__file__).relative_to(REPO)} saying what it means"
+            )
         out.append((f.name, str(f.type), default_of(f), docs[f.name]))
     return out
 
@@ -173,21 +196,35 @@ def class_schema(cls: type[Any]) -> dict[str, Any]:
     props: dict[str, Any] = {}
     required = list(CLASS_SCHEMA.get(cls.__name__, {}).get("required", []))
     for name, annotation, default, doc in fields_of(cls):
-        props[name] = {"description": doc, **type_schema(annotation),
-                       **({} if default is REQUIRED else {"default": default}),
-                       **FIELD_SCHEMA.get(f"{cls.__name__}.{name}", {})}
+        props[name] = {
+            "description": doc,
+            **type_schema(annotation),
+            **({} if default is REQUIRED else {"default": default}),
+            **FIELD_SCHEMA.get(f"{cls.__name__}.{name}", {}),
+        }
         if default is REQUIRED and name not in required:
             required.append(name)
     extra = {k: v for k, v in CLASS_SCHEMA.get(cls.__name__, {}).items() if k != "required"}
-    return {"type": "object", "description": _class_summary(cls), "properties": props,
-            "additionalProperties": False, **({"required": required} if required else {}), **extra}
+    return {
+        "type": "object",
+        "description": _class_summary(cls),
+        "properties": props,
+        "additionalProperties": False,
+        **({"required": required} if required else {}),
+        **extra,
+    }
 
 
 def schema() -> dict[str, Any]:
     classes = spec_classes()
     root = class_schema(classes[0])
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "jobspec.schema.json",
-            "title": "TonY JobSpec", **root, "$defs": {c.__name__: class_schema(c) for c in classes[1:]}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "jobspec.schema.json",
+        "title": "TonY JobSpec",
+        **root,
+        "$defs": {c.__name__: class_schema(c) for c in classes[1:]},
+    }
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -233,8 +270,14 @@ def markdown() -> str:
         "",
     ]
     for cls in spec_classes():
-        lines += [f"## {cls.__name__}", "", _class_doc(cls), "",
-                  "| field | type | default | meaning |", "|---|---|---|---|"]
+        lines += [
+            f"## {cls.__name__}",
+            "",
+            _class_doc(cls),
+            "",
+            "| field | type | default | meaning |",
+            "|---|---|---|---|",
+        ]
         for name, annotation, default, doc in fields_of(cls):
             if default is REQUIRED:
                 shown = "required"

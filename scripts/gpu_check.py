@@ -14,6 +14,7 @@ each one's TensorFlow must see its own GPUs only, with no GPU in both sets.
 
     python scripts/gpu_check.py
 """
+
 from __future__ import annotations
 
 import json
@@ -25,15 +26,19 @@ import textwrap
 
 from airflow_provider_tony.runtime.gpu import assign_gpus, discover_local_gpus, gpu_env
 
-PROBE = ("import json, tensorflow as tf; "
-         "print(json.dumps([d.name for d in tf.config.list_physical_devices('GPU')]))")
+PROBE = "import json, tensorflow as tf; print(json.dumps([d.name for d in tf.config.list_physical_devices('GPU')]))"
 
 
 def tf_sees(env_update: dict[str, str]) -> list[str]:
     import os
 
-    out = subprocess.run([sys.executable, "-c", PROBE], env={**os.environ, **env_update, "TF_CPP_MIN_LOG_LEVEL": "3"},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env={**os.environ, **env_update, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -59,9 +64,16 @@ def two_jobs(gpus: list[str]) -> bool:
         return True
     half = len(gpus) // 2
     with tempfile.TemporaryDirectory(prefix="tony-gpu-check-") as lease_dir:
-        procs = [subprocess.Popen([sys.executable, "-c", JOB, lease_dir, name, str(half)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-                 for name in ("A", "B")]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", JOB, lease_dir, name, str(half)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=os.environ.copy(),
+            )
+            for name in ("A", "B")
+        ]
         try:
             grants = [json.loads(p.stdout.readline()) for p in procs if p.stdout is not None]
             ok = len(grants) == 2
@@ -104,8 +116,17 @@ def main() -> int:
             good = len(seen) == len(devices)
             ok &= good
             seen_all += devices
-            print(json.dumps({"case": name, "task": task_id, "CUDA_VISIBLE_DEVICES": gpu_env(devices)
-                              ["CUDA_VISIBLE_DEVICES"], "tensorflow_sees": seen, "ok": good}))
+            print(
+                json.dumps(
+                    {
+                        "case": name,
+                        "task": task_id,
+                        "CUDA_VISIBLE_DEVICES": gpu_env(devices)["CUDA_VISIBLE_DEVICES"],
+                        "tensorflow_sees": seen,
+                        "ok": good,
+                    }
+                )
+            )
         ok &= len(seen_all) == len(set(seen_all))  # disjoint
     ok &= two_jobs(gpus)
     print("ALL OK" if ok else "MISMATCH")

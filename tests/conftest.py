@@ -4,6 +4,7 @@ The cluster is the one `make cluster-up` starts (`make test` starts and stops
 it); running pytest by hand starts it too if it is not up, and leaves it up.
 Nothing here runs at import: the unit tests need neither Java nor a cluster.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -36,8 +37,13 @@ def cluster() -> Cluster:
     if up.returncode != 0:
         pytest.fail(f"the local cluster did not come up:\n{up.stderr[-4000:]}")
     env = export_cluster_env()
-    return Cluster(rm_url=env["TONY_RM_URL"], webhdfs_url=env["TONY_WEBHDFS_URL"],
-                   user=env["TONY_WEBHDFS_USER"], home=Path(env["TONY_DEVCLUSTER_HOME"]), env=env)
+    return Cluster(
+        rm_url=env["TONY_RM_URL"],
+        webhdfs_url=env["TONY_WEBHDFS_URL"],
+        user=env["TONY_WEBHDFS_USER"],
+        home=Path(env["TONY_DEVCLUSTER_HOME"]),
+        env=env,
+    )
 
 
 @pytest.fixture(scope="session")

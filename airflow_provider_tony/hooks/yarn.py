@@ -6,6 +6,7 @@ delegates the work to ``TonyClient``, the same class the command line uses,
 so a job behaves the same from a DAG and from a terminal. Secrets (the keytab
 path is one) never reach the logs: the hook logs only the RM URL and queue.
 """
+
 from __future__ import annotations
 
 import threading
@@ -58,12 +59,16 @@ class YarnHook(BaseHook):
         if conf_dir:
             rm_url = rm_url_from_conf(str(conf_dir))
             if not rm_url:
-                raise ClusterError(f"connection {self.yarn_conn_id!r}: extra.hadoop_conf_dir {conf_dir!r} has no "
-                                   "yarn-site.xml naming yarn.resourcemanager.webapp.address (or .hostname); "
-                                   "fix the conf dir or set the connection's host")
+                raise ClusterError(
+                    f"connection {self.yarn_conn_id!r}: extra.hadoop_conf_dir {conf_dir!r} has no "
+                    "yarn-site.xml naming yarn.resourcemanager.webapp.address (or .hostname); "
+                    "fix the conf dir or set the connection's host"
+                )
             return rm_url, extra
-        raise ClusterError(f"connection {self.yarn_conn_id!r} has neither a ResourceManager host nor "
-                           "extra.hadoop_conf_dir; set one of them")
+        raise ClusterError(
+            f"connection {self.yarn_conn_id!r} has neither a ResourceManager host nor "
+            "extra.hadoop_conf_dir; set one of them"
+        )
 
     def _webhdfs(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
         """WebHDFS from the connection itself, or from a referenced ``webhdfs`` connection."""
@@ -85,13 +90,24 @@ class YarnHook(BaseHook):
         self._extra = extra
         # The connection's own conf dir, JDK, `yarn` and skein credentials, kept with its client
         # rather than set process-wide: a triggerer may follow jobs on several connections.
-        cluster_env = ClusterEnv(**{key: str(extra[key]) if extra.get(key) else None
-                                    for key in ("hadoop_conf_dir", "java_home", "yarn_bin_dir", "skein_config")})
+        cluster_env = ClusterEnv(
+            **{
+                key: str(extra[key]) if extra.get(key) else None
+                for key in ("hadoop_conf_dir", "java_home", "yarn_bin_dir", "skein_config")
+            }
+        )
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
-        self._client = TonyClient(rm_url=rm_url, webhdfs_url=webhdfs_url, webhdfs_user=webhdfs_user,
-                                  base_path=extra.get("base_path"), principal=extra.get("principal"),
-                                  keytab=extra.get("keytab"), kerberos=extra.get("kerberos"),
-                                  ca_bundle=extra.get("ca_bundle"), cluster_env=cluster_env)
+        self._client = TonyClient(
+            rm_url=rm_url,
+            webhdfs_url=webhdfs_url,
+            webhdfs_user=webhdfs_user,
+            base_path=extra.get("base_path"),
+            principal=extra.get("principal"),
+            keytab=extra.get("keytab"),
+            kerberos=extra.get("kerberos"),
+            ca_bundle=extra.get("ca_bundle"),
+            cluster_env=cluster_env,
+        )
         self.log.info("YARN cluster %s (default queue %s)", rm_url, self._extra.get("queue") or "default")
         return self._client
 
@@ -140,4 +156,3 @@ class YarnHook(BaseHook):
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         return self.get_conn().container_logs(container_id, host)
-

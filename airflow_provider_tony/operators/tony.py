@@ -9,6 +9,7 @@ either polls (durable: a restarted worker re-attaches) or defers to
 for one task run: an application already running (or already succeeded) with
 the same dag_id / task_id / run_id / map_index is re-used.
 """
+
 from __future__ import annotations
 
 import copy
@@ -87,13 +88,23 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     external_id_key = "yarn_application_id"
     ui_color = "#ffcc80"
 
-    def __init__(self, *, job: JobSpec | dict[str, Any] | str, name: str | None = None,
-                 env: dict[str, str] | None = None, python: str | None = None,
-                 checkpoint_dir: str | None = None, warm_start_from: str | None = None,
-                 yarn_conn_id: str = YarnHook.default_conn_name, poll_interval: float = 5.0,
-                 am_stale_timeout: float = 120.0,
-                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 fail_fast_on_permanent: bool = True, model_asset: Asset | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        job: JobSpec | dict[str, Any] | str,
+        name: str | None = None,
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+        checkpoint_dir: str | None = None,
+        warm_start_from: str | None = None,
+        yarn_conn_id: str = YarnHook.default_conn_name,
+        poll_interval: float = 5.0,
+        am_stale_timeout: float = 120.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        fail_fast_on_permanent: bool = True,
+        model_asset: Asset | None = None,
+        **kwargs: Any,
+    ) -> None:
         if model_asset is not None:
             kwargs["outlets"] = [*(kwargs.get("outlets") or []), model_asset]
         super().__init__(**kwargs)
@@ -137,34 +148,45 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def _job_dict(self) -> dict[str, Any]:
         if isinstance(self.job, str):
-            import yaml  # noqa: PLC0415
+            import yaml
 
             text = self.job
             if self._job_file is None:
-                raise SpecError("job", f"{text[:80]!r} is not a JobSpec dict nor a path ending in "
-                                f"{' or '.join(self.template_ext)}; give one of them")
+                raise SpecError(
+                    "job",
+                    f"{text[:80]!r} is not a JobSpec dict nor a path ending in "
+                    f"{' or '.join(self.template_ext)}; give one of them",
+                )
             path = self._job_file_path()
             if text == self._job_file:  # not rendered (execute called directly): read it as is
                 try:
                     text = path.read_text()
                 except OSError as exc:
-                    raise SpecError("job", f"{self.job!r} could not be read ({exc}); give a JobSpec dict "
-                                    "or the path of a JobSpec YAML") from exc
+                    raise SpecError(
+                        "job",
+                        f"{self.job!r} could not be read ({exc}); give a JobSpec dict or the path of a JobSpec YAML",
+                    ) from exc
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as exc:
-                raise SpecError("job", f"{self._job_file!r} is not valid YAML after rendering ({exc}); "
-                                "fix the file or its templates") from exc
+                raise SpecError(
+                    "job",
+                    f"{self._job_file!r} is not valid YAML after rendering ({exc}); fix the file or its templates",
+                ) from exc
             if not isinstance(data, dict):
-                raise SpecError("job", f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
-                                "give the job's fields at the top level of the file")
+                raise SpecError(
+                    "job",
+                    f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
+                    "give the job's fields at the top level of the file",
+                )
             return dict(paths_beside_job_file(data, path.parent))
         if not isinstance(self.job, dict):
             raise SpecError("job", f"{type(self.job).__name__} is not a JobSpec, dict or YAML path")
         return copy.deepcopy(self.job)
 
-    def render_template(self, content: Any, context: Any, jinja_env: Any = None,
-                        seen_oids: set[int] | None = None) -> Any:
+    def render_template(
+        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+    ) -> Any:
         """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text."""
         if isinstance(content, str) and content != self._job_file and content.endswith(tuple(self.template_ext)):
             env = jinja_env or self.get_template_env()
@@ -174,16 +196,25 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def identity_tags(self, context: Any) -> list[str]:
         """What a retry or a restarted worker matches on (never the try number)."""
         ti = context["ti"]
-        return [_tag("tony-dag", ti.dag_id), _tag("tony-task", ti.task_id), _tag("tony-run", ti.run_id),
-                _tag("tony-map", getattr(ti, "map_index", -1))]
+        return [
+            _tag("tony-dag", ti.dag_id),
+            _tag("tony-task", ti.task_id),
+            _tag("tony-run", ti.run_id),
+            _tag("tony-map", getattr(ti, "map_index", -1)),
+        ]
 
     def build_spec(self, context: Any) -> JobSpec:
         """Render-time values become a validated JobSpec (no cluster contact yet)."""
         data = self._job_dict()
         ti = context["ti"]
         src_dir = data.get("src_dir")
-        if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")) and self.dag \
-                and self.dag.fileloc:
+        if (
+            isinstance(src_dir, str)
+            and src_dir
+            and not src_dir.startswith(("/", "hdfs://"))
+            and self.dag
+            and self.dag.fileloc
+        ):
             data["src_dir"] = str((Path(self.dag.fileloc).parent / src_dir).resolve())
         data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
         data.setdefault("queue", self.hook.default_queue)
@@ -227,14 +258,20 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         spec = self._spec or self.build_spec(context)
         existing = self._existing(context)
         if existing is not None:
-            self.log.info("re-attaching to %s (%s), submitted for this task run earlier; not submitting again",
-                          existing.app_id, existing.state)
+            self.log.info(
+                "re-attaching to %s (%s), submitted for this task run earlier; not submitting again",
+                existing.app_id,
+                existing.state,
+            )
             app_id = existing.app_id
         else:
             ti = context["ti"]
             try:
-                app_id = self.hook.submit(spec, attempt=int(ti.try_number or 1),
-                                          extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)])
+                app_id = self.hook.submit(
+                    spec,
+                    attempt=int(ti.try_number or 1),
+                    extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)],
+                )
             except SpecError as exc:
                 raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
             self.log.info("submitted %s (%s)", app_id, spec.name)
@@ -286,9 +323,13 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         spec = self._spec
         try:
             result = self.hook.get_conn().wait(
-                app_id, poll_interval=self.poll_interval, am_stale_timeout=self.am_stale_timeout,
-                startup_timeout=spec.startup_timeout if spec else 600.0, emit=self.log.info,
-                on_state=lambda doc: self._on_state(context, doc))
+                app_id,
+                poll_interval=self.poll_interval,
+                am_stale_timeout=self.am_stale_timeout,
+                startup_timeout=spec.startup_timeout if spec else 600.0,
+                emit=self.log.info,
+                on_state=lambda doc: self._on_state(context, doc),
+            )
         except BaseException:
             # execution_timeout, SIGTERM, a lost RM connection: the job must not outlive the task.
             self._kill_quietly(app_id)
@@ -338,11 +379,16 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if not self.deferrable:
             return self.execute_resumable(context)
         app_id = self.submit_job(context)
-        self.defer(trigger=TonyTrigger(app_id=app_id, yarn_conn_id=self.yarn_conn_id,
-                                       poll_interval=self.poll_interval,
-                                       startup_timeout=self._spec.startup_timeout,
-                                       am_stale_timeout=self.am_stale_timeout),
-                   method_name="execute_complete")
+        self.defer(
+            trigger=TonyTrigger(
+                app_id=app_id,
+                yarn_conn_id=self.yarn_conn_id,
+                poll_interval=self.poll_interval,
+                startup_timeout=self._spec.startup_timeout,
+                am_stale_timeout=self.am_stale_timeout,
+            ),
+            method_name="execute_complete",
+        )
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         try:
@@ -386,12 +432,16 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return
         self.log.error("%s %s: %s", result.app_id, result.final_status, result.diagnostics)
         self._copy_failed_logs(result)
-        message = (f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
-                   f"Logs: yarn logs -applicationId {result.app_id}")
+        message = (
+            f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
+            f"Logs: yarn logs -applicationId {result.app_id}"
+        )
         if self.fail_fast_on_permanent and not result.retryable:
-            raise AirflowFailException(f"{message}\nNot retried: a retry would fail the same way (see the "
-                                       "failure classification in the README; list an exit code in the job's "
-                                       "retryable_exit_codes to retry it)")
+            raise AirflowFailException(
+                f"{message}\nNot retried: a retry would fail the same way (see the "
+                "failure classification in the README; list an exit code in the job's "
+                "retryable_exit_codes to retry it)"
+            )
         raise AirflowException(message)
 
     def _copy_failed_logs(self, result: JobResult) -> None:
@@ -413,8 +463,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         """A succeeded job that published a model: the model asset's event says where it is."""
         if self.model_asset is not None and value.get("final_state") == "SUCCEEDED" and value.get("model_dir"):
             context["outlet_events"][self.model_asset].extra = {
-                "model_dir": value["model_dir"], "application_id": value["application_id"],
-                "step": value["step"], "metrics": value["metrics"]}
+                "model_dir": value["model_dir"],
+                "application_id": value["application_id"],
+                "step": value["step"],
+                "metrics": value["metrics"],
+            }
             self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
         return value
 
@@ -426,8 +479,10 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def _xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or StateDocument()
-        tasks = {tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}
-                 for tid, t in state.tasks.items()}
+        tasks = {
+            tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}
+            for tid, t in state.tasks.items()
+        }
         decider = state.task(self._spec.decider_task()) if self._spec is not None else None
         progress = decider.progress if decider is not None else None
         spec = self._spec

@@ -11,6 +11,7 @@ itself first.
 
     python -m airflow_provider_tony.runtime.am
 """
+
 from __future__ import annotations
 
 import logging
@@ -106,14 +107,18 @@ class ApplicationMaster:
             host = os.environ.get(C.ENV_NM_HOST) or "localhost"
             page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
             log.info("job page: %s", page.address)
-        except Exception:  # noqa: BLE001 - followers then see no state document and say so
+        except Exception:
             log.exception("could not serve the job page")
 
     def job_history(self) -> JobHistory:
         with self.history_lock:
-            return self.history.document(self.last_state_doc, name=self.spec.name, user=os.environ.get("USER", ""),
-                                         nm_http_port=os.environ.get("NM_HTTP_PORT", ""),
-                                         attempt=int(os.environ.get(C.ENV_ATTEMPT) or 1))
+            return self.history.document(
+                self.last_state_doc,
+                name=self.spec.name,
+                user=os.environ.get("USER", ""),
+                nm_http_port=os.environ.get("NM_HTTP_PORT", ""),
+                attempt=int(os.environ.get(C.ENV_ATTEMPT) or 1),
+            )
 
     def history_json(self) -> bytes:
         return self.job_history().to_json()
@@ -123,8 +128,11 @@ class ApplicationMaster:
 
     def write_history(self) -> None:
         """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
-        paths = history_paths(self.app_id, self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
-                              os.environ.get(C.ENV_HISTORY_DIR))
+        paths = history_paths(
+            self.app_id,
+            self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
+            os.environ.get(C.ENV_HISTORY_DIR),
+        )
         client = hdfs_io.client_from_env() if paths else None
         if client is None:
             return
@@ -160,8 +168,9 @@ class ApplicationMaster:
 
     def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
         """An executor's exit record (code, stderr tail, last progress) into the tracker."""
-        self.tracker.exited(task_id, record.exit_code, record.stderr_tail, now, progress=record.progress,
-                            generation=record.generation)
+        self.tracker.exited(
+            task_id, record.exit_code, record.stderr_tail, now, progress=record.progress, generation=record.generation
+        )
 
     def container_check_interval(self) -> float:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
@@ -183,8 +192,8 @@ class ApplicationMaster:
                 self.apply_exit(task_id, record, now)
             else:
                 self.tracker.container_ended(
-                    task_id, f"container {container.yarn_container_id} {container.state}: "
-                    f"{container.exit_message}", now)
+                    task_id, f"container {container.yarn_container_id} {container.state}: {container.exit_message}", now
+                )
 
     # ---------------------------------------------------------------- output
 
@@ -209,8 +218,9 @@ class ApplicationMaster:
             self.pages.add(task.task_id)
             try:
                 self.app.ui.add_page(C.TENSORBOARD_PAGE, f"http://{task.host}:{task.port}", link_name="TensorBoard")
-                self.tracker.events.append(f"{task.task_id} served at the application's page "
-                                           f"{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}")
+                self.tracker.events.append(
+                    f"{task.task_id} served at the application's page {C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}"
+                )
             except Exception as exc:  # noqa: BLE001 - a missing link must not fail training
                 log.warning("could not add the TensorBoard page to the application's UI: %s", exc)
 
@@ -323,7 +333,7 @@ class ApplicationMaster:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import skein  # noqa: PLC0415 - in-container dependency only
+    import skein
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Before skein's client starts its threads, so that they inherit it.
@@ -342,7 +352,7 @@ def main() -> int:
     am.start_web()
     try:
         verdict = am.run()
-    except Exception as exc:  # noqa: BLE001 - never leave the job running without a brain
+    except Exception as exc:
         log.exception("application master failed")
         verdict = Verdict(False, f"application master error: {type(exc).__name__}: {exc}", retryable=True)
         am.tracker.verdict = verdict

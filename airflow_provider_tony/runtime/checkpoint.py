@@ -21,6 +21,7 @@ above with sane sizes), skips a bad one with an event, and falls back to the
 next older one, then the warm-start source, then a fresh start. What it skips
 stays on HDFS for a person to look at.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,21 @@ from typing import Any, Callable, Mapping
 from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
-__all__ = ["MANIFEST", "CheckpointSync", "DirSync", "LocalCheckpoint", "find_local", "hdfs_path", "manifest_of",
-           "remote_checkpoints", "remote_name", "restore_latest", "tensorboard_remote", "upload", "why_not_whole"]
+__all__ = [
+    "MANIFEST",
+    "CheckpointSync",
+    "DirSync",
+    "LocalCheckpoint",
+    "find_local",
+    "hdfs_path",
+    "manifest_of",
+    "remote_checkpoints",
+    "remote_name",
+    "restore_latest",
+    "tensorboard_remote",
+    "upload",
+    "why_not_whole",
+]
 
 log = logging.getLogger("tony.checkpoint")
 
@@ -121,8 +135,9 @@ def _stage(ckpt: LocalCheckpoint, local_dir: Path, into: Path) -> None:
     for file in ckpt.files:
         (target / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ckpt.state_dir / file, target / file)
-    (target / STATE_FILE).write_text(f'model_checkpoint_path: "{ckpt.prefix}"\n'
-                                     f'all_model_checkpoint_paths: "{ckpt.prefix}"\n')
+    (target / STATE_FILE).write_text(
+        f'model_checkpoint_path: "{ckpt.prefix}"\nall_model_checkpoint_paths: "{ckpt.prefix}"\n'
+    )
 
 
 def manifest_of(folder: Path, step: int) -> bytes:
@@ -221,8 +236,15 @@ def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
     return _steps(names)
 
 
-def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str, keep: int, tag: str,
-           on_event: Callable[[str], None] | None = None) -> str:
+def upload(
+    client: Any,
+    ckpt: LocalCheckpoint,
+    local_dir: Path,
+    remote_dir: str,
+    keep: int,
+    tag: str,
+    on_event: Callable[[str], None] | None = None,
+) -> str:
     """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep``.
 
     Every WebHDFS call is a NameNode operation on the nodes that train, so
@@ -243,16 +265,20 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
         upload_to_temporary(client, staging, tmp)
         client.write(f"{tmp}/{MANIFEST}", data=manifest_of(Path(staging), ckpt.step), overwrite=True)
     names = set(client.list(remote_dir))
-    problem = why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}")) \
-        if name in names else None
+    problem = (
+        why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}"))
+        if name in names
+        else None
+    )
     if name in names and problem is None:  # the same step again (a retry): keep the first
         client.delete(tmp, recursive=True)
     else:
         if problem is not None:
             aside = f"{final}.damaged-{tag}"
             client.rename(final, aside)
-            (on_event or log.warning)(f"replaced checkpoint {final}, which is not whole ({problem}); "
-                                      f"the old copy is kept as {aside}")
+            (on_event or log.warning)(
+                f"replaced checkpoint {final}, which is not whole ({problem}); the old copy is kept as {aside}"
+            )
         client.rename(tmp, final)
         names.add(name)
     for old in _steps(names)[:-keep]:
@@ -260,8 +286,9 @@ def upload(client: Any, ckpt: LocalCheckpoint, local_dir: Path, remote_dir: str,
     return final
 
 
-def restore_latest(client: Any, remote_dirs: list[str], local_dir: Path,
-                   on_event: Callable[[str], None] | None = None) -> tuple[int, str] | None:
+def restore_latest(
+    client: Any, remote_dirs: list[str], local_dir: Path, on_event: Callable[[str], None] | None = None
+) -> tuple[int, str] | None:
     """Download the newest whole checkpoint of the first directory that has one.
 
     ``remote_dirs`` is the job's own directory first, then a warm-start source.
@@ -286,8 +313,9 @@ def _restore_one(client: Any, source: str, local_dir: Path) -> str | None:
     """Check ``source`` and download it into ``local_dir``; None on success, else why it was skipped."""
     files = with_retries(f"list {source}", lambda: _remote_files(client, source))
     try:
-        problem = why_not_whole(files, lambda rel: with_retries(f"read {source}/{rel}",
-                                                                  lambda: _read(client, f"{source}/{rel}")))
+        problem = why_not_whole(
+            files, lambda rel: with_retries(f"read {source}/{rel}", lambda: _read(client, f"{source}/{rel}"))
+        )
     except Exception as exc:  # noqa: BLE001 - a listed file that cannot be read: unreadable, skip it
         return f"it could not be read ({type(exc).__name__}: {exc})"
     if problem is not None:
@@ -318,9 +346,20 @@ class CheckpointSync(threading.Thread):
     on with nothing saved.
     """
 
-    def __init__(self, client: Any, local_dir: Path, remote_dir: str, *, keep: int, poll_interval: float,
-                 window: float, tag: str, on_event: Callable[[str], None], on_fatal: Callable[[str], None],
-                 start_after_step: int = -1) -> None:
+    def __init__(
+        self,
+        client: Any,
+        local_dir: Path,
+        remote_dir: str,
+        *,
+        keep: int,
+        poll_interval: float,
+        window: float,
+        tag: str,
+        on_event: Callable[[str], None],
+        on_fatal: Callable[[str], None],
+        start_after_step: int = -1,
+    ) -> None:
         super().__init__(name="tony-checkpoint-sync", daemon=True)
         self.client = client
         self.local_dir = local_dir
@@ -348,8 +387,9 @@ class CheckpointSync(threading.Thread):
             self.pending_since = self.pending_since or time.monotonic()
             started = time.monotonic()
             try:
-                path = upload(self.client, ckpt, self.local_dir, self.remote_dir, self.keep, self.tag,
-                              on_event=self.on_event)
+                path = upload(
+                    self.client, ckpt, self.local_dir, self.remote_dir, self.keep, self.tag, on_event=self.on_event
+                )
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried on the next poll
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("checkpoint step %d not uploaded yet: %s", ckpt.step, self.last_error)
@@ -367,8 +407,10 @@ class CheckpointSync(threading.Thread):
             self.sync_once()
             if self.overdue() and not self.failed:
                 self.failed = True
-                self.on_fatal(f"checkpoints could not be uploaded to {self.remote_dir} for more than "
-                              f"{self.window:g}s (upload_failure_window): {self.last_error}")
+                self.on_fatal(
+                    f"checkpoints could not be uploaded to {self.remote_dir} for more than "
+                    f"{self.window:g}s (upload_failure_window): {self.last_error}"
+                )
                 return
 
     def flush(self, timeout: float) -> bool:
@@ -419,7 +461,7 @@ class DirSync(threading.Thread):
             for root, _dirs, names in self.client.walk(self.remote_dir):
                 for name in names:
                     remote = f"{root}/{name}"
-                    rel = remote[len(self.remote_dir) + 1:]
+                    rel = remote[len(self.remote_dir) + 1 :]
                     size = self.client.status(remote)["length"]
                     if self.sizes.get(rel) != size:
                         target = self.local_dir / rel

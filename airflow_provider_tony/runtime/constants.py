@@ -3,6 +3,7 @@
 Environment variable names and the key-value store layout live here and
 nowhere else, so the three sides can never disagree on a spelling.
 """
+
 from __future__ import annotations
 
 # ---- environment handed to containers by the submitting side
@@ -74,7 +75,7 @@ def kv_slot(container: str) -> str:
 
 
 def task_id_of(key: str, prefix: str) -> str:
-    return key[len(prefix):]
+    return key[len(prefix) :]
 
 
 # Files inside every container's working directory.

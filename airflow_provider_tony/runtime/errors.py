@@ -3,6 +3,7 @@
 Every message names the value received and the fix, so that a data scientist
 reading an Airflow task log knows what to change without reading our code.
 """
+
 from __future__ import annotations
 
 

@@ -9,6 +9,7 @@ report, so that the AM, not skein, decides what a failure means.
 
     python -m airflow_provider_tony.runtime.executor
 """
+
 from __future__ import annotations
 
 import collections
@@ -96,35 +97,46 @@ def reserve_port() -> socket.socket:
     return sock
 
 
-def user_environment(spec: JobSpec, role: str, index: int, cluster: ClusterDocument, app_id: str,
-                     workdir: Path, base: dict[str, str], port: int | None = None) -> dict[str, str]:
+def user_environment(
+    spec: JobSpec,
+    role: str,
+    index: int,
+    cluster: ClusterDocument,
+    app_id: str,
+    workdir: Path,
+    base: dict[str, str],
+    port: int | None = None,
+) -> dict[str, str]:
     """Everything the user process sees, built from pure pieces."""
     task_id = f"{role}:{index}"
     env = {**base, **spec.role_env(role)}
     env.pop(C.ENV_TF_CONFIG, None)
     env.update(tf_config_env(cluster.addresses, task_id))
     env.update(gpu_env(cluster.gpus.get(task_id, [])))
-    env.update({
-        C.ENV_ROLE: role,
-        C.ENV_TASK_INDEX: str(index),
-        C.ENV_TASK_ID: task_id,
-        C.ENV_APP_ID: app_id,
-        C.ENV_ATTEMPT: base.get(C.ENV_ATTEMPT, "1"),
-        C.ENV_CLUSTER_SPEC: json.dumps(cluster.addresses, sort_keys=True),
-        C.ENV_NUM_TASKS: json.dumps(cluster.num_tasks, sort_keys=True),
-        C.ENV_PROGRESS_FILE: str(workdir / PROGRESS_FILE),
-        C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
-        C.ENV_MODEL_DIR: str(workdir / MODEL_DIR),
-        C.ENV_TENSORBOARD_DIR: str(workdir / TENSORBOARD_DIR),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            C.ENV_ROLE: role,
+            C.ENV_TASK_INDEX: str(index),
+            C.ENV_TASK_ID: task_id,
+            C.ENV_APP_ID: app_id,
+            C.ENV_ATTEMPT: base.get(C.ENV_ATTEMPT, "1"),
+            C.ENV_CLUSTER_SPEC: json.dumps(cluster.addresses, sort_keys=True),
+            C.ENV_NUM_TASKS: json.dumps(cluster.num_tasks, sort_keys=True),
+            C.ENV_PROGRESS_FILE: str(workdir / PROGRESS_FILE),
+            C.ENV_CHECKPOINT_DIR: str(workdir / spec.checkpoint.local_dir),
+            C.ENV_MODEL_DIR: str(workdir / MODEL_DIR),
+            C.ENV_TENSORBOARD_DIR: str(workdir / TENSORBOARD_DIR),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     # The job's own modules first; a PYTHONPATH the user set in ``env`` comes next.
-    env[C.ENV_PYTHONPATH] = workspace.python_path(workdir, spec.src_dir is not None,
-                                                  spec.role_env(role).get(C.ENV_PYTHONPATH),
-                                                  base.get(C.ENV_PYTHONPATH))
+    env[C.ENV_PYTHONPATH] = workspace.python_path(
+        workdir, spec.src_dir is not None, spec.role_env(role).get(C.ENV_PYTHONPATH), base.get(C.ENV_PYTHONPATH)
+    )
     # TonY's variables, unless the job sets one itself.
-    compat = workspace.tony_env(role, index, cluster.addresses, len(tracked_task_ids(spec)),
-                                task_id == spec.decider_task(), app_id, port)
+    compat = workspace.tony_env(
+        role, index, cluster.addresses, len(tracked_task_ids(spec)), task_id == spec.decider_task(), app_id, port
+    )
     for key, value in compat.items():
         env.setdefault(key, value)
     return env
@@ -167,9 +179,14 @@ class Heartbeat(threading.Thread):
 
     def beat(self) -> None:
         self.seq += 1
-        payload = Beat(seq=self.seq, time=time.time(), user_started=self.user_started,
-                       restored_step=self.restored_step, progress=progress_api.read(self.progress_file),
-                       generation=self.generation)
+        payload = Beat(
+            seq=self.seq,
+            time=time.time(),
+            user_started=self.user_started,
+            restored_step=self.restored_step,
+            progress=progress_api.read(self.progress_file),
+            generation=self.generation,
+        )
         self.app.kv[self.key] = payload.to_json()
 
     def nudge(self) -> None:
@@ -220,8 +237,14 @@ def _pump_stderr(stream: Any, tail: collections.deque[str]) -> None:
 class UserProcess:
     """The user's command: started without a shell, stderr teed and tailed."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, port_sock: socket.socket,
-                 keep_fds: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        port_sock: socket.socket,
+        keep_fds: list[int] | None = None,
+    ) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
@@ -229,9 +252,15 @@ class UserProcess:
         try:
             # keep_fds: the GPU leases, held by the training process too, so a
             # GPU stays leased while it runs even if this executor dies first.
-            self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=None,
-                                         stderr=subprocess.PIPE,  # never a shell: argv is a list
-                                         pass_fds=tuple(keep_fds or ()))
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=None,
+                stderr=subprocess.PIPE,  # never a shell: argv is a list
+                pass_fds=tuple(keep_fds or ()),
+            )
         except OSError as exc:
             self.extra.append(f"could not start {argv[0]!r}: {exc}")
             return
@@ -262,8 +291,9 @@ class UserProcess:
         return code, [*self.tail, *self.extra]
 
 
-def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path,
-            user_env: dict[str, str]) -> int | None:
+def restore(
+    app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path, user_env: dict[str, str]
+) -> int | None:
     """Bring back the newest whole checkpoint (this job's, else the warm start's); each one skipped
     as not whole is an event, so the Airflow log says why the job resumed from an older step."""
     user_env[C.ENV_RESTORED_STEP] = ""
@@ -273,8 +303,9 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
         return None
     sources = [spec.checkpoint.dir] + ([spec.checkpoint.warm_start_from] if spec.checkpoint.warm_start_from else [])
     started = time.monotonic()
-    found = checkpoint.restore_latest(hdfs, sources, ckpt_dir,
-                                      on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"))
+    found = checkpoint.restore_latest(
+        hdfs, sources, ckpt_dir, on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}")
+    )
     if found is None:
         report_event(app, task_id, f"{task_id} found no whole checkpoint in {', '.join(sources)}: starting fresh")
         return None
@@ -283,8 +314,9 @@ def restore(app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_di
     user_env[C.ENV_RESTORED_FROM] = source
     own = hdfs_io.hdfs_path(spec.checkpoint.dir).rstrip("/") + "/"
     user_env[C.ENV_RESTORED_KIND] = "resume" if source.startswith(own) else "warm_start"
-    report_event(app, task_id, f"{task_id} restored checkpoint step {step} from {source} "
-                 f"in {time.monotonic() - started:.2f}s")
+    report_event(
+        app, task_id, f"{task_id} restored checkpoint step {step} from {source} in {time.monotonic() - started:.2f}s"
+    )
     return step
 
 
@@ -294,8 +326,16 @@ def report_event(app: Any, task_id: str, message: str) -> None:
     app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = EventRecord(message=message).to_json()
 
 
-def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], task_id: str, code: int,
-                 tail: list[str], upload_tag: str) -> tuple[int, list[str]]:
+def export_model(
+    app: Any,
+    spec: JobSpec,
+    workdir: Path,
+    env: dict[str, str],
+    task_id: str,
+    code: int,
+    tail: list[str],
+    upload_tag: str,
+) -> tuple[int, list[str]]:
     """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS."""
     local = workdir / MODEL_DIR
     target = spec.checkpoint.model_dir
@@ -319,8 +359,16 @@ def export_model(app: Any, spec: JobSpec, workdir: Path, env: dict[str, str], ta
 GPU_LEASE_EXIT_CODE = 75
 
 
-def take_gpus(spec: JobSpec, role: str, task_id: str, env: dict[str, str], host: str, local_gpus: list[str],
-              pinned: list[str] | None, app_id: str) -> tuple[GpuLeases | None, list[str] | None]:
+def take_gpus(
+    spec: JobSpec,
+    role: str,
+    task_id: str,
+    env: dict[str, str],
+    host: str,
+    local_gpus: list[str],
+    pinned: list[str] | None,
+    app_id: str,
+) -> tuple[GpuLeases | None, list[str] | None]:
     """This container's own GPUs on the node, so that no other application uses them.
 
     Under the NVIDIA runtime (``pinned``) YARN's choice stands. Else the
@@ -340,19 +388,24 @@ def take_gpus(spec: JobSpec, role: str, task_id: str, env: dict[str, str], host:
     if assigned is not None:
         log.info("%s: YARN assigned GPUs %s to this container", task_id, assigned)
         return None, assigned
-    leases = GpuLeases(lease_dir({**spec.role_env(role), **env}, host),
-                       owner=f"{container_id or '?'} ({app_id} {task_id})")
+    leases = GpuLeases(
+        lease_dir({**spec.role_env(role), **env}, host), owner=f"{container_id or '?'} ({app_id} {task_id})"
+    )
     # Bounded below the registration timeout, so the job fails with this
     # message rather than with the AM's generic "never registered".
-    got = leases.acquire(local_gpus, wanted, timeout=0.75 * spec.registration_timeout,
-                         on_wait=lambda msg: log.warning("%s: %s", task_id, msg))
+    got = leases.acquire(
+        local_gpus,
+        wanted,
+        timeout=0.75 * spec.registration_timeout,
+        on_wait=lambda msg: log.warning("%s: %s", task_id, msg),
+    )
     log.info("%s leased GPUs %s in %s", task_id, got, leases.directory)
     return leases, got
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import skein  # noqa: PLC0415 - in-container dependency only
+    import skein
 
     env = dict(os.environ)
     spec = decode_spec(env[C.ENV_JOB_SPEC])
@@ -367,8 +420,12 @@ def main() -> int:
     (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
     skipped = source_links(spec, workdir)
     if skipped:
-        log.warning("source entries %s not linked into the working directory: the name is taken by a shipped"
-                    " file or the runtime (import them from %s/)", skipped, C.SRC_ALIAS)
+        log.warning(
+            "source entries %s not linked into the working directory: the name is taken by a shipped"
+            " file or the runtime (import them from %s/)",
+            skipped,
+            C.SRC_ALIAS,
+        )
 
     sock = reserve_port()
     host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
@@ -380,14 +437,21 @@ def main() -> int:
         log.error("%s: %s", task_id, exc)
         # Reported like any task exit, before registering: the AM fails the
         # job with this message instead of a registration timeout.
-        app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"],
-                                                time=time.time()).to_json()
+        app.kv[C.kv_exit(task_id)] = ExitRecord(
+            exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"], time=time.time()
+        ).to_json()
         return 0
     # gpus_pinned: devices this container owns on the node (YARN's or leased);
     # the AM treats them as fixed and withholds them from the job's other tasks.
-    registration = Registration(host=host, port=sock.getsockname()[1], pid=os.getpid(),
-                                container_id=env.get(C.ENV_YARN_CONTAINER_ID), gpus_local=local_gpus,
-                                gpus_pinned=pinned if pinned is not None else node_pinned, generation=generation)
+    registration = Registration(
+        host=host,
+        port=sock.getsockname()[1],
+        pid=os.getpid(),
+        container_id=env.get(C.ENV_YARN_CONTAINER_ID),
+        gpus_local=local_gpus,
+        gpus_pinned=pinned if pinned is not None else node_pinned,
+        generation=generation,
+    )
     heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE, generation)
     heartbeat.start()
     app.kv[C.kv_register(task_id)] = registration.to_json()
@@ -406,8 +470,7 @@ def main() -> int:
     heartbeat.restored_step = restored
     argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)
     program = spec.roles[role].script or spec.roles[role].module or argv[0]
-    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program,
-             user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
+    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     user = UserProcess(argv, user_env, workdir, sock, keep_fds=leases.fds if leases else None)
     heartbeat.user_started = True
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
@@ -416,16 +479,26 @@ def main() -> int:
     if hdfs is not None and is_decider:
         assert spec.checkpoint.dir is not None  # hdfs is set only when it is
         sync = checkpoint.CheckpointSync(
-            hdfs, ckpt_dir, spec.checkpoint.dir, keep=spec.checkpoint.keep,
-            poll_interval=spec.checkpoint.poll_interval, window=spec.checkpoint.upload_failure_window,
+            hdfs,
+            ckpt_dir,
+            spec.checkpoint.dir,
+            keep=spec.checkpoint.keep,
+            poll_interval=spec.checkpoint.poll_interval,
+            window=spec.checkpoint.upload_failure_window,
             tag=upload_tag,
             # A warm start's steps belong to another run: ours count from scratch.
             start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
-            on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"), on_fatal=user.fail)
+            on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"),
+            on_fatal=user.fail,
+        )
         sync.start()
-        tb_sync = checkpoint.DirSync(hdfs, workdir / TENSORBOARD_DIR,
-                                     checkpoint.tensorboard_remote(spec.checkpoint.dir),
-                                     interval=max(5.0, spec.checkpoint.poll_interval), push=True)
+        tb_sync = checkpoint.DirSync(
+            hdfs,
+            workdir / TENSORBOARD_DIR,
+            checkpoint.tensorboard_remote(spec.checkpoint.dir),
+            interval=max(5.0, spec.checkpoint.poll_interval),
+            push=True,
+        )
         tb_sync.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
@@ -434,16 +507,22 @@ def main() -> int:
         window = spec.checkpoint.upload_failure_window
         window = window if code == 0 else min(30.0, window)
         if not sync.flush(timeout=window) and code == 0:
-            code, tail = 75, [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: "
-                              f"{sync.last_error}"]
+            code, tail = (
+                75,
+                [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: {sync.last_error}"],
+            )
     if code == 0 and is_decider and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
     heartbeat.stop()
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
-    app.kv[C.kv_exit(task_id)] = ExitRecord(exit_code=code, stderr_tail=tail, time=time.time(),
-                                            progress=progress_api.read(workdir / PROGRESS_FILE),
-                                            generation=generation).to_json()
+    app.kv[C.kv_exit(task_id)] = ExitRecord(
+        exit_code=code,
+        stderr_tail=tail,
+        time=time.time(),
+        progress=progress_api.read(workdir / PROGRESS_FILE),
+        generation=generation,
+    ).to_json()
     return 0
 
 

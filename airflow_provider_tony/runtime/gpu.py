@@ -17,6 +17,7 @@ node would then fight over GPU 0 and OOM. So:
 Everything here is pure except :func:`discover_local_gpus`, whose process
 runner is injectable for tests.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -116,14 +117,11 @@ def assign_gpus(
     seen: set[str] = set()
     for task_id, host, wanted in requests:
         if task_id in seen:
-            raise GpuAssignmentError(
-                f"task {task_id!r} is requested twice; list each task once"
-            )
+            raise GpuAssignmentError(f"task {task_id!r} is requested twice; list each task once")
         seen.add(task_id)
         if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 0:
             raise GpuAssignmentError(
-                f"task {task_id!r} on host {host!r} wants {wanted!r} GPUs; "
-                "the GPU count must be an integer >= 0"
+                f"task {task_id!r} on host {host!r} wants {wanted!r} GPUs; the GPU count must be an integer >= 0"
             )
         hosts.setdefault(host, []).append((task_id, wanted))
 

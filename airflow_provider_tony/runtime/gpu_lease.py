@@ -22,6 +22,7 @@ fails with a message naming who holds the GPUs.
 Pure choice logic is apart from the file locking, and the clock and sleep
 are injectable, so both are testable without a GPU.
 """
+
 from __future__ import annotations
 
 import errno
@@ -189,10 +190,15 @@ class GpuLeases:
                 os.close(fd)
         return held
 
-    def acquire(self, devices: Sequence[str], wanted: int, timeout: float,
-                on_wait: Callable[[str], None] | None = None,
-                clock: Callable[[], float] = time.monotonic,
-                sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    def acquire(
+        self,
+        devices: Sequence[str],
+        wanted: int,
+        timeout: float,
+        on_wait: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> list[str]:
         """Wait up to ``timeout`` seconds for ``wanted`` GPUs among ``devices``.
 
         Fails at once when the node does not have that many GPUs at all, and
@@ -203,7 +209,8 @@ class GpuLeases:
         if len(set(devices)) < wanted:
             raise GpuLeaseError(
                 f"this node has {len(set(devices))} GPU(s) {sorted(set(devices), key=_device_key)} but the task "
-                f"wants {wanted}; lower the role's gpus, or check that YARN and nvidia-smi agree on the node's GPUs")
+                f"wants {wanted}; lower the role's gpus, or check that YARN and nvidia-smi agree on the node's GPUs"
+            )
         deadline = clock() + timeout
         told = False
         while True:
@@ -211,13 +218,16 @@ class GpuLeases:
             if got is not None:
                 return got
             busy = self.holders(devices)
-            message = (f"{len(busy)} of this node's {len(set(devices))} GPUs are leased by other containers "
-                       f"({_describe(busy)}); this task wants {wanted}")
+            message = (
+                f"{len(busy)} of this node's {len(set(devices))} GPUs are leased by other containers "
+                f"({_describe(busy)}); this task wants {wanted}"
+            )
             if clock() >= deadline:
                 raise GpuLeaseError(
                     f"{message}, and they stayed taken for {timeout:g}s; YARN placed more GPU containers on the "
                     "node than it has free GPUs (is another GPU workload running outside YARN?), so the task "
-                    "fails rather than share a GPU")
+                    "fails rather than share a GPU"
+                )
             if on_wait is not None and not told:
                 on_wait(f"{message}; waiting up to {timeout:g}s")
                 told = True
@@ -243,13 +253,17 @@ def parse_nm_gpu_resource(doc: dict[str, Any], container_id: str) -> list[str] |
     assigned = doc.get("assignedGpuDevices") or []
     if isinstance(assigned, dict):  # Jersey renders a one-element list as the element
         assigned = [assigned]
-    mine = [str(d.get("index")) for d in assigned
-            if isinstance(d, dict) and d.get("containerId") == container_id and d.get("index") is not None]
+    mine = [
+        str(d.get("index"))
+        for d in assigned
+        if isinstance(d, dict) and d.get("containerId") == container_id and d.get("index") is not None
+    ]
     return sorted(dict.fromkeys(mine), key=_device_key) or None
 
 
-def yarn_assigned_gpus(nm_http_address: str | None, container_id: str | None,
-                       fetch: Callable[[str], dict[str, Any]] | None = None) -> list[str] | None:
+def yarn_assigned_gpus(
+    nm_http_address: str | None, container_id: str | None, fetch: Callable[[str], dict[str, Any]] | None = None
+) -> list[str] | None:
     """Ask the NodeManager which GPUs YARN pinned to this container, if any.
 
     Any failure (no address, an older NodeManager without the endpoint, a

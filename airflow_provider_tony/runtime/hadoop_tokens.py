@@ -13,6 +13,7 @@ what the NodeManager writes) and the protobuf one (version 1, ``hadoop dtutil``'
 default). Token values are secrets: nothing here logs or prints them, and a
 ``Token``'s ``repr`` leaves them out.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,8 +43,14 @@ class Token:
 
     def url_string(self) -> str:
         """Hadoop's ``Token.encodeToUrlString()``: URL-safe base64, unpadded, of ``Token.write``."""
-        raw = (_vint(len(self.identifier)) + self.identifier + _vint(len(self.password)) + self.password
-               + _text(self.kind) + _text(self.service))
+        raw = (
+            _vint(len(self.identifier))
+            + self.identifier
+            + _vint(len(self.password))
+            + self.password
+            + _text(self.kind)
+            + _text(self.service)
+        )
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
     @classmethod
@@ -67,7 +74,7 @@ class _Reader:
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise TokenFileError("token file truncated")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -143,8 +150,15 @@ def _parse_protobuf(reader: _Reader) -> list[Token]:
             continue  # secrets=2: not tokens
         parts = dict(_protobuf_fields(kv))
         tok = dict(_protobuf_fields(parts.get(2, b"")))
-        tokens.append(Token(alias=parts.get(1, b"").decode(), identifier=tok.get(1, b""), password=tok.get(2, b""),
-                            kind=tok.get(3, b"").decode(), service=tok.get(4, b"").decode()))
+        tokens.append(
+            Token(
+                alias=parts.get(1, b"").decode(),
+                identifier=tok.get(1, b""),
+                password=tok.get(2, b""),
+                kind=tok.get(3, b"").decode(),
+                service=tok.get(4, b"").decode(),
+            )
+        )
     return tokens
 
 
@@ -162,8 +176,9 @@ def parse_credentials(data: bytes) -> list[Token]:
     for _ in range(reader.vint()):
         alias = reader.text()
         ident, password = reader.bytes(), reader.bytes()
-        tokens.append(Token(alias=alias, identifier=ident, password=password, kind=reader.text(),
-                            service=reader.text()))
+        tokens.append(
+            Token(alias=alias, identifier=ident, password=password, kind=reader.text(), service=reader.text())
+        )
     return tokens
 
 
@@ -172,8 +187,10 @@ def hdfs_delegation_token(env: dict[str, str] | None = None) -> Token:
     env = dict(os.environ) if env is None else env
     location = env.get(ENV_TOKEN_FILE)
     if not location:
-        raise TokenFileError(f"${ENV_TOKEN_FILE} is not set: this is not a YARN container of a secure "
-                             "application, so there is no HDFS delegation token to use")
+        raise TokenFileError(
+            f"${ENV_TOKEN_FILE} is not set: this is not a YARN container of a secure "
+            "application, so there is no HDFS delegation token to use"
+        )
     try:
         tokens = parse_credentials(Path(location).read_bytes())
     except OSError as exc:
@@ -181,7 +198,9 @@ def hdfs_delegation_token(env: dict[str, str] | None = None) -> Token:
     found = [t for t in tokens if t.kind == HDFS_DELEGATION_TOKEN]
     if not found:
         kinds = sorted({t.kind for t in tokens}) or ["none"]
-        raise TokenFileError(f"no {HDFS_DELEGATION_TOKEN} among the application's tokens ({', '.join(kinds)}): "
-                             "the submitter must obtain one (skein does when Kerberos is on and "
-                             "fs.defaultFS is HDFS)")
+        raise TokenFileError(
+            f"no {HDFS_DELEGATION_TOKEN} among the application's tokens ({', '.join(kinds)}): "
+            "the submitter must obtain one (skein does when Kerberos is on and "
+            "fs.defaultFS is HDFS)"
+        )
     return found[0]

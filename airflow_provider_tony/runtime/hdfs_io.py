@@ -5,6 +5,7 @@ with the ``hdfs`` package. A directory becomes visible under its final name
 only once complete (upload to a temporary sibling, then rename), so a reader
 never sees half a model or half a checkpoint.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,11 +26,11 @@ def client_from_env(env: dict[str, str] | None = None) -> Any | None:
     if not url:
         return None
     if env.get(C.ENV_WEBHDFS_AUTH) == C.WEBHDFS_AUTH_DELEGATION:
-        from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token  # noqa: PLC0415
-        from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient  # noqa: PLC0415
+        from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token
+        from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
 
         return DelegationTokenClient(url, hdfs_delegation_token(env))
-    from hdfs import InsecureClient  # noqa: PLC0415 - in-container dependency only
+    from hdfs import InsecureClient
 
     return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)
 
@@ -37,7 +38,7 @@ def client_from_env(env: dict[str, str] | None = None) -> Any | None:
 def hdfs_path(location: str) -> str:
     """``hdfs://nn:8020/a/b`` or ``/a/b`` -> ``/a/b`` (WebHDFS takes paths)."""
     if location.startswith("hdfs://"):
-        rest = location[len("hdfs://"):]
+        rest = location[len("hdfs://") :]
         return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
     return location
 
@@ -48,7 +49,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_delay:
     for attempt in range(1, attempts + 1):
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001 - hdfs raises many kinds; re-raised at the end
+        except Exception as exc:
             if attempt == attempts:
                 raise
             log.warning("%s failed (attempt %d/%d): %s; retrying in %.1fs", what, attempt, attempts, exc, delay)

@@ -14,6 +14,7 @@ listing ignores) and, when the submitting side named one, into its history
 folder (``<base_path>/history/<app_id>.json``), where ``tony status`` finds it
 by application id alone after YARN has forgotten the application.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -21,8 +22,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument
 
-__all__ = ["DEFAULT_MAX_POINTS", "HISTORY_SUBDIR", "MetricHistory", "history_paths", "points_per_task",
-           "write_history"]
+__all__ = ["DEFAULT_MAX_POINTS", "HISTORY_SUBDIR", "MetricHistory", "history_paths", "points_per_task", "write_history"]
 
 DEFAULT_MAX_POINTS = 400
 TOTAL_POINTS = 4000  # across all tasks: what the AM keeps, serialises and the page draws at most
@@ -31,6 +31,8 @@ TOTAL_POINTS = 4000  # across all tasks: what the AM keeps, serialises and the p
 def points_per_task(tasks: int) -> int:
     """Per-task bound: ``DEFAULT_MAX_POINTS``, less when many tasks share ``TOTAL_POINTS``."""
     return max(2, min(DEFAULT_MAX_POINTS, TOTAL_POINTS // max(1, tasks)))
+
+
 HISTORY_SUBDIR = "_tony"
 
 

@@ -36,6 +36,7 @@ Compatibility rules (why ``from_dict`` here is lenient where the JobSpec is stri
 Like the rest of ``runtime/``, this module imports only the standard library
 (and the spec module), because it is shipped into YARN containers.
 """
+
 from __future__ import annotations
 
 import enum
@@ -89,8 +90,7 @@ class TaskState(str, enum.Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST,
-                        TaskState.RESTARTING)
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST, TaskState.RESTARTING)
 
 
 class AppState(str, enum.Enum):
@@ -115,14 +115,19 @@ class Message(_Spec):
     @classmethod
     def from_dict(cls: type[_M], data: object, field: str = "") -> _M:
         if not isinstance(data, Mapping):
-            raise SpecError(field or cls.__name__, f"{data!r} is a {type(data).__name__}, not a mapping; "
-                            f"a {cls.__name__} message is a JSON object")
+            raise SpecError(
+                field or cls.__name__,
+                f"{data!r} is a {type(data).__name__}, not a mapping; a {cls.__name__} message is a JSON object",
+            )
         known = _field_names(cls)
         try:
             return cls(**{k: v for k, v in data.items() if k in known})
         except TypeError as exc:  # a required field is missing
-            raise SpecError(field or cls.__name__, f"{cls.__name__} message is incomplete ({exc}); "
-                            "it was written by an incompatible version of the provider") from None
+            raise SpecError(
+                field or cls.__name__,
+                f"{cls.__name__} message is incomplete ({exc}); "
+                "it was written by an incompatible version of the provider",
+            ) from None
 
     def to_json(self) -> bytes:
         """The bytes that go into skein's key-value store."""
@@ -336,10 +341,12 @@ class StateDocument(Message):
 
     def validate(self) -> None:
         self.app_state = str(self.app_state.value if isinstance(self.app_state, AppState) else self.app_state)
-        self.tasks = {str(tid): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary()
-                      for tid, t in (self.tasks or {}).items()}
-        self.restarts = [_nested(r, RestartRecord, f"restarts.{i}") or RestartRecord()
-                         for i, r in enumerate(self.restarts or [])]
+        self.tasks = {
+            str(tid): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary() for tid, t in (self.tasks or {}).items()
+        }
+        self.restarts = [
+            _nested(r, RestartRecord, f"restarts.{i}") or RestartRecord() for i, r in enumerate(self.restarts or [])
+        ]
         self.events = [str(e) for e in self.events or []]
         self.timeline = dict(self.timeline or {})
 
@@ -376,5 +383,7 @@ class JobHistory(Message):
 
     def validate(self) -> None:
         self.state = _nested(self.state, StateDocument, "state")
-        self.metrics = {str(tid): [_nested(p, Progress, f"metrics.{tid}") or Progress() for p in points or []]
-                        for tid, points in (self.metrics or {}).items()}
+        self.metrics = {
+            str(tid): [_nested(p, Progress, f"metrics.{tid}") or Progress() for p in points or []]
+            for tid, points in (self.metrics or {}).items()
+        }

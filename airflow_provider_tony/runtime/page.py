@@ -8,6 +8,7 @@ reached through the ResourceManager's proxy, where relative asset URLs are
 fragile). Every value that came from a task (host, metric names, messages)
 is escaped.
 """
+
 from __future__ import annotations
 
 import html
@@ -19,8 +20,15 @@ from airflow_provider_tony.runtime.messages import JobHistory, Progress, TaskSum
 __all__ = ["render_page"]
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
-_STATE_COLOURS = {"SUCCEEDED": "#2e7d32", "RUNNING": "#1565c0", "FAILED": "#c62828", "LOST": "#c62828",
-                  "KILLED": "#6d4c41", "REGISTERED": "#f9a825", "PENDING": "#757575"}
+_STATE_COLOURS = {
+    "SUCCEEDED": "#2e7d32",
+    "RUNNING": "#1565c0",
+    "FAILED": "#c62828",
+    "LOST": "#c62828",
+    "KILLED": "#6d4c41",
+    "REGISTERED": "#f9a825",
+    "PENDING": "#757575",
+}
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .3em} h2{font-size:1.1em;margin:1.4em 0 .4em}
@@ -71,8 +79,10 @@ def _container_attempt(container_id: str | None) -> str:
 def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
     links = []
     if task.container_id and task.host and history.nm_http_port:
-        url = (f"http://{task.host}:{history.nm_http_port}/node/containerlogs/"
-               f"{task.container_id}/{history.user or 'nobody'}")
+        url = (
+            f"http://{task.host}:{history.nm_http_port}/node/containerlogs/"
+            f"{task.container_id}/{history.user or 'nobody'}"
+        )
         links.append(f'<a href="{_e(url)}">logs</a>')
     if task.role == "tensorboard" and task.host and task.port and task.state == "RUNNING":
         links.append(f'<a href="http://{_e(task.host)}:{task.port}/">TensorBoard</a>')
@@ -85,8 +95,9 @@ def _tasks_table(history: JobHistory) -> str:
     for task_id, task in sorted((state.tasks if state else {}).items()):
         colour = _STATE_COLOURS.get(task.state, "#555")
         metrics = task.progress.metrics if task.progress else {}
-        shown = ", ".join(f"{_e(k)}={v:.4g}" if isinstance(v, float) else f"{_e(k)}={_e(v)}"
-                          for k, v in sorted(metrics.items()))
+        shown = ", ".join(
+            f"{_e(k)}={v:.4g}" if isinstance(v, float) else f"{_e(k)}={_e(v)}" for k, v in sorted(metrics.items())
+        )
         rows.append(
             f'<tr data-task="{_e(task_id)}"><td>{_e(task_id)}</td>'
             f'<td><span class="state" style="background:{colour}">{_e(task.state)}</span></td>'
@@ -94,9 +105,12 @@ def _tasks_table(history: JobHistory) -> str:
             f"<td>{_e(task.container_id or '-')}{_container_attempt(task.container_id)}</td>"
             f"<td>{_age(task.seconds_since_heartbeat)}</td><td>{_progress_cell(task.progress)}</td>"
             f"<td>{shown or '-'}</td><td>{_e('' if task.exit_code is None else task.exit_code)}</td>"
-            f"<td>{_task_links(task_id, task, history)}</td></tr>")
-    head = ("<tr><th>task</th><th>state</th><th>host</th><th>container (attempt)</th><th>last heartbeat</th>"
-            "<th>progress</th><th>metrics</th><th>exit</th><th>links</th></tr>")
+            f"<td>{_task_links(task_id, task, history)}</td></tr>"
+        )
+    head = (
+        "<tr><th>task</th><th>state</th><th>host</th><th>container (attempt)</th><th>last heartbeat</th>"
+        "<th>progress</th><th>metrics</th><th>exit</th><th>links</th></tr>"
+    )
     return f'<table id="tasks">{head}{"".join(rows)}</table>'
 
 
@@ -124,14 +138,18 @@ def _chart(name: str, lines: dict[str, list[tuple[float, float]]], width: int = 
         y0, y1 = y0 - 0.5, y1 + 0.5
 
     def px(x: float, y: float) -> str:
-        return (f"{pad + (x - x0) / (x1 - x0) * (width - pad - 8):.1f},"
-                f"{height - pad + 8 - (y - y0) / (y1 - y0) * (height - pad):.1f}")
+        return (
+            f"{pad + (x - x0) / (x1 - x0) * (width - pad - 8):.1f},"
+            f"{height - pad + 8 - (y - y0) / (y1 - y0) * (height - pad):.1f}"
+        )
 
-    parts = [f'<rect x="{pad}" y="8" width="{width - pad - 8}" height="{height - pad}" fill="none" stroke="#ccc"/>',
-             f'<text x="2" y="14" font-size="10">{y1:.4g}</text>',
-             f'<text x="2" y="{height - pad + 8}" font-size="10">{y0:.4g}</text>',
-             f'<text x="{pad}" y="{height - 8}" font-size="10">step {x0:g}</text>',
-             f'<text x="{width - 8}" y="{height - 8}" font-size="10" text-anchor="end">{x1:g}</text>']
+    parts = [
+        f'<rect x="{pad}" y="8" width="{width - pad - 8}" height="{height - pad}" fill="none" stroke="#ccc"/>',
+        f'<text x="2" y="14" font-size="10">{y1:.4g}</text>',
+        f'<text x="2" y="{height - pad + 8}" font-size="10">{y0:.4g}</text>',
+        f'<text x="{pad}" y="{height - 8}" font-size="10">step {x0:g}</text>',
+        f'<text x="{width - 8}" y="{height - 8}" font-size="10" text-anchor="end">{x1:g}</text>',
+    ]
     legend = []
     for i, (task_id, pts) in enumerate(sorted(lines.items())):
         colour = _COLOURS[i % len(_COLOURS)]
@@ -142,10 +160,14 @@ def _chart(name: str, lines: dict[str, list[tuple[float, float]]], width: int = 
         else:
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}"/>')
         legend.append(f'<span style="color:{colour}">&#9632; {_e(task_id)}</span>')
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'role="img" aria-label="{_e(name)}">{"".join(parts)}</svg>')
-    return (f'<div class="chart" data-metric="{_e(name)}"><b>{_e(name)}</b><br>{svg}'
-            f'<div class="legend">{"".join(legend)}</div></div>')
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{_e(name)}">{"".join(parts)}</svg>'
+    )
+    return (
+        f'<div class="chart" data-metric="{_e(name)}"><b>{_e(name)}</b><br>{svg}'
+        f'<div class="legend">{"".join(legend)}</div></div>'
+    )
 
 
 def _list(items: Iterable[str], empty: str) -> str:
@@ -175,7 +197,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8">{refresh}'
         f"<title>TonY job {_e(history.name or app_id)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>TonY job {_e(history.name)} <span class=\"muted\">{_e(app_id)}</span></h1>"
+        f'<h1>TonY job {_e(history.name)} <span class="muted">{_e(app_id)}</span></h1>'
         f'<p><span class="state" id="app-state" style="background:{colour}">{_e(app_state)}</span> '
         f'<span class="bar" title="{pct:.0f}%"><span style="width:{pct:.1f}%"></span></span> {pct:.0f}%'
         f" &middot; Airflow try {history.attempt}"
@@ -184,4 +206,5 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f"{diagnostics}<h2>Tasks</h2>{_tasks_table(history)}"
         f"<h2>Metrics</h2>{charts}"
         f"<h2>Events</h2>{_list(state.events if state else [], 'no events yet')}"
-        "</body></html>")
+        "</body></html>"
+    )

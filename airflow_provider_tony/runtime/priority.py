@@ -28,6 +28,7 @@ own threads only after the user process has been forked. Linux keeps nice
 and policy per thread, so every thread is changed. Where there is no
 ``/proc`` (or no SCHED_BATCH) nothing changes.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ heartbeat, so user code needs neither skein nor a network connection, and a
 script that never calls it still works. Outside a TonY container (no
 ``TONY_PROGRESS_FILE``) it does nothing, so the same script runs locally.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,14 +32,18 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
-def report(step: int | None = None, epoch: int | None = None, total_steps: int | None = None,
-           **metrics: Any) -> bool:
+def report(step: int | None = None, epoch: int | None = None, total_steps: int | None = None, **metrics: Any) -> bool:
     """Record the latest step/epoch/metrics; returns False outside TonY."""
     path = os.environ.get(ENV_PROGRESS_FILE)
     if not path:
         return False
-    doc = Progress(step=step, epoch=epoch, total_steps=total_steps, time=time.time(),
-                   metrics={k: _clean(v) for k, v in metrics.items()})
+    doc = Progress(
+        step=step,
+        epoch=epoch,
+        total_steps=total_steps,
+        time=time.time(),
+        metrics={k: _clean(v) for k, v in metrics.items()},
+    )
     tmp = Path(path + ".tmp")
     tmp.write_bytes(doc.to_json())
     os.replace(tmp, path)  # readers never see half a file
@@ -55,7 +60,7 @@ def read(path: str | os.PathLike[str]) -> Progress | None:
 
 def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> Any:
     """A tf-keras callback reporting step, epoch and logs; imports tf_keras lazily."""
-    import tf_keras  # noqa: PLC0415 - only when the script asks for it
+    import tf_keras
 
     # tf_keras has no type information: the base class is Any to mypy.
     class TonyProgress(tf_keras.callbacks.Callback):  # type: ignore[misc]

@@ -20,6 +20,7 @@ into YARN containers, where neither Airflow, TensorFlow nor skein may exist.
 It is the model alone: the checks only the submitting side can run (the
 cluster's limits, files on the submitting machine) are in ``yarn/checks.py``.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -92,10 +93,18 @@ _MIB = 2**20
 _UNITS: dict[str, int] = {
     "": _MIB,
     "b": 1,
-    "k": 2**10, "kib": 2**10, "kb": 10**3,
-    "m": 2**20, "mib": 2**20, "mb": 10**6,
-    "g": 2**30, "gib": 2**30, "gb": 10**9,
-    "t": 2**40, "tib": 2**40, "tb": 10**12,
+    "k": 2**10,
+    "kib": 2**10,
+    "kb": 10**3,
+    "m": 2**20,
+    "mib": 2**20,
+    "mb": 10**6,
+    "g": 2**30,
+    "gib": 2**30,
+    "gb": 10**9,
+    "t": 2**40,
+    "tib": 2**40,
+    "tb": 10**12,
 }
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 
@@ -126,7 +135,7 @@ def _message(err: SpecError) -> str:
     """The message of ``err`` without the ``field: `` prefix SpecError adds."""
     text = str(err)
     prefix = f"{err.field}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 @contextmanager
@@ -220,8 +229,7 @@ def _env(value: object, field_: str) -> dict[str, str]:
         _check(
             isinstance(key, str) and bool(_ENV_KEY.match(key)),
             key_field,
-            f"{key!r} is not a valid environment variable name; use letters, digits and '_',"
-            " not starting with a digit",
+            f"{key!r} is not a valid environment variable name; use letters, digits and '_', not starting with a digit",
         )
         _check(
             not key.startswith(_RESERVED_ENV_PREFIX) and key not in _RESERVED_ENV,
@@ -432,12 +440,18 @@ class Placement(_Spec):
         _check(isinstance(self.spread, bool), "spread", f"{self.spread!r} is not true or false; give true or false")
         hosts = _str_list(self.nodes, "nodes", "['node1.example.com', 'node2.example.com']")
         for i, host in enumerate(hosts):
-            _check(bool(_HOST.match(host)), f"nodes[{i}]",
-                   f"{host!r} is not a host name; give the node's host name as YARN lists it, without a port")
+            _check(
+                bool(_HOST.match(host)),
+                f"nodes[{i}]",
+                f"{host!r} is not a host name; give the node's host name as YARN lists it, without a port",
+            )
         _check(len(set(hosts)) == len(hosts), "nodes", f"{hosts!r} lists a host twice; list each host once")
         self.nodes = hosts
-        _check(self.spread or bool(self.nodes), "spread",
-               "placement says nothing: set spread: true, or list nodes (or remove placement)")
+        _check(
+            self.spread or bool(self.nodes),
+            "spread",
+            "placement says nothing: set spread: true, or list nodes (or remove placement)",
+        )
 
     @classmethod
     def coerce(cls, value: object, field_: str) -> Placement | None:
@@ -445,8 +459,11 @@ class Placement(_Spec):
         if value is None or isinstance(value, Placement):
             return value
         if isinstance(value, str):
-            _check(value == "spread", field_,
-                   f"{value!r} is not a placement; write 'spread', a list of hosts, or {{spread: true, nodes: [...]}}")
+            _check(
+                value == "spread",
+                field_,
+                f"{value!r} is not a placement; write 'spread', a list of hosts, or {{spread: true, nodes: [...]}}",
+            )
             return cls(spread=True)
         if isinstance(value, (list, tuple)):
             with _at(field_):
@@ -716,8 +733,9 @@ class JobSpec(_Spec):
         self._validate_tracking()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
-        self.max_restarts = _int(self.max_restarts, "max_restarts", 0,
-                                 "give 0 (Airflow retries) or a small count of in-application restarts")
+        self.max_restarts = _int(
+            self.max_restarts, "max_restarts", 0, "give 0 (Airflow retries) or a small count of in-application restarts"
+        )
 
     def _validated_tags(self) -> list[str]:
         """YARN tags: <= 10, ASCII, <= 100 chars; lowercased because YARN stores them lowercased.
@@ -782,22 +800,32 @@ class JobSpec(_Spec):
             where = f"files.{dest}"
             dest_norm = _relative_path(dest, where, "the shipped file")
             # YARN localises each resource as one link in the working directory.
-            _check("/" not in dest_norm, where, f"{dest!r} has a directory part; YARN ships files by "
-                   "plain name: use a name like 'train.py' (ship a directory as an archive)")
+            _check(
+                "/" not in dest_norm,
+                where,
+                f"{dest!r} has a directory part; YARN ships files by "
+                "plain name: use a name like 'train.py' (ship a directory as an archive)",
+            )
             files[dest_norm] = _location(src, where, "give a local absolute path or hdfs:// URL as the source")
         return files
 
     def _validated_src_dir(self) -> str | None:
         """The project directory shipped with the job: a local directory (packed and staged
         by the submitting side) or an archive already on HDFS. Roles run inside it."""
-        fix = ("give the project's local directory as an absolute path (relative to the YAML or DAG file"
-               " where those load it) or an hdfs:// .tar.gz/.tgz/.zip archive")
+        fix = (
+            "give the project's local directory as an absolute path (relative to the YAML or DAG file"
+            " where those load it) or an hdfs:// .tar.gz/.tgz/.zip archive"
+        )
         if self.src_dir is None:
             return None
-        path = _location(os.fspath(self.src_dir) if isinstance(self.src_dir, os.PathLike) else self.src_dir,
-                         "src_dir", fix)
-        _check(not _is_hdfs(path) or path.endswith(ARCHIVE_SUFFIXES), "src_dir",
-               f"{path!r} is an hdfs:// URL but not an archive; {fix}")
+        path = _location(
+            os.fspath(self.src_dir) if isinstance(self.src_dir, os.PathLike) else self.src_dir, "src_dir", fix
+        )
+        _check(
+            not _is_hdfs(path) or path.endswith(ARCHIVE_SUFFIXES),
+            "src_dir",
+            f"{path!r} is an hdfs:// URL but not an archive; {fix}",
+        )
         return path.rstrip("/") if not _is_hdfs(path) and path != "/" else path
 
     def _validated_exit_codes(self) -> list[int]:

@@ -11,6 +11,7 @@ replaces every container) and ``begin_generation`` starts a new gang, whose
 executors identify themselves by generation; messages of an older gang are
 ignored. Each restart is a ``RestartRecord`` in the state document.
 """
+
 from __future__ import annotations
 
 import json
@@ -83,11 +84,20 @@ class Task:
 
     def summary(self, now: float) -> TaskSummary:
         return TaskSummary(
-            state=self.state.value, role=self.role, index=self.index, tracked=self.tracked,
-            host=self.host, port=self.port, container_id=self.container_id, gpus=list(self.gpus),
+            state=self.state.value,
+            role=self.role,
+            index=self.index,
+            tracked=self.tracked,
+            host=self.host,
+            port=self.port,
+            container_id=self.container_id,
+            gpus=list(self.gpus),
             seconds_since_heartbeat=None if self.last_heartbeat is None else round(now - self.last_heartbeat, 2),
-            exit_code=self.exit_code, progress=self.progress,
-            stderr_tail=self.stderr_tail[-5:], message=self.message, restored_step=self.restored_step,
+            exit_code=self.exit_code,
+            progress=self.progress,
+            stderr_tail=self.stderr_tail[-5:],
+            message=self.message,
+            restored_step=self.restored_step,
         )
 
 
@@ -134,8 +144,7 @@ class JobTracker:
         tasks: dict[str, Task] = {}
         for task_id in self.spec.task_ids():
             role, index = parse_task_id(task_id)
-            tasks[task_id] = Task(task_id, role, index, tracked=role in tracked,
-                                  gpus_wanted=self.spec.roles[role].gpus)
+            tasks[task_id] = Task(task_id, role, index, tracked=role in tracked, gpus_wanted=self.spec.roles[role].gpus)
         return tasks
 
     def task_of_container(self, service: str, instance: int) -> str | None:
@@ -241,17 +250,32 @@ class JobTracker:
         record.resumed_at = round(now - self.started, 3)
         decider = self.tasks.get(self.spec.decider_task())
         steps = [t.restored_step for t in self.tasks.values() if t.tracked and t.restored_step is not None]
-        record.resumed_step = (decider.restored_step if decider is not None and decider.restored_step is not None
-                               else max(steps, default=None))
-        where = "from scratch (no checkpoint)" if record.resumed_step is None else \
-            f"from checkpoint step {record.resumed_step}"
+        record.resumed_step = (
+            decider.restored_step
+            if decider is not None and decider.restored_step is not None
+            else max(steps, default=None)
+        )
+        where = (
+            "from scratch (no checkpoint)"
+            if record.resumed_step is None
+            else f"from checkpoint step {record.resumed_step}"
+        )
         if record.last_step is not None:
             where += f" (step {record.last_step} reached before the failure)"
-        self.events.append(f"restart {record.attempt}: the new gang resumed {where}, "
-                           f"{record.resumed_at - record.at:.1f}s after the failure")
+        self.events.append(
+            f"restart {record.attempt}: the new gang resumed {where}, "
+            f"{record.resumed_at - record.at:.1f}s after the failure"
+        )
 
-    def exited(self, task_id: str, exit_code: int, stderr_tail: list[str], now: float,
-               progress: Progress | None = None, generation: int = 0) -> None:
+    def exited(
+        self,
+        task_id: str,
+        exit_code: int,
+        stderr_tail: list[str],
+        now: float,
+        progress: Progress | None = None,
+        generation: int = 0,
+    ) -> None:
         task = self.tasks.get(task_id)
         if task is None or task.state.finished or generation != self.generation:
             return
@@ -291,33 +315,47 @@ class JobTracker:
                 self._plan_restart(verdict, now, wall)
                 return None
             if verdict is not None and not verdict.succeeded and verdict.retryable and self.restarts:
-                verdict.diagnostics += (f" (after {len(self.restarts)} in-application restart(s), max_restarts "
-                                        f"{self.spec.max_restarts}: left to Airflow's retry)")
+                verdict.diagnostics += (
+                    f" (after {len(self.restarts)} in-application restart(s), max_restarts "
+                    f"{self.spec.max_restarts}: left to Airflow's retry)"
+                )
             self.verdict = verdict
             if self.verdict is not None:
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
     def _restartable(self, verdict: Verdict) -> bool:
-        return (not verdict.succeeded and verdict.retryable and verdict.task_id is not None
-                and len(self.restarts) < self.spec.max_restarts)
+        return (
+            not verdict.succeeded
+            and verdict.retryable
+            and verdict.task_id is not None
+            and len(self.restarts) < self.spec.max_restarts
+        )
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
         assert verdict.task_id is not None  # _restartable checked it
         failed = self.tasks[verdict.task_id]
         decider = self.tasks.get(self.spec.decider_task())
         last_step = decider.progress.step if decider is not None and decider.progress is not None else None
-        record = RestartRecord(attempt=len(self.restarts) + 1, failed_task=failed.task_id,
-                               reason=verdict.diagnostics, host=failed.host, at=round(now - self.started, 3),
-                               at_wall=wall, last_step=last_step)
+        record = RestartRecord(
+            attempt=len(self.restarts) + 1,
+            failed_task=failed.task_id,
+            reason=verdict.diagnostics,
+            host=failed.host,
+            at=round(now - self.started, 3),
+            at_wall=wall,
+            last_step=last_step,
+        )
         self.restarts.append(record)
         self.restart_pending = record
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
                 task.message = f"stopped to restart the gang after {failed.task_id} failed"
-        self.events.append(f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
-                           "replacing every task, resuming from the latest checkpoint")
+        self.events.append(
+            f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
+            "replacing every task, resuming from the latest checkpoint"
+        )
 
     def begin_generation(self, slots: dict[str, str], now: float) -> None:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
@@ -327,8 +365,9 @@ class JobTracker:
         self.tasks = self._new_tasks()
         self.cluster_published_at = None
         self.restart_pending = None
-        self.events.append(f"restart {len(self.restarts)}: gang {self.generation} requested "
-                           f"({len(self.tasks)} containers)")
+        self.events.append(
+            f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
+        )
 
     def _decide(self, now: float) -> Verdict | None:
         spec = self.spec
@@ -336,19 +375,25 @@ class JobTracker:
             fatal = task.tracked or task.role in TF_CLUSTER_ROLES
             if task.state == TaskState.FAILED and fatal:
                 where = task.host or "an unregistered container"
-                return Verdict(False, f"{task.task_id} exited with code {task.exit_code} on {where}; "
-                               f"last stderr line: {_stderr_line(task.stderr_tail)}",
-                               retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes),
-                               task_id=task.task_id)
+                return Verdict(
+                    False,
+                    f"{task.task_id} exited with code {task.exit_code} on {where}; "
+                    f"last stderr line: {_stderr_line(task.stderr_tail)}",
+                    retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes),
+                    task_id=task.task_id,
+                )
             if task.state == TaskState.LOST and fatal:
                 return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True, task_id=task.task_id)
         if self.cluster_published_at is None:
             if now - self.generation_started > spec.registration_timeout:
                 missing = [t.task_id for t in self.rendezvous_tasks() if t.state == TaskState.PENDING]
-                return Verdict(False, f"registration timeout ({spec.registration_timeout:g}s): tasks "
-                               f"{', '.join(missing)} never registered (no container was allocated "
-                               "or their executors did not start); the cluster may be too small for "
-                               "this job: lower instances/memory or use a bigger queue")
+                return Verdict(
+                    False,
+                    f"registration timeout ({spec.registration_timeout:g}s): tasks "
+                    f"{', '.join(missing)} never registered (no container was allocated "
+                    "or their executors did not start); the cluster may be too small for "
+                    "this job: lower instances/memory or use a bigger queue",
+                )
         for task in self.tasks.values():
             if task.state in (TaskState.REGISTERED, TaskState.RUNNING) and task.last_heartbeat is not None:
                 silent = now - task.last_heartbeat
@@ -356,24 +401,38 @@ class JobTracker:
                     missed = int(silent / spec.heartbeat_interval)
                     task.state = TaskState.LOST
                     task.message = f"missed heartbeats for {silent:.1f}s"
-                    return Verdict(False, f"{task.task_id} on {task.host} missed heartbeats: silent for "
-                                   f"{silent:.1f}s (~{missed} beats of {spec.heartbeat_interval:g}s; timeout "
-                                   f"{spec.heartbeat_timeout:g}s); its executor is hung or its node is lost",
-                                   retryable=True, task_id=task.task_id)
+                    return Verdict(
+                        False,
+                        f"{task.task_id} on {task.host} missed heartbeats: silent for "
+                        f"{silent:.1f}s (~{missed} beats of {spec.heartbeat_interval:g}s; timeout "
+                        f"{spec.heartbeat_timeout:g}s); its executor is hung or its node is lost",
+                        retryable=True,
+                        task_id=task.task_id,
+                    )
         stall = spec.progress_stall_timeout
         if stall:
             for task in self.tasks.values():
-                if (task.state == TaskState.RUNNING and task.tracked and task.progress is not None
-                        and task.progress_changed_at is not None and now - task.progress_changed_at > stall):
+                if (
+                    task.state == TaskState.RUNNING
+                    and task.tracked
+                    and task.progress is not None
+                    and task.progress_changed_at is not None
+                    and now - task.progress_changed_at > stall
+                ):
                     step = task.progress.step
-                    return Verdict(False, f"{task.task_id} progress stalled: no new step for "
-                                   f"{now - task.progress_changed_at:.1f}s (progress_stall_timeout {stall:g}s; "
-                                   f"last step {step}); a collective may be deadlocked", retryable=True,
-                                   task_id=task.task_id)
+                    return Verdict(
+                        False,
+                        f"{task.task_id} progress stalled: no new step for "
+                        f"{now - task.progress_changed_at:.1f}s (progress_stall_timeout {stall:g}s; "
+                        f"last step {step}); a collective may be deadlocked",
+                        retryable=True,
+                        task_id=task.task_id,
+                    )
         if spec.deadline is not None and now - self.started > spec.deadline:
             running = [t.task_id for t in self.tasks.values() if t.tracked and not t.state.finished]
-            return Verdict(False, f"deadline of {spec.deadline:g}s exceeded; still running: "
-                           f"{', '.join(running) or 'none'}")
+            return Verdict(
+                False, f"deadline of {spec.deadline:g}s exceeded; still running: {', '.join(running) or 'none'}"
+            )
         return self._success()
 
     def _success(self) -> Verdict | None:
@@ -445,8 +504,9 @@ def material(doc: StateDocument) -> str:
     """The state document without its ever-changing fields, as a comparable string."""
     data = doc.to_dict()
     view = {k: v for k, v in data.items() if k not in _VOLATILE}
-    view["tasks"] = {tid: {k: v for k, v in task.items() if k not in _VOLATILE_TASK}
-                     for tid, task in data["tasks"].items()}
+    view["tasks"] = {
+        tid: {k: v for k, v in task.items() if k not in _VOLATILE_TASK} for tid, task in data["tasks"].items()
+    }
     return json.dumps(view, sort_keys=True, default=str)
 
 

@@ -5,6 +5,7 @@ it listens on the port its executor reserved (``$TONY_PORT``), which the AM
 state and the operator's "TensorBoard" link point at. Needs the
 ``tensorboard`` package in the job's Python environment.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,11 +25,12 @@ def main() -> int:
     client = hdfs_io.client_from_env()
     if client is not None and spec.checkpoint.dir:
         DirSync(client, logdir, tensorboard_remote(spec.checkpoint.dir), interval=5.0, push=False).start()
-    from tensorboard import program  # noqa: PLC0415 - only in this role's environment
+    from tensorboard import program
 
     board = program.TensorBoard()
-    board.configure(argv=[None, "--logdir", str(logdir), "--port", os.environ[C.ENV_PORT], "--bind_all",
-                          "--reload_interval", "5"])
+    board.configure(
+        argv=[None, "--logdir", str(logdir), "--port", os.environ[C.ENV_PORT], "--bind_all", "--reload_interval", "5"]
+    )
     print(f"TensorBoard serving {logdir} on port {os.environ[C.ENV_PORT]}", flush=True)
     board.main()
     return 0

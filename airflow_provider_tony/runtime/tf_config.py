@@ -12,6 +12,7 @@ tested for that property; writing the environment is a separate thin step.
 Task ids are ``"role:index"`` strings (``"worker:1"``), addresses are
 ``"host:port"`` strings.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,15 +52,11 @@ def parse_task_id(task_id: str) -> tuple[str, int]:
         )
     role, sep, index_text = task_id.rpartition(":")
     if not sep or not role or not index_text.isdigit() or not index_text.isascii():
-        raise TfConfigError(
-            f"task id {task_id!r} is not of the form 'role:index'; "
-            "use e.g. 'worker:0' or 'ps:1'"
-        )
+        raise TfConfigError(f"task id {task_id!r} is not of the form 'role:index'; use e.g. 'worker:0' or 'ps:1'")
     index = int(index_text)
     if str(index) != index_text:
         raise TfConfigError(
-            f"task id {task_id!r} has a non-canonical index {index_text!r}; "
-            f"write it as '{role}:{index}'"
+            f"task id {task_id!r} has a non-canonical index {index_text!r}; write it as '{role}:{index}'"
         )
     return role, index
 

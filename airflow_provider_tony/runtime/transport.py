@@ -4,6 +4,7 @@ YARN writes container environment into a generated shell script without
 escaping quotes, so raw JSON arrives mangled; base64 has no characters a
 shell cares about.
 """
+
 from __future__ import annotations
 
 import base64

@@ -23,6 +23,7 @@ The AM hands the server the state document's bytes (``publish``); the
 history is built on request under the AM's history lock, which its loop holds
 only to append a point. Standard library only, like the rest of ``runtime/``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -60,8 +61,14 @@ class JobWebServer:
         larger document, so the AM does not serialise it on every publication.
     """
 
-    def __init__(self, render: Callable[[], str], history: Callable[[], bytes], *, host: str = "0.0.0.0",  # noqa: S104
-                 port: int = 0) -> None:
+    def __init__(
+        self,
+        render: Callable[[], str],
+        history: Callable[[], bytes],
+        *,
+        host: str = "0.0.0.0",  # noqa: S104
+        port: int = 0,
+    ) -> None:
         self.render = render
         self.history = history
         self.state_json = b"{}"
@@ -100,12 +107,12 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             route = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
             if route in ("", PAGE_ROUTE):
                 try:
                     body = server.render().encode()
-                except Exception as exc:  # noqa: BLE001 - a page bug must not take the JSON down
+                except Exception as exc:
                     log.exception("rendering the job page failed")
                     self._send(500, f"could not render the page: {type(exc).__name__}".encode(), "text/plain")
                     return
@@ -120,7 +127,7 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, b"not found: try state, history or the page itself", "text/plain")
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's signature
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("%s %s", self.address_string(), format % args)
 
     return Handler

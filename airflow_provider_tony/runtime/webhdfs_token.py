@@ -9,6 +9,7 @@ The token string is a secret: requests puts it in URLs, and a connection
 error's message quotes the URL, so every transport error leaves this client
 with the token cut out of its message and without its chained cause.
 """
+
 from __future__ import annotations
 
 import re

@@ -13,6 +13,7 @@ each container's working directory (TonY unzips its ``--src_dir`` there), so
 relative paths in the user's code work while files it writes stay private to
 its container. Pure functions apart from :func:`link_source`.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,15 @@ def link_source(source: Path, workdir: Path, reserved: Iterable[str]) -> list[st
     return skipped
 
 
-def tony_env(role: str, index: int, addresses: Mapping[str, str], tracked_tasks: int, is_chief: bool,
-             app_id: str, port: int | None) -> dict[str, str]:
+def tony_env(
+    role: str,
+    index: int,
+    addresses: Mapping[str, str],
+    tracked_tasks: int,
+    is_chief: bool,
+    app_id: str,
+    port: int | None,
+) -> dict[str, str]:
     """The variables TonY's task executors export, for scripts written for TonY.
 
     ``CLUSTER_SPEC`` lists every role, as TonY's does, each ordered by index.

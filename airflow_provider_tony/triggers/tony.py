@@ -7,6 +7,7 @@ Following is natively asyncio: YARN's report (RM REST) and the AM's state
 loop, judged by the same pure ``Follower`` the synchronous path uses. No
 skein driver (a JVM) runs to follow; one is started only to kill.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,9 @@ class TonyTrigger(BaseTrigger):
     :param am_stale_timeout: seconds without a new AM state while RUNNING before it counts as hung.
     """
 
-    def __init__(self, *, app_id: str, yarn_conn_id: str, poll_interval: float, startup_timeout: float,
-                 am_stale_timeout: float) -> None:
+    def __init__(
+        self, *, app_id: str, yarn_conn_id: str, poll_interval: float, startup_timeout: float, am_stale_timeout: float
+    ) -> None:
         super().__init__()
         self.app_id = app_id
         self.yarn_conn_id = yarn_conn_id
@@ -55,9 +57,16 @@ class TonyTrigger(BaseTrigger):
         self.am_stale_timeout = float(am_stale_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("airflow_provider_tony.triggers.tony.TonyTrigger", {
-            "app_id": self.app_id, "yarn_conn_id": self.yarn_conn_id, "poll_interval": self.poll_interval,
-            "startup_timeout": self.startup_timeout, "am_stale_timeout": self.am_stale_timeout})
+        return (
+            "airflow_provider_tony.triggers.tony.TonyTrigger",
+            {
+                "app_id": self.app_id,
+                "yarn_conn_id": self.yarn_conn_id,
+                "poll_interval": self.poll_interval,
+                "startup_timeout": self.startup_timeout,
+                "am_stale_timeout": self.am_stale_timeout,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
@@ -66,8 +75,7 @@ class TonyTrigger(BaseTrigger):
         except Exception as exc:  # noqa: BLE001 - reported, the operator decides
             yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
             return
-        follower = Follower(self.app_id, startup_timeout=self.startup_timeout,
-                            am_stale_timeout=self.am_stale_timeout)
+        follower = Follower(self.app_id, startup_timeout=self.startup_timeout, am_stale_timeout=self.am_stale_timeout)
         async with web.async_http_client(settings) as http:
             while True:
                 try:

@@ -5,6 +5,7 @@ executor. The runtime travels as a zip beside the job (``tony_runtime.zip`` on
 PYTHONPATH), so containers need neither this package nor Airflow installed:
 only Python with skein (and hdfs for checkpoints).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -66,8 +67,9 @@ def _file(source: str, archive: bool = False) -> skein.File:
     return skein.File(source=str(Path(source).resolve()), type=kind)
 
 
-def job_files(spec: JobSpec, python_archive_source: str | None,
-              source_archive: str | None = None) -> dict[str, skein.File]:
+def job_files(
+    spec: JobSpec, python_archive_source: str | None, source_archive: str | None = None
+) -> dict[str, skein.File]:
     files = {C.RUNTIME_ZIP: skein.File(source=str(runtime_zip_path()), type="file")}
     if python_archive_source:
         files[ARCHIVE_ALIAS] = _file(python_archive_source, archive=True)
@@ -117,22 +119,30 @@ def plan_placement(spec: JobSpec, hosts: Mapping[str, Sequence[str]] | None) -> 
         elif hosts is None:
             continue
         else:
-            candidates = sorted(h for h, labels in hosts.items()
-                                if (role.node_label in labels if role.node_label else not labels))
+            candidates = sorted(
+                h for h, labels in hosts.items() if (role.node_label in labels if role.node_label else not labels)
+            )
         if not candidates:
             where = f"label {role.node_label!r}" if role.node_label else "no label"
-            raise SpecError(f"roles.{name}.placement.spread",
-                            f"no running node with {where} to spread over (running: {sorted(hosts or {})!r}); "
-                            "list the nodes in placement.nodes, or wait for the nodes to come up")
+            raise SpecError(
+                f"roles.{name}.placement.spread",
+                f"no running node with {where} to spread over (running: {sorted(hosts or {})!r}); "
+                "list the nodes in placement.nodes, or wait for the nodes to come up",
+            )
         plan[name] = [candidates[(dealt + i) % len(candidates)] for i in range(role.instances)]
         dealt += role.instances
     return plan
 
 
-def build_application_spec(spec: JobSpec, *, python: str, python_archive_source: str | None = None,
-                           source_archive: str | None = None,
-                           extra_env: Mapping[str, str] | None = None,
-                           placement_plan: Mapping[str, Sequence[str]] | None = None) -> skein.ApplicationSpec:
+def build_application_spec(
+    spec: JobSpec,
+    *,
+    python: str,
+    python_archive_source: str | None = None,
+    source_archive: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    placement_plan: Mapping[str, Sequence[str]] | None = None,
+) -> skein.ApplicationSpec:
     """``python`` is the interpreter command inside containers (an absolute path,
     or ``./environment/bin/python`` for an archive shipped as ``environment``);
     ``source_archive`` is the packed ``src_dir`` (staged on HDFS), unpacked as ``src``;
@@ -166,16 +176,18 @@ def build_application_spec(spec: JobSpec, *, python: str, python_archive_source:
         if placement is not None and placement.spread:
             hosts = plan.get(name)
             if hosts is None or len(hosts) != role.instances:
-                raise SpecError(f"roles.{name}.placement", f"no node plan for the spread role {name!r} "
-                                f"(got {hosts!r}); submit through TonyClient, which plans it from the cluster")
+                raise SpecError(
+                    f"roles.{name}.placement",
+                    f"no node plan for the spread role {name!r} "
+                    f"(got {hosts!r}); submit through TonyClient, which plans it from the cluster",
+                )
             for service_name, host in zip(spec.role_services(name), hosts, strict=True):
                 services[service_name] = service(1, [host])
         else:
             services[name] = service(role.instances, placement.nodes if placement is not None else [])
     acls = skein.ACLs()
     if spec.acls.view_users or spec.acls.modify_users:
-        acls = skein.ACLs(enable=True, view_users=list(spec.acls.view_users),
-                          modify_users=list(spec.acls.modify_users))
+        acls = skein.ACLs(enable=True, view_users=list(spec.acls.view_users), modify_users=list(spec.acls.modify_users))
     return skein.ApplicationSpec(
         name=spec.name,
         queue=spec.queue,

@@ -7,6 +7,7 @@ plain data (``ClusterInfo``, a ``JobSpec``), so it is unit-tested without a
 cluster, and raises ``SpecError`` naming the dotted field, the value and the fix,
 before anything is submitted.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,6 +58,7 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
     ACCEPTED or the containers pending until some timeout; checking here
     turns a silent hang into a message that says what to change.
     """
+
     def fits(value: int, maximum: int, field_: str, unit: str, knob: str) -> None:
         _check(
             value <= maximum,
@@ -87,13 +89,19 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
         placement = role.placement
         if placement is not None and cluster.hosts:
             for i, host in enumerate(placement.nodes):
-                _check(host in cluster.hosts, f"{where}.placement.nodes[{i}]",
-                       f"{host!r} is not a running node of this cluster (running: {sorted(cluster.hosts)!r}); "
-                       "fix the host name or remove it from the list")
+                _check(
+                    host in cluster.hosts,
+                    f"{where}.placement.nodes[{i}]",
+                    f"{host!r} is not a running node of this cluster (running: {sorted(cluster.hosts)!r}); "
+                    "fix the host name or remove it from the list",
+                )
                 labels = cluster.hosts[host]
-                _check(role.node_label is None or role.node_label in labels, f"{where}.placement.nodes[{i}]",
-                       f"{host!r} does not carry the role's node_label {role.node_label!r} (it has {labels!r}); "
-                       "list nodes with that label, or change node_label")
+                _check(
+                    role.node_label is None or role.node_label in labels,
+                    f"{where}.placement.nodes[{i}]",
+                    f"{host!r} does not carry the role's node_label {role.node_label!r} (it has {labels!r}); "
+                    "list nodes with that label, or change node_label",
+                )
     # A queue given as a full path ("root.a.b") is matched by its leaf name; an
     # empty list means the queues could not be read, which must not block submits.
     _check(
@@ -130,8 +138,7 @@ def validate_local_files(spec: JobSpec) -> None:
         _check(
             _is_hdfs(src) or os.path.exists(src),
             f"files.{dest}",
-            f"{src!r} file not found on this machine;"
-            " fix the source path, or upload it to HDFS and use an hdfs:// URL",
+            f"{src!r} file not found on this machine; fix the source path, or upload it to HDFS and use an hdfs:// URL",
         )
     archive = spec.python.archive
     _check(
@@ -150,8 +157,7 @@ def validate_local_files(spec: JobSpec) -> None:
             _check(
                 os.path.isfile(script),
                 where,
-                f"{script!r} file not found on this machine;"
-                " fix the path (an absolute script is shipped from here)",
+                f"{script!r} file not found on this machine; fix the path (an absolute script is shipped from here)",
             )
         else:
             _check(
@@ -171,13 +177,17 @@ def _is_shipped(script: str, files: Mapping[str, str]) -> bool:
             continue
         if _is_hdfs(src):
             return True  # cannot look inside HDFS from here; trust it
-        if os.path.isfile(os.path.join(src, script[len(dest) + 1:])):
+        if os.path.isfile(os.path.join(src, script[len(dest) + 1 :])):
             return True
     return False
 
 
-def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any],
-                         labels: dict[str, Any] | None, nodes: dict[str, Any] | None = None) -> ClusterInfo:
+def cluster_info_from_rm(
+    scheduler: dict[str, Any],
+    metrics: dict[str, Any],
+    labels: dict[str, Any] | None,
+    nodes: dict[str, Any] | None = None,
+) -> ClusterInfo:
     """``ClusterInfo`` from the ResourceManager's REST answers.
 
     :param scheduler: ``/ws/v1/cluster/scheduler``'s ``scheduler.schedulerInfo``.
@@ -201,9 +211,12 @@ def cluster_info_from_rm(scheduler: dict[str, Any], metrics: dict[str, Any],
     if isinstance(found, dict):
         found = [found]
     return ClusterInfo(
-        max_memory_mb=int(max_alloc.get("memory", 0)), max_vcores=int(max_alloc.get("vCores", 0)),
-        resource_types=resources or ["memory-mb", "vcores"], queues=leaves,
-        total_memory_mb=int(metrics.get("totalMB", 0)), total_vcores=int(metrics.get("totalVirtualCores", 0)),
+        max_memory_mb=int(max_alloc.get("memory", 0)),
+        max_vcores=int(max_alloc.get("vCores", 0)),
+        resource_types=resources or ["memory-mb", "vcores"],
+        queues=leaves,
+        total_memory_mb=int(metrics.get("totalMB", 0)),
+        total_vcores=int(metrics.get("totalVirtualCores", 0)),
         node_labels=[lbl["name"] if isinstance(lbl, dict) else str(lbl) for lbl in found],
         hosts=_running_hosts(nodes),
     )
@@ -213,5 +226,8 @@ def _running_hosts(nodes: dict[str, Any] | None) -> dict[str, list[str]]:
     listed = ((nodes or {}).get("nodes") or {}).get("node") or []
     if isinstance(listed, dict):  # Jersey renders a one-element list as the element
         listed = [listed]
-    return {str(n["nodeHostName"]): [str(lbl) for lbl in n.get("nodeLabels") or []]
-            for n in listed if isinstance(n, dict) and n.get("nodeHostName") and n.get("state", "RUNNING") == "RUNNING"}
+    return {
+        str(n["nodeHostName"]): [str(lbl) for lbl in n.get("nodeLabels") or []]
+        for n in listed
+        if isinstance(n, dict) and n.get("nodeHostName") and n.get("state", "RUNNING") == "RUNNING"
+    }

@@ -4,6 +4,7 @@ The Airflow hook and the command line both go through this class, so a job
 behaves the same from a DAG and from a terminal. It is also the one place
 where skein and HTTP errors become this provider's own exceptions.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -59,7 +60,7 @@ def _cluster_errors(what: str) -> Iterator[None]:
         yield
     except TonyError:
         raise
-    except Exception as exc:  # noqa: BLE001 - skein and urllib raise many kinds
+    except Exception as exc:
         raise ClusterError(f"{what}: {exc}") from exc
 
 
@@ -117,10 +118,20 @@ def driver_java_options() -> list[str]:
 class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
-    def __init__(self, *, rm_url: str, webhdfs_url: str | None = None, webhdfs_user: str | None = None,
-                 base_path: str | None = None, skein_config: str | None = None,
-                 principal: str | None = None, keytab: str | None = None, kerberos: bool | None = None,
-                 ca_bundle: str | None = None, cluster_env: ClusterEnv | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        rm_url: str,
+        webhdfs_url: str | None = None,
+        webhdfs_user: str | None = None,
+        base_path: str | None = None,
+        skein_config: str | None = None,
+        principal: str | None = None,
+        keytab: str | None = None,
+        kerberos: bool | None = None,
+        ca_bundle: str | None = None,
+        cluster_env: ClusterEnv | None = None,
+    ) -> None:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
@@ -135,15 +146,19 @@ class TonyClient:
         # Kerberos when asked, when a principal/keytab is given, or when the
         # Hadoop configuration says the cluster is Kerberized.
         if kerberos is None:
-            kerberos = bool(principal or keytab) or (_read_site(
-                self.cluster_env.conf_dir(), "core-site.xml", "hadoop.security.authentication") == "kerberos")
+            kerberos = bool(principal or keytab) or (
+                _read_site(self.cluster_env.conf_dir(), "core-site.xml", "hadoop.security.authentication") == "kerberos"
+            )
         self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
         # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
-        self.http_settings = (web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
-                              if self._krb is not None else web.HttpSettings())
+        self.http_settings = (
+            web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
+            if self._krb is not None
+            else web.HttpSettings()
+        )
         self._http: Any = None
 
     @classmethod
@@ -156,12 +171,17 @@ class TonyClient:
         """
         rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
-            raise ClusterError("no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
-                               "(for the local cluster: eval \"$(make -s cluster-env)\")")
-        return cls(rm_url=rm_url, webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
-                   webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
-                   principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
-                   keytab=os.environ.get("TONY_KERBEROS_KEYTAB"))
+            raise ClusterError(
+                "no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
+                '(for the local cluster: eval "$(make -s cluster-env)")'
+            )
+        return cls(
+            rm_url=rm_url,
+            webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
+            webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
+            principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
+            keytab=os.environ.get("TONY_KERBEROS_KEYTAB"),
+        )
 
     @property
     def kerberos(self) -> bool:
@@ -183,17 +203,19 @@ class TonyClient:
 
     def _start_driver(self) -> Any:
         """Called under ``_skein_lock`` when no driver runs yet."""
-        import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
+        import skein
 
-        with _cluster_errors("could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set "
-                             "and the ResourceManager up?)"):
+        with _cluster_errors(
+            "could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set and the ResourceManager up?)"
+        ):
             kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
             java_options = driver_java_options() + (self._krb.java_options() if self._krb else [])
             # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real
             # errors, Hadoop's client loggers included (its own log4j config would print INFO/WARN).
             with driver_environment(self.cluster_env):
-                self._skein = skein.Client(security=security_for(self.cluster_env), log_level="error",
-                                           java_options=java_options, **kwargs)
+                self._skein = skein.Client(
+                    security=security_for(self.cluster_env), log_level="error", java_options=java_options, **kwargs
+                )
         return self._skein
 
     @property
@@ -227,8 +249,10 @@ class TonyClient:
         url = f"{self.rm_url}/ws/v1/cluster/{path}"
         if self._krb is not None:
             return self._krb.get_json(url, what=f"ResourceManager at {self.rm_url}")
-        with _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"), \
-                urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - configured RM
+        with (
+            _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"),
+            urllib.request.urlopen(url, timeout=15) as resp,  # noqa: S310 - configured RM
+        ):
             return json.load(resp)
 
     def hdfs(self) -> Any:
@@ -236,16 +260,19 @@ class TonyClient:
             raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
         if self._krb is not None:
             return self._krb.webhdfs(self.webhdfs_url)
-        from hdfs import InsecureClient  # noqa: PLC0415
+        from hdfs import InsecureClient
 
         return InsecureClient(self.webhdfs_url, user=self.webhdfs_user)
 
     # ------------------------------------------------------------ cluster
 
     def cluster_info(self) -> ClusterInfo:
-        return cluster_info_from_rm(self._rm_get("scheduler")["scheduler"]["schedulerInfo"],
-                                    self._rm_get("metrics")["clusterMetrics"], self._rm_get("get-node-labels"),
-                                    self._rm_get("nodes?states=RUNNING"))
+        return cluster_info_from_rm(
+            self._rm_get("scheduler")["scheduler"]["schedulerInfo"],
+            self._rm_get("metrics")["clusterMetrics"],
+            self._rm_get("get-node-labels"),
+            self._rm_get("nodes?states=RUNNING"),
+        )
 
     def describe(self) -> str:
         """What test_connection() shows: the cluster as the RM sees it.
@@ -255,9 +282,11 @@ class TonyClient:
         """
         self.check_kerberos()
         metrics = self._rm_get("metrics")["clusterMetrics"]
-        text = (f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
-                f"{metrics['totalMB']} MiB and {metrics['totalVirtualCores']} vcores in total, "
-                f"{metrics['availableMB']} MiB available")
+        text = (
+            f"ResourceManager {self.rm_url}: {metrics['activeNodes']} active node(s), "
+            f"{metrics['totalMB']} MiB and {metrics['totalVirtualCores']} vcores in total, "
+            f"{metrics['availableMB']} MiB available"
+        )
         if self._krb is not None:
             text = f"Kerberos as {self._principal or 'the ticket cache user'}; {text}"
             if self.webhdfs_url:
@@ -266,15 +295,17 @@ class TonyClient:
         return text
 
     def _check_webhdfs(self) -> None:
-        from hdfs import HdfsError  # noqa: PLC0415
+        from hdfs import HdfsError
 
         try:
             self.hdfs().status("/")
         except HdfsError as exc:
-            raise ClusterError(f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
-                               f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
-                               "that the URL's host is the one in its HTTP/<host> principal") from exc
-        except Exception as exc:  # noqa: BLE001 - requests raises several kinds
+            raise ClusterError(
+                f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
+                f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
+                "that the URL's host is the one in its HTTP/<host> principal"
+            ) from exc
+        except Exception as exc:
             raise ClusterError(f"WebHDFS at {self.webhdfs_url} unreachable: {exc}") from exc
 
     # ------------------------------------------------------------ submit
@@ -329,19 +360,22 @@ class TonyClient:
                 publish(client, str(local), remote, f"submit-{os.getpid()}")
             pack_s, upload_s = packed - scanned, time.monotonic() - packed
             log.info("uploaded source tree %s (%d entries) to %s", src_dir, len(tree.entries), remote)
-        return StagedSource(f"{self._default_fs()}{remote}", digest, tree.size, uploaded,
-                            scanned - started, pack_s, upload_s)
+        return StagedSource(
+            f"{self._default_fs()}{remote}", digest, tree.size, uploaded, scanned - started, pack_s, upload_s
+        )
 
     def _default_fs(self) -> str:
         fs = _read_site(self.cluster_env.conf_dir(), "core-site.xml", "fs.defaultFS")
         if not fs:
-            raise ClusterError("fs.defaultFS not found in $HADOOP_CONF_DIR/core-site.xml: "
-                               "needed to reference the python archive on HDFS")
+            raise ClusterError(
+                "fs.defaultFS not found in $HADOOP_CONF_DIR/core-site.xml: "
+                "needed to reference the python archive on HDFS"
+            )
         return fs.rstrip("/")
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement  # noqa: PLC0415
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
 
         self.check_kerberos()
         info = self.validate(spec)
@@ -357,9 +391,14 @@ class TonyClient:
             data = spec.to_dict()
             data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
             spec = JobSpec.from_dict(data)
-        app_spec = build_application_spec(spec, python=python, python_archive_source=archive_source,
-                                          source_archive=source, extra_env=self._container_env(attempt),
-                                          placement_plan=plan)
+        app_spec = build_application_spec(
+            spec,
+            python=python,
+            python_archive_source=archive_source,
+            source_archive=source,
+            extra_env=self._container_env(attempt),
+            placement_plan=plan,
+        )
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
             app_id: str = self.skein.submit(app_spec)
         return app_id
@@ -381,7 +420,7 @@ class TonyClient:
             resp = self.http.get(web.rm_app_url(self.rm_url, app_id))
             resp.raise_for_status()
             data = resp.json()
-        except Exception as exc:  # noqa: BLE001 - httpx raises several kinds; one wording
+        except Exception as exc:
             raise web.rm_error(self.rm_url, app_id, exc) from exc
         return web.parse_app_report(data, app_id, self.tracking_url(app_id))
 
@@ -456,16 +495,25 @@ class TonyClient:
     def find_by_tags(self, tags: Iterable[str], *, active_only: bool = True) -> list[AppReport]:
         """Applications carrying every tag, newest first (RM REST: tags filter any-of)."""
         wanted = {t.lower() for t in tags}  # YARN lower-cases tags
-        query = "&".join([f"applicationTags={urllib.parse.quote(','.join(sorted(wanted)))}"]
-                         + ([f"states={','.join(ACTIVE_YARN_STATES)}"] if active_only else []))
+        query = "&".join(
+            [f"applicationTags={urllib.parse.quote(','.join(sorted(wanted)))}"]
+            + ([f"states={','.join(ACTIVE_YARN_STATES)}"] if active_only else [])
+        )
         apps = (self._rm_get(f"apps?{query}").get("apps") or {}).get("app") or []
         found = [a for a in apps if wanted <= set((a.get("applicationTags") or "").split(","))]
-        return [AppReport(app_id=a["id"], state=a["state"], final_status=a.get("finalStatus") or "UNDEFINED",
-                          diagnostics=a.get("diagnostics") or "", tracking_url=self.tracking_url(a["id"]),
-                          progress=float(a.get("progress") or 0.0),
-                          tags=sorted(t for t in (a.get("applicationTags") or "").split(",") if t),
-                          name=a.get("name") or "")
-                for a in sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)]
+        return [
+            AppReport(
+                app_id=a["id"],
+                state=a["state"],
+                final_status=a.get("finalStatus") or "UNDEFINED",
+                diagnostics=a.get("diagnostics") or "",
+                tracking_url=self.tracking_url(a["id"]),
+                progress=float(a.get("progress") or 0.0),
+                tags=sorted(t for t in (a.get("applicationTags") or "").split(",") if t),
+                name=a.get("name") or "",
+            )
+            for a in sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
+        ]
 
     def application_containers(self, app_id: str) -> list[tuple[str, str]]:
         """``(container_id, host)`` of every container of ``app_id`` whose logs a NodeManager keeps.
@@ -477,15 +525,17 @@ class TonyClient:
         numbers an attempt's containers in sequence after it: ids are tried in
         order on every node until three in a row are found on none.
         """
-        nodes = {n["nodeHTTPAddress"]: n["nodeHostName"]
-                 for n in (self._rm_get("nodes").get("nodes") or {}).get("node") or []}
+        nodes = {
+            n["nodeHTTPAddress"]: n["nodeHostName"]
+            for n in (self._rm_get("nodes").get("nodes") or {}).get("node") or []
+        }
         found: set[tuple[str, str]] = set()
         for address, host in nodes.items():
             app = self._nm_get(address, f"apps/{urllib.parse.quote(app_id)}") or {}
             found.update((cid, host) for cid in (app.get("app") or {}).get("containerids") or [])
         if found:
             return sorted(found)
-        attempts = (self._rm_get(f"apps/{urllib.parse.quote(app_id)}/appattempts").get("appAttempts") or {})
+        attempts = self._rm_get(f"apps/{urllib.parse.quote(app_id)}/appattempts").get("appAttempts") or {}
         for attempt in attempts.get("appAttempt") or []:
             prefix, _, first = str(attempt.get("containerId") or "").rpartition("_")
             if not prefix or not first.isdigit():
@@ -494,9 +544,13 @@ class TonyClient:
             while misses < 3:
                 cid = f"{prefix}_{number:0{len(first)}d}"
                 # A NodeManager answers for any id; one that ran the container lists its log files.
-                hosts = [host for address, host in nodes.items()
-                         if ((self._nm_get(address, f"containers/{cid}/logs") or {}).get("containerLogsInfo")
-                             or {}).get("containerLogInfo")]
+                hosts = [
+                    host
+                    for address, host in nodes.items()
+                    if ((self._nm_get(address, f"containers/{cid}/logs") or {}).get("containerLogsInfo") or {}).get(
+                        "containerLogInfo"
+                    )
+                ]
                 found.update((cid, host) for host in hosts)
                 misses = 0 if hosts else misses + 1
                 number += 1
@@ -506,7 +560,7 @@ class TonyClient:
     def _nm_get(address: str, path: str) -> Any:
         """A NodeManager REST document, or None when it has nothing there (or is unreachable)."""
         try:
-            with urllib.request.urlopen(f"http://{address}/ws/v1/node/{path}", timeout=15) as resp:  # noqa: S310
+            with urllib.request.urlopen(f"http://{address}/ws/v1/node/{path}", timeout=15) as resp:
                 return json.load(resp)
         except (urllib.error.URLError, OSError, ValueError):
             return None
@@ -567,8 +621,13 @@ class TonyClient:
 
     # ------------------------------------------------------------ follow
 
-    def poll(self, follower: Follower, *, emit: Callable[[str], None],
-             on_state: Callable[[StateDocument], None] | None = None) -> JobResult | None:
+    def poll(
+        self,
+        follower: Follower,
+        *,
+        emit: Callable[[str], None],
+        on_state: Callable[[StateDocument], None] | None = None,
+    ) -> JobResult | None:
         """One look at the application through ``follower``; a JobResult once it has ended.
 
         Input and output only: the rules are ``Follower.observe``'s.
@@ -592,9 +651,16 @@ class TonyClient:
             self.kill(app_id)
         return step.result
 
-    def wait(self, app_id: str, *, poll_interval: float = 2.0, startup_timeout: float = 600.0,
-             am_stale_timeout: float = 60.0, emit: Callable[[str], None] = print,
-             on_state: Callable[[StateDocument], None] | None = None) -> JobResult:
+    def wait(
+        self,
+        app_id: str,
+        *,
+        poll_interval: float = 2.0,
+        startup_timeout: float = 600.0,
+        am_stale_timeout: float = 60.0,
+        emit: Callable[[str], None] = print,
+        on_state: Callable[[StateDocument], None] | None = None,
+    ) -> JobResult:
         """Follow until the end, printing state changes and progress."""
         follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
         self.release_driver()  # following is HTTP only; a kill starts the driver again

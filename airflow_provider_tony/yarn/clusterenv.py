@@ -78,7 +78,7 @@ def security_for(cluster: ClusterEnv) -> Any:
     """skein credentials from the cluster's own config folder (made there on first use); None: skein's default."""
     if not cluster.skein_config:
         return None
-    import skein  # noqa: PLC0415 - keeps `import airflow_provider_tony` light
+    import skein
 
     try:
         return skein.Security.from_directory(cluster.skein_config)

@@ -10,6 +10,7 @@ reads no clock, so every rule gets unit tests with plain numbers, the way
 is the thin input/output around it, used by the CLI, the operator and the
 trigger alike.
 """
+
 from __future__ import annotations
 
 import enum
@@ -114,8 +115,9 @@ class Follower:
         least this often (see ``report_from_document``).
     """
 
-    def __init__(self, app_id: str, *, startup_timeout: float, am_stale_timeout: float,
-                 report_max_age: float = 60.0) -> None:
+    def __init__(
+        self, app_id: str, *, startup_timeout: float, am_stale_timeout: float, report_max_age: float = 60.0
+    ) -> None:
         self.app_id = app_id
         self.startup_timeout = startup_timeout
         self.am_stale_timeout = am_stale_timeout
@@ -147,8 +149,14 @@ class Follower:
         the requests of following (its cost, on the triggerer).
         """
         rep = self.last_report
-        if (document is None or document.final or rep is None or rep.state != "RUNNING"
-                or self.reported_at is None or now - self.reported_at >= self.report_max_age):
+        if (
+            document is None
+            or document.final
+            or rep is None
+            or rep.state != "RUNNING"
+            or self.reported_at is None
+            or now - self.reported_at >= self.report_max_age
+        ):
             return None
         return rep
 
@@ -166,9 +174,13 @@ class Follower:
             if waited > self.startup_timeout:
                 step.action = Action.KILL_STARTUP_TIMEOUT
                 step.result = JobResult(
-                    self.app_id, "KILLED", "FAILED",
+                    self.app_id,
+                    "KILLED",
+                    "FAILED",
                     f"{RETRYABLE_MARK} still {report.state} after {self.startup_timeout:g}s (startup_timeout): "
-                    "the queue has no room for the application master; killed", report.tracking_url)
+                    "the queue has no room for the application master; killed",
+                    report.tracking_url,
+                )
             return step
         if report.state == "RUNNING":
             return self._running(report, document, now, step)
@@ -193,9 +205,14 @@ class Follower:
         if silent > self.am_stale_timeout:
             step.action = Action.KILL_HUNG_AM
             step.result = JobResult(
-                self.app_id, "KILLED", "FAILED",
+                self.app_id,
+                "KILLED",
+                "FAILED",
                 f"{RETRYABLE_MARK} the application master stopped publishing its state for {silent:.0f}s "
-                "while YARN reports RUNNING (hung AM); killed", report.tracking_url, self.document)
+                "while YARN reports RUNNING (hung AM); killed",
+                report.tracking_url,
+                self.document,
+            )
         return step
 
     def _progress_lines(self, doc: StateDocument) -> list[str]:

@@ -15,6 +15,7 @@ place authentication enters.
 
 httpx is what Airflow itself depends on, so it adds nothing to an install.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,22 @@ from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
 
-__all__ = ["HttpSettings", "StateUnavailable", "async_http_client", "http_client", "job_page_url",
-           "parse_app_report", "parse_history", "parse_state", "poll_async", "report_async", "rm_app_url",
-           "state_async", "state_url", "tracking_url"]
+__all__ = [
+    "HttpSettings",
+    "StateUnavailable",
+    "async_http_client",
+    "http_client",
+    "job_page_url",
+    "parse_app_report",
+    "parse_history",
+    "parse_state",
+    "poll_async",
+    "report_async",
+    "rm_app_url",
+    "state_async",
+    "state_url",
+    "tracking_url",
+]
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,13 @@ class HttpSettings:
 
 def _options(settings: HttpSettings) -> dict[str, Any]:
     # follow_redirects: the RM's proxy may redirect (a standby RM, a trailing slash).
-    return {"auth": settings.auth, "verify": settings.verify, "timeout": settings.timeout,
-            "follow_redirects": True, "headers": {"Accept": "application/json"}}
+    return {
+        "auth": settings.auth,
+        "verify": settings.verify,
+        "timeout": settings.timeout,
+        "follow_redirects": True,
+        "headers": {"Accept": "application/json"},
+    }
 
 
 def http_client(settings: HttpSettings | None = None) -> httpx.Client:
@@ -92,11 +111,16 @@ def parse_app_report(data: Any, app_id: str, tracking_url: str) -> AppReport:
     app = data.get("app") if isinstance(data, dict) else None
     if not isinstance(app, dict) or "state" not in app:
         raise ClusterError(f"the ResourceManager's report of {app_id} has no 'app.state': {str(data)[:200]!r}")
-    return AppReport(app_id=app_id, state=str(app["state"]), final_status=str(app.get("finalStatus") or "UNDEFINED"),
-                     diagnostics=app.get("diagnostics") or "", tracking_url=tracking_url,
-                     progress=float(app.get("progress") or 0.0) / 100.0,
-                     tags=sorted(t for t in (app.get("applicationTags") or "").split(",") if t),
-                     name=app.get("name") or "")
+    return AppReport(
+        app_id=app_id,
+        state=str(app["state"]),
+        final_status=str(app.get("finalStatus") or "UNDEFINED"),
+        diagnostics=app.get("diagnostics") or "",
+        tracking_url=tracking_url,
+        progress=float(app.get("progress") or 0.0) / 100.0,
+        tags=sorted(t for t in (app.get("applicationTags") or "").split(",") if t),
+        name=app.get("name") or "",
+    )
 
 
 def parse_state(response: httpx.Response) -> StateDocument | None:
@@ -130,13 +154,17 @@ def parse_history(response: httpx.Response) -> JobHistory | None:
 def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:
     """The one wording of "the RM could not be asked", for both clients."""
     if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 404:
-        return ClusterError(f"the ResourceManager at {rm_url} does not know {app_id} (HTTP 404): "
-                            "it has forgotten the application, or the id is wrong")
-    return ClusterError(f"no report for {app_id}: ResourceManager at {rm_url} unreachable "
-                        f"({type(exc).__name__}: {exc})")
+        return ClusterError(
+            f"the ResourceManager at {rm_url} does not know {app_id} (HTTP 404): "
+            "it has forgotten the application, or the id is wrong"
+        )
+    return ClusterError(
+        f"no report for {app_id}: ResourceManager at {rm_url} unreachable ({type(exc).__name__}: {exc})"
+    )
 
 
 # ---------------------------------------------------------------- asyncio (the trigger)
+
 
 async def report_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> AppReport:
     """``TonyClient.report`` on the event loop."""
@@ -144,7 +172,7 @@ async def report_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> App
         resp = await http.get(rm_app_url(rm_url, app_id))
         resp.raise_for_status()
         data = resp.json()
-    except Exception as exc:  # noqa: BLE001 - httpx raises several kinds; one wording
+    except Exception as exc:
         raise rm_error(rm_url, app_id, exc) from exc
     return parse_app_report(data, app_id, tracking_url(rm_url, app_id))
 
@@ -157,8 +185,9 @@ async def state_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> Stat
         return None
 
 
-async def poll_async(http: httpx.AsyncClient, rm_url: str, follower: Follower, *, now: float,
-                     emit: Callable[[str], None]) -> Step:
+async def poll_async(
+    http: httpx.AsyncClient, rm_url: str, follower: Follower, *, now: float, emit: Callable[[str], None]
+) -> Step:
     """One look through ``follower``, as ``TonyClient.poll`` takes it, without blocking the loop.
 
     Returns the follower's ``Step``: the caller kills when ``step.action.kills``

@@ -9,6 +9,7 @@ quick C1 compiler (tier 1) is the usual setting for a small control-plane
 JVM: the driver starts sooner on less CPU and the AM JVM takes less from
 the training beside it (the figures are in CHANGELOG.md and bench/).
 """
+
 from __future__ import annotations
 
 JVM_OPTIONS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)

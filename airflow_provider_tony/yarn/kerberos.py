@@ -11,6 +11,7 @@ Each failure is told apart, because ``test_connection`` must say which step
 failed: no ticket, a keytab that does not log in, a server that refuses
 SPNEGO, WebHDFS that refuses the user.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,17 +60,20 @@ class KerberosSession:
         """Initiator credentials; raises :class:`KerberosError` naming the fix."""
         if self._creds is not None:
             return self._creds
-        import gssapi  # noqa: PLC0415 - only secure clusters need it
+        import gssapi
 
         cfg = self.config
         try:
             if cfg.keytab:
                 if not os.path.isfile(cfg.keytab):
-                    raise KerberosError(f"keytab {cfg.keytab!r} (connection extra 'keytab') does not exist "
-                                        "or is not a file on this machine: copy the principal's keytab there")
+                    raise KerberosError(
+                        f"keytab {cfg.keytab!r} (connection extra 'keytab') does not exist "
+                        "or is not a file on this machine: copy the principal's keytab there"
+                    )
                 name = gssapi.Name(cfg.principal, gssapi.NameType.kerberos_principal) if cfg.principal else None
-                creds = gssapi.Credentials(name=name, usage="initiate",
-                                           store={"client_keytab": cfg.keytab, "ccache": self._ccache})
+                creds = gssapi.Credentials(
+                    name=name, usage="initiate", store={"client_keytab": cfg.keytab, "ccache": self._ccache}
+                )
             else:
                 creds = gssapi.Credentials(usage="initiate")
             creds.lifetime  # noqa: B018 - forces the KDC exchange now, so errors surface here
@@ -85,16 +89,18 @@ class KerberosSession:
             return KerberosError(
                 f"Kerberos login with principal {cfg.principal!r} from keytab {cfg.keytab!r} failed ({detail}): "
                 "check that the keytab holds that principal's current key (klist -kt <keytab>) and that "
-                "KRB5_CONFIG / /etc/krb5.conf names the realm's KDC")
+                "KRB5_CONFIG / /etc/krb5.conf names the realm's KDC"
+            )
         return KerberosError(
             f"no Kerberos ticket for the cluster ({detail}): run `kinit <principal>` first, or set the "
-            "connection's extra 'principal' and 'keytab' so the provider logs in by itself")
+            "connection's extra 'principal' and 'keytab' so the provider logs in by itself"
+        )
 
     def session(self) -> Any:
         """A ``requests.Session`` authenticating with SPNEGO (and the CA bundle, if one is set)."""
         if self._session is None:
-            import requests  # noqa: PLC0415
-            from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth  # noqa: PLC0415
+            import requests
+            from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
 
             session = requests.Session()
             # OPTIONAL: Hadoop's servers do answer with a mutual-auth token, but
@@ -108,7 +114,7 @@ class KerberosSession:
 
     def get_json(self, url: str, *, what: str, timeout: float = 15.0) -> Any:
         """GET ``url`` with SPNEGO; errors say whether SPNEGO was refused or the server was unreachable."""
-        import requests  # noqa: PLC0415
+        import requests
 
         session = self.session()
         try:
@@ -119,7 +125,8 @@ class KerberosSession:
             raise KerberosError(
                 f"{what} refused SPNEGO for {self.config.principal or 'the ticket cache user'} "
                 f"(HTTP {resp.status_code} from {url}): check that the server's HTTP/<host> principal is in "
-                "the same realm (or trusted) and that the URL's host name is the one in that principal")
+                "the same realm (or trusted) and that the URL's host name is the one in that principal"
+            )
         try:
             resp.raise_for_status()
             return resp.json()
@@ -129,7 +136,7 @@ class KerberosSession:
     def webhdfs(self, url: str) -> Any:
         """An ``hdfs.Client`` over this session (HdfsCLI's KerberosClient needs requests-kerberos;
         this reuses the credentials above instead)."""
-        from hdfs import Client  # noqa: PLC0415
+        from hdfs import Client
 
         return Client(url, session=self.session())
 
@@ -168,14 +175,17 @@ class HttpxSpnegoAuth(httpx.Auth):
         yield request
 
     def token(self, host: str) -> str:
-        import gssapi  # noqa: PLC0415 - only secure clusters need it
+        import gssapi
 
         name = gssapi.Name(f"HTTP@{host}", gssapi.NameType.hostbased_service)
         try:
-            context = gssapi.SecurityContext(name=name, creds=self.credentials(), usage="initiate",
-                                             mech=gssapi.OID.from_int_seq(SPNEGO_OID))
+            context = gssapi.SecurityContext(
+                name=name, creds=self.credentials(), usage="initiate", mech=gssapi.OID.from_int_seq(SPNEGO_OID)
+            )
             return base64.b64encode(context.step()).decode()
         except gssapi.exceptions.GSSError as exc:
-            raise KerberosError(f"no SPNEGO token for HTTP@{host} ({str(exc).strip()}): check that the "
-                                "server's HTTP/<host> principal exists in the KDC and that the URL names "
-                                "that host") from None
+            raise KerberosError(
+                f"no SPNEGO token for HTTP@{host} ({str(exc).strip()}): check that the "
+                "server's HTTP/<host> principal exists in the KDC and that the URL names "
+                "that host"
+            ) from None

@@ -17,6 +17,7 @@ belong on HDFS, not in every container.
 
 Submit-side only (no Airflow import); the containers never import this.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -46,9 +47,23 @@ __all__ = [
 
 #: Left out of every source tree: version control, caches, virtual environments, bytecode.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
-    ".git/", ".hg/", ".svn/", "__pycache__/", "*.pyc", "*.pyo", ".venv/", ".tox/", ".nox/",
-    ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".ipynb_checkpoints/", "*.egg-info/", ".DS_Store",
-    ".idea/", ".vscode/",
+    ".git/",
+    ".hg/",
+    ".svn/",
+    "__pycache__/",
+    "*.pyc",
+    "*.pyo",
+    ".venv/",
+    ".tox/",
+    ".nox/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    ".ipynb_checkpoints/",
+    "*.egg-info/",
+    ".DS_Store",
+    ".idea/",
+    ".vscode/",
 )
 #: One glob pattern a line (``data/``, ``*.ckpt``, ``notebooks/scratch.ipynb``); ``#`` starts a comment.
 IGNORE_FILE = ".tonyignore"
@@ -133,8 +148,11 @@ def scan(root: str | os.PathLike[str]) -> SourceTree:
     """Everything under ``root`` that would be shipped (stat only: nothing is read)."""
     base = Path(root)
     if not base.is_dir():
-        raise SpecError("src_dir", f"{str(root)!r} is not a directory on this machine; fix the path (a relative"
-                        " src_dir is read from the JobSpec YAML's or the DAG file's folder)")
+        raise SpecError(
+            "src_dir",
+            f"{str(root)!r} is not a directory on this machine; fix the path (a relative"
+            " src_dir is read from the JobSpec YAML's or the DAG file's folder)",
+        )
     patterns = _patterns(base)
     entries: list[Entry] = []
     for current, dirs, files in os.walk(base):
@@ -184,9 +202,11 @@ def pack(tree: SourceTree, dest: Path) -> Path:
     tmp = dest.with_name(dest.name + f".{os.getpid()}.tmp")
     # Level 1: a third of level 6's time for an archive a few percent larger (source code
     # compresses well at any level; bundled assets hardly at all).
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
-                                               compresslevel=1) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar,
+    ):
         for e in tree.entries:
             info = tarfile.TarInfo(e.path)
             info.mtime, info.uid, info.gid, info.uname, info.gname = _FIXED_MTIME, 0, 0, "", ""
@@ -227,8 +247,13 @@ def paths_beside_job_file(data: Any, base: Path) -> Any:
     roles = {}
     for name, role in data["roles"].items():
         script = role.get("script") if isinstance(role, dict) else None
-        if isinstance(script, str) and script and not script.startswith("/") and script not in files \
-                and (base / script).is_file():
+        if (
+            isinstance(script, str)
+            and script
+            and not script.startswith("/")
+            and script not in files
+            and (base / script).is_file()
+        ):
             role = {**role, "script": str((base / script).resolve())}
         roles[name] = role
     data["roles"] = roles
@@ -270,14 +295,23 @@ def validate_source(spec: JobSpec, limit: int = MAX_SOURCE_BYTES) -> SourceTree 
         where = f"roles.{name}.script"
         if script.startswith("/"):
             if not Path(script).resolve().is_relative_to(root):
-                raise SpecError(where, f"{script!r} is outside src_dir {spec.src_dir!r}; roles run from the source"
-                                " tree: move the script into it, or give its path relative to src_dir")
+                raise SpecError(
+                    where,
+                    f"{script!r} is outside src_dir {spec.src_dir!r}; roles run from the source"
+                    " tree: move the script into it, or give its path relative to src_dir",
+                )
             script = Path(script).resolve().relative_to(root).as_posix()
         if script in spec.files or script in shipped:
             continue
-        why = ("it exists but is excluded (the defaults or " + IGNORE_FILE + ")"
-               if (root / script).is_file() else "no such file")
-        raise SpecError(where, f"{script!r} is not in src_dir {spec.src_dir!r} ({why}); give the script's path"
-                        " relative to src_dir, like 'trainer/main.py'")
+        why = (
+            "it exists but is excluded (the defaults or " + IGNORE_FILE + ")"
+            if (root / script).is_file()
+            else "no such file"
+        )
+        raise SpecError(
+            where,
+            f"{script!r} is not in src_dir {spec.src_dir!r} ({why}); give the script's path"
+            " relative to src_dir, like 'trainer/main.py'",
+        )
     check_size(tree, limit)
     return tree

@@ -5,6 +5,7 @@ bench_start: one short worker, for the operator's own start-up.
 bench_fail: two workers, one of which hangs or dies on request, for the time
 from the failure to the Airflow task failing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,21 +22,41 @@ BEHAVE = str(REPO / "tests" / "integration" / "jobs" / "behave.py")
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 PARAMS = {"args": Param([], type="array")}
 
-with DAG("bench_train", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
-         params=PARAMS):
-    TonyOperator(task_id="train", job={
-        "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": SCRIPT, "args": "{{ params.args }}"}},
-        "python": {"interpreter": sys.executable}, "heartbeat_timeout": 60})
+with DAG(
+    "bench_train", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True, params=PARAMS
+):
+    TonyOperator(
+        task_id="train",
+        job={
+            "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": SCRIPT, "args": "{{ params.args }}"}},
+            "python": {"interpreter": sys.executable},
+            "heartbeat_timeout": 60,
+        },
+    )
 
-with DAG("bench_fail", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True,
-         params=PARAMS):
+with DAG(
+    "bench_fail", schedule=None, start_date=START, catchup=False, render_template_as_native_obj=True, params=PARAMS
+):
     # Heartbeat every 1 s, silence > 5 s is a hang; the operator polls every 1 s.
-    TonyOperator(task_id="train", poll_interval=1.0, retries=0, job={
-        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": "{{ params.args }}"}},
-        "python": {"interpreter": sys.executable}, "heartbeat_interval": 1, "heartbeat_timeout": 5})
+    TonyOperator(
+        task_id="train",
+        poll_interval=1.0,
+        retries=0,
+        job={
+            "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": "{{ params.args }}"}},
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1,
+            "heartbeat_timeout": 5,
+        },
+    )
 
 with DAG("bench_start", schedule=None, start_date=START, catchup=False):
     # One worker that reports and exits: the operator's own start-up before YARN.
-    TonyOperator(task_id="train", retries=0, job={
-        "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
-        "python": {"interpreter": sys.executable}})
+    TonyOperator(
+        task_id="train",
+        retries=0,
+        job={
+            "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
+            "python": {"interpreter": sys.executable},
+        },
+    )

@@ -7,6 +7,7 @@ inside scikit-learn, so nothing is downloaded.
 
     --epochs N --steps-per-epoch N --batch-size N --hidden N --learning-rate F --partition S --model-dir PATH
 """
+
 from __future__ import annotations
 
 import argparse
@@ -107,20 +108,26 @@ def main(argv: list[str]) -> int:
     x, y = load_partition(args.partition)
     split = int(len(x) * 0.8)
     global_batch = args.batch_size * strategy.num_replicas_in_sync
-    train = (tf.data.Dataset.from_tensor_slices((x[:split], y[:split]))
-             .shuffle(2048, seed=1).repeat().batch(global_batch))
+    train = (
+        tf.data.Dataset.from_tensor_slices((x[:split], y[:split])).shuffle(2048, seed=1).repeat().batch(global_batch)
+    )
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     train = train.with_options(options)
 
     with strategy.scope():
-        model = tf_keras.Sequential([
-            tf_keras.layers.Input(shape=(64,)),
-            tf_keras.layers.Dense(args.hidden, activation="relu"),
-            tf_keras.layers.Dense(10, activation="softmax"),
-        ])
-        model.compile(optimizer=tf_keras.optimizers.SGD(learning_rate=args.learning_rate),
-                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        model = tf_keras.Sequential(
+            [
+                tf_keras.layers.Input(shape=(64,)),
+                tf_keras.layers.Dense(args.hidden, activation="relu"),
+                tf_keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
+        model.compile(
+            optimizer=tf_keras.optimizers.SGD(learning_rate=args.learning_rate),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
     total = args.epochs * args.steps_per_epoch
     # Checkpoints go to $TONY_CHECKPOINT_DIR (the executor uploads the chief's to
     # HDFS and restores the newest before a retry starts). Each worker writes
@@ -142,27 +149,44 @@ def main(argv: list[str]) -> int:
     if manager is not None:
         callbacks.append(_SaveEachEpoch(manager, epoch_var, args.steps_per_epoch))
     if os.environ.get("TONY_TENSORBOARD_DIR"):
-        callbacks.append(tf_keras.callbacks.TensorBoard(log_dir=os.environ["TONY_TENSORBOARD_DIR"],
-                                                        update_freq="epoch"))
+        callbacks.append(
+            tf_keras.callbacks.TensorBoard(log_dir=os.environ["TONY_TENSORBOARD_DIR"], update_freq="epoch")
+        )
     # One fit() for all epochs: a fit() per epoch would rebuild the distributed
     # iterator each time and put that cost into the measured throughput.
-    model.fit(train, initial_epoch=start_epoch, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=2,
-              callbacks=callbacks)
+    model.fit(
+        train,
+        initial_epoch=start_epoch,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        verbose=2,
+        callbacks=callbacks,
+    )
     loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
     # A fingerprint of the trained model, to check a reloaded copy predicts the same.
-    probs = model.predict(x[split:split + 20], verbose=0)
-    fingerprint = {"pred_head": ",".join(str(int(i)) for i in probs.argmax(axis=1)),
-                   "prob_mean": float(probs.max(axis=1).mean())}
+    probs = model.predict(x[split : split + 20], verbose=0)
+    fingerprint = {
+        "pred_head": ",".join(str(int(i)) for i in probs.argmax(axis=1)),
+        "prob_mean": float(probs.max(axis=1).mean()),
+    }
     steps_per_s = timer.steps_per_s()
     print(f"TRAIN_STEPS_PER_S={steps_per_s}", flush=True)
-    progress.report(step=total, epoch=args.epochs, total_steps=total, val_loss=float(loss),
-                    train_steps_per_s=steps_per_s,
-                    val_accuracy=float(accuracy), cluster_hash=cluster_hash, partition=args.partition,
-                    **fingerprint,
-                    num_replicas=strategy.num_replicas_in_sync)
+    progress.report(
+        step=total,
+        epoch=args.epochs,
+        total_steps=total,
+        val_loss=float(loss),
+        train_steps_per_s=steps_per_s,
+        val_accuracy=float(accuracy),
+        cluster_hash=cluster_hash,
+        partition=args.partition,
+        **fingerprint,
+        num_replicas=strategy.num_replicas_in_sync,
+    )
     print(f"val_accuracy={accuracy:.4f} val_loss={loss:.4f}", flush=True)
-    is_chief = task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0
-                                                  and "chief" not in tf_config.get("cluster", {}))
+    is_chief = task.get("type") == "chief" or (
+        task.get("type") == "worker" and task.get("index") == 0 and "chief" not in tf_config.get("cluster", {})
+    )
     model_dir = args.model_dir or os.environ.get("TONY_MODEL_DIR")
     if model_dir:
         # Every worker takes part in saving under MWMS; only the chief's copy is kept.

@@ -7,6 +7,7 @@ finishes. The chief drives a custom training loop through a
 
     --steps N --learning-rate F
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,13 @@ def main(argv: list[str]) -> int:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     task_type = tf_config["task"]["type"]
     if task_type in ("worker", "ps"):
-        server = tf.distribute.Server(resolver.cluster_spec(), job_name=task_type,
-                                      task_index=tf_config["task"]["index"], protocol="grpc", start=True)
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=task_type,
+            task_index=tf_config["task"]["index"],
+            protocol="grpc",
+            start=True,
+        )
         print(f"{task_type} server up, serving until the AM stops this task", flush=True)
         server.join()
         return 0

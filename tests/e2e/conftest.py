@@ -3,6 +3,7 @@
 Started here and stopped at the end of the session; deferrable by default so
 that runs go through the real triggerer.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,16 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @dataclass
@@ -37,10 +46,13 @@ class Stack:
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.url}/api/v2{path}", data=data, method=method,
-                                     headers={"Authorization": f"Bearer {self.token}",
-                                              "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        req = urllib.request.Request(
+            f"{self.url}/api/v2{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
             return json.load(resp)
 
 
@@ -60,17 +72,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def airflow_stack(cluster) -> Iterator[Stack]:
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
-    up = subprocess.run([*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True,
-                        timeout=600)
+    up = subprocess.run(
+        [*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True, timeout=600
+    )
     try:
         assert up.returncode == 0, up.stderr[-4000:]
         exports = subprocess.run([*STACK, "env"], capture_output=True, text=True, check=True).stdout
         port = next(line.split("=", 1)[1] for line in exports.splitlines() if "AIRFLOW__API__PORT" in line)
         url = f"http://127.0.0.1:{port.strip(chr(39))}"
         password = json.loads((home / "passwords.json").read_text())["admin"]
-        req = urllib.request.Request(f"{url}/auth/token", data=json.dumps(
-            {"username": "admin", "password": password}).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        req = urllib.request.Request(
+            f"{url}/auth/token",
+            data=json.dumps({"username": "admin", "password": password}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
             token = json.load(resp)["access_token"]
         yield Stack(url=url, user="admin", password=password, token=token)
     finally:
@@ -79,8 +95,12 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         if postmaster.exists():
             pids.append(int(postmaster.read_text().split()[0]))
         subprocess.run([*STACK, "down"], capture_output=True, text=True, timeout=300)
-        left = [pid for pid in pids if Path(f"/proc/{pid}").exists()
-                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        left = [
+            pid
+            for pid in pids
+            if Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        ]
         assert not left, f"the Airflow stack left processes behind: {left}"
 
 

@@ -6,6 +6,7 @@ TensorBoard URL (through the ResourceManager's proxy) once that role serves,
 so a user can open both from the task page before the task ends. Both runs
 are then marked failed, which kills their applications.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,30 +45,48 @@ def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> 
     return page
 
 
-@pytest.mark.parametrize("dag, mode", [("tony_train_on_demand", "deferred"),
-                                       ("tony_train_on_demand_in_worker", "running")])
-def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page, shots_dir: Path, cluster,
-                                                             dag: str, mode: str) -> None:
+@pytest.mark.parametrize(
+    "dag, mode", [("tony_train_on_demand", "deferred"), ("tony_train_on_demand_in_worker", "running")]
+)
+def test_yarn_and_tensorboard_links_open_while_the_task_runs(
+    airflow_stack, page, shots_dir: Path, cluster, dag: str, mode: str
+) -> None:
     from playwright.sync_api import Error as PlaywrightError
 
     started = time.monotonic()
-    run = airflow_stack.api("POST", f"/dags/{dag}/dagRuns", {"logical_date": None, "conf": {
-        # Minutes of training: the run is still going while the links are opened.
-        "workers": 2, "epochs": 20, "steps_per_epoch": 1000, "tensorboard": True, "run_label": "links"}})
+    run = airflow_stack.api(
+        "POST",
+        f"/dags/{dag}/dagRuns",
+        {
+            "logical_date": None,
+            "conf": {
+                # Minutes of training: the run is still going while the links are opened.
+                "workers": 2,
+                "epochs": 20,
+                "steps_per_epoch": 1000,
+                "tensorboard": True,
+                "run_label": "links",
+            },
+        },
+    )
     run_id = run["dag_run_id"]
     tag = f"tony-run:{run_id.lower()}"
     try:
         wait_until(lambda: task(airflow_stack, dag, run_id)["state"] == mode, 300, f"the task to be {mode}")
-        yarn_url = wait_until(lambda: links(airflow_stack, dag, run_id).get("YARN application"), 120,
-                              "the YARN link while the task runs")
+        yarn_url = wait_until(
+            lambda: links(airflow_stack, dag, run_id).get("YARN application"), 120, "the YARN link while the task runs"
+        )
         app_id = yarn_url.rsplit("/", 1)[1]
         opened = open_in_browser(page, airflow_stack, dag, run_id, "YARN application")
         assert app_id in opened.content()
         opened.screenshot(path=str(shots_dir / f"live-yarn-{mode}.png"), full_page=True)
         yarn_s = time.monotonic() - started
 
-        tb_url = wait_until(lambda: links(airflow_stack, dag, run_id).get("TensorBoard"), 300,
-                            "the TensorBoard link while the task runs")
+        tb_url = wait_until(
+            lambda: links(airflow_stack, dag, run_id).get("TensorBoard"),
+            300,
+            "the TensorBoard link while the task runs",
+        )
         assert tb_url.startswith(f"{cluster.rm_url}/proxy/{app_id}/"), tb_url
         opened = open_in_browser(page, airflow_stack, dag, run_id, "TensorBoard")
 
@@ -83,10 +102,20 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(airflow_stack, page
         wait_until(tensorboard_answers, 300, "TensorBoard's own page through the link")
         opened.screenshot(path=str(shots_dir / f"live-tensorboard-{mode}.png"), full_page=True)
         assert task(airflow_stack, dag, run_id)["state"] == mode, "both links were opened while the task ran"
-        print(f"{mode}: YARN link opened {yarn_s:.1f}s and TensorBoard {time.monotonic() - started:.1f}s "
-              "after the trigger, while the task ran")
+        print(
+            f"{mode}: YARN link opened {yarn_s:.1f}s and TensorBoard {time.monotonic() - started:.1f}s "
+            "after the trigger, while the task ran"
+        )
     finally:
-        airflow_stack.api("PATCH", f"/dags/{dag}/dagRuns/{run_id}/taskInstances/train",
-                          {"new_state": "failed"})
-        wait_until(lambda: not [a for a in rm_apps(cluster.rm_url, states="ACCEPTED,RUNNING", tag="tony-dag:" + dag)
-                                if tag in a["applicationTags"].split(",")], 300, "the application to be killed")
+        airflow_stack.api("PATCH", f"/dags/{dag}/dagRuns/{run_id}/taskInstances/train", {"new_state": "failed"})
+        wait_until(
+            lambda: (
+                not [
+                    a
+                    for a in rm_apps(cluster.rm_url, states="ACCEPTED,RUNNING", tag="tony-dag:" + dag)
+                    if tag in a["applicationTags"].split(",")
+                ]
+            ),
+            300,
+            "the application to be killed",
+        )

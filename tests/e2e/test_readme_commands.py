@@ -12,6 +12,7 @@ It shares ports and state with the ``airflow_stack`` fixture, so it runs before
 any test that uses the fixture (``conftest.py`` orders it first) and refuses to
 start while a stack is already answering.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,7 @@ def run_line(line: str) -> subprocess.CompletedProcess[str]:
 
 def get(url: str, token: str | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:  # noqa: S310
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
         return json.load(resp)
 
 
@@ -109,12 +110,21 @@ def test_readme_airflow_ui_commands_work_as_written(cluster) -> None:
         assert {name: health[name]["status"] for name in SERVICES} == dict.fromkeys(SERVICES, "healthy"), health
         # The README's login: user admin, password from the file it names.
         password = json.loads((home / "passwords.json").read_text())["admin"]
-        req = urllib.request.Request(f"{url}/auth/token", data=json.dumps(
-            {"username": "admin", "password": password}).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        req = urllib.request.Request(
+            f"{url}/auth/token",
+            data=json.dumps({"username": "admin", "password": password}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
             token = json.load(resp)["access_token"]
-        dags = wait_until(lambda: {d["dag_id"] for d in get(f"{url}/api/v2/dags?limit=100", token)["dags"]}
-                          >= {"tony_nightly_retrain", "tony_train_on_demand"}, 180, "the example DAGs to be parsed")
+        dags = wait_until(
+            lambda: (
+                {d["dag_id"] for d in get(f"{url}/api/v2/dags?limit=100", token)["dags"]}
+                >= {"tony_nightly_retrain", "tony_train_on_demand"}
+            ),
+            180,
+            "the example DAGs to be parsed",
+        )
         assert dags is True
     finally:
         down = run_line(lines[-1])

@@ -1,4 +1,5 @@
 """End to end as users run it: the trigger form in a real browser, the triggerer, the YARN pages."""
+
 from __future__ import annotations
 
 import time
@@ -37,8 +38,11 @@ def run_count(stack: Any) -> int:
 
 
 def wait_state(stack: Any, run_id: str, states: set[str], timeout: float) -> dict:
-    return wait_until(lambda: (r := stack.api("GET", f"/dags/{DAG}/dagRuns/{run_id}"))["state"] in states and r,
-                      timeout, f"run {run_id} to reach {states}")
+    return wait_until(
+        lambda: (r := stack.api("GET", f"/dags/{DAG}/dagRuns/{run_id}"))["state"] in states and r,
+        timeout,
+        f"run {run_id} to reach {states}",
+    )
 
 
 def task(stack: Any, run_id: str) -> dict:
@@ -105,15 +109,30 @@ def test_form_refuses_out_of_range_workers(airflow_stack, page, shots_dir: Path,
 
 
 def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, page, shots_dir: Path, cluster) -> None:
-    run = airflow_stack.api("POST", f"/dags/{DAG}/dagRuns", {"logical_date": None, "conf": {
-        # 20 x 1000 steps: minutes of training, so the run is still going when it is marked failed.
-        "workers": 2, "epochs": 20, "steps_per_epoch": 1000, "dataset_date": "2026-11-06", "run_label": "slow"}})
+    run = airflow_stack.api(
+        "POST",
+        f"/dags/{DAG}/dagRuns",
+        {
+            "logical_date": None,
+            "conf": {
+                # 20 x 1000 steps: minutes of training, so the run is still going when it is marked failed.
+                "workers": 2,
+                "epochs": 20,
+                "steps_per_epoch": 1000,
+                "dataset_date": "2026-11-06",
+                "run_label": "slow",
+            },
+        },
+    )
     run_id = run["dag_run_id"]
     tag = f"tony-run:{run_id.lower()}"
 
     def running_app() -> list[dict]:
-        return [a for a in rm_apps(cluster.rm_url, states="RUNNING", tag="tony-dag:" + DAG)
-                if tag in a["applicationTags"].split(",")]
+        return [
+            a
+            for a in rm_apps(cluster.rm_url, states="RUNNING", tag="tony-dag:" + DAG)
+            if tag in a["applicationTags"].split(",")
+        ]
 
     app = wait_until(running_app, 300, "the training application to run")[0]
     wait_until(lambda: task(airflow_stack, run_id)["state"] == "deferred", 120, "the task to be deferred")
@@ -126,9 +145,15 @@ def test_marking_a_slow_run_failed_kills_its_application(airflow_stack, page, sh
     marked = time.monotonic()
     wait_until(lambda: task(airflow_stack, run_id)["state"] == "failed", 120, "the task to be failed")
     # The timeouts bound a hang; how long the kill took is reported, not asserted.
-    final = wait_until(lambda: (a := [x for x in rm_apps(cluster.rm_url, tag="tony-dag:" + DAG)
-                                      if x["id"] == app["id"]]) and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
-                       and a[0], 300, f"{app['id']} to end")
+    final = wait_until(
+        lambda: (
+            (a := [x for x in rm_apps(cluster.rm_url, tag="tony-dag:" + DAG) if x["id"] == app["id"]])
+            and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
+            and a[0]
+        ),
+        300,
+        f"{app['id']} to end",
+    )
     seconds = time.monotonic() - marked
     print(f"YARN application {final['state']} {seconds:.1f}s after the task was marked failed")
     page.screenshot(path=str(shots_dir / "marked-failed.png"), full_page=True)

@@ -1,4 +1,5 @@
 """The provider in real Airflow (``airflow dags test`` processes) against the real local cluster."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,14 @@ ACTIVE = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 @pytest.fixture(scope="module")
 def airflow_env(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("airflow_home")
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-           "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False"}
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
+    }
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
 
@@ -58,8 +64,11 @@ def apps_of_runs(rm_url: str, runs: set[tuple[str, str]], states: str | None = N
     found = []
     for dag_id in {dag for dag, _ in runs}:
         run_tags = {_tag("tony-run", run_id) for dag, run_id in runs if dag == dag_id}
-        found += [a for a in rm_apps(rm_url, states=states, tag=dag_tag(dag_id))
-                  if run_tags & set(a.get("applicationTags", "").split(","))]
+        found += [
+            a
+            for a in rm_apps(rm_url, states=states, tag=dag_tag(dag_id))
+            if run_tags & set(a.get("applicationTags", "").split(","))
+        ]
     return found
 
 
@@ -107,8 +116,16 @@ def with_base_path(env: dict[str, str], base: str) -> dict[str, str]:
     return {**env, "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(conn)}
 
 
-def dags_test(env: dict[str, str], dag_id: str, *, dagfile: Path | None = None, conf: dict | None = None,
-              logical_date: str | None = None, deferrable: bool = False, timeout: float = 600) -> str:
+def dags_test(
+    env: dict[str, str],
+    dag_id: str,
+    *,
+    dagfile: Path | None = None,
+    conf: dict | None = None,
+    logical_date: str | None = None,
+    deferrable: bool = False,
+    timeout: float = 600,
+) -> str:
     cmd = [AIRFLOW, "dags", "test", dag_id]
     if logical_date:
         cmd.append(logical_date)
@@ -138,8 +155,9 @@ def result_of(output: str) -> dict:
 def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, fresh_base) -> None:
     kill_dag_apps.append("tony_nightly_retrain")
     # Its own checkpoint and model folders: nothing of an earlier run to resume from or to find.
-    out = dags_test(with_base_path(airflow_env, fresh_base), "tony_nightly_retrain",
-                    logical_date="2026-11-02T01:30:00+00:00")
+    out = dags_test(
+        with_base_path(airflow_env, fresh_base), "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00"
+    )
     assert run_state(out) == "success", out[-4000:]
     result = result_of(out)
     app_id = result["application_id"]
@@ -158,18 +176,25 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
     hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
     assert "model.keras" in hdfs.list(result["model_dir"])
     # The extra link's target: the RM page of exactly this application.
-    with urllib.request.urlopen(result["tracking_url"], timeout=10) as page:  # noqa: S310 - loopback
+    with urllib.request.urlopen(result["tracking_url"], timeout=10) as page:
         assert app_id in page.read().decode()
 
     # The new model is an event on the digits model asset, saying where it is ...
     db = Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        extras = [json.loads(row[0]) for row in conn.execute(
-            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_model_digits'")]
+        extras = [
+            json.loads(row[0])
+            for row in conn.execute(
+                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_model_digits'"
+            )
+        ]
     assert any(e.get("model_dir") == result["model_dir"] and e.get("application_id") == app_id for e in extras), extras
     # ... and the DAG scheduled on that asset loads it from HDFS and scores samples with it.
-    scored = dags_test(with_base_path(airflow_env, fresh_base), "tony_score_new_model",
-                       conf={"model_dir": result["model_dir"], "samples": 40})
+    scored = dags_test(
+        with_base_path(airflow_env, fresh_base),
+        "tony_score_new_model",
+        conf={"model_dir": result["model_dir"], "samples": 40},
+    )
     assert run_state(scored) == "success", scored[-4000:]
     accuracy = re.findall(r"accuracy (\d\.\d+) on 40 samples", scored)
     assert accuracy and float(accuracy[-1]) > 0.3, scored[-4000:]
@@ -179,8 +204,11 @@ def test_param_values_reach_the_script_as_literal_text(airflow_env, kill_dag_app
     kill_dag_apps.append("tony_train_on_demand")
     marker = Path(f"/tmp/owned{uuid.uuid4().hex[:6]}")
     label = f"1; touch {marker} $(touch {marker})`id`"  # within the form's 64 characters
-    out = dags_test(airflow_env, "tony_train_on_demand",
-                    conf={"workers": 2, "epochs": 1, "dataset_date": "2026-11-03", "run_label": label})
+    out = dags_test(
+        airflow_env,
+        "tony_train_on_demand",
+        conf={"workers": 2, "epochs": 1, "dataset_date": "2026-11-03", "run_label": label},
+    )
     assert run_state(out) == "success", out[-4000:]
     assert result_of(out)["metrics"]["partition"] == f"2026-11-03/{label}"
     assert not marker.exists(), "a param value was executed by a shell"
@@ -203,8 +231,12 @@ def test_modes_succeed_and_fail_alike(airflow_env, kill_dag_apps, deferrable: bo
     assert result_of(ok)["final_state"] == "SUCCEEDED"
     failed = dags_test(airflow_env, "tony_test_fail", dagfile=TEST_DAGS, deferrable=deferrable)
     assert run_state(failed) == "failed", failed[-4000:]
-    for needle in ("worker:1 exited with code 3", "behave: worker:1 giving up with code 3",
-                   "yarn logs -applicationId", "::group::worker:1 worker.log"):
+    for needle in (
+        "worker:1 exited with code 3",
+        "behave: worker:1 giving up with code 3",
+        "yarn logs -applicationId",
+        "::group::worker:1 worker.log",
+    ):
         assert needle in failed, (needle, failed[-4000:])
     assert ("Pausing task as DEFERRED" in ok or "TonyTrigger" in ok) == deferrable
 
@@ -214,9 +246,15 @@ def test_execution_timeout_kills_the_application(airflow_env, cluster, kill_dag_
     out = dags_test(airflow_env, "tony_test_slow", dagfile=TEST_DAGS)
     assert run_state(out) == "failed"
     app_id = re.findall(r"submitted (application_\d+_\d+)", out)[-1]
-    app = wait_until(lambda: (a := [x for x in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_slow"))
-                                    if x["id"] == app_id]) and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
-                     and a[0], 30, f"{app_id} to end")
+    app = wait_until(
+        lambda: (
+            (a := [x for x in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_slow")) if x["id"] == app_id])
+            and a[0]["state"] in ("KILLED", "FINISHED", "FAILED")
+            and a[0]
+        ),
+        30,
+        f"{app_id} to end",
+    )
     assert app["state"] == "KILLED", app
     assert "killed YARN application" in out
 
@@ -227,17 +265,24 @@ def test_reattach_after_the_worker_dies(airflow_env, cluster, kill_dag_apps) -> 
     env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS.parent)}
     run_id = f"reattach-{uuid.uuid4().hex[:8]}"
     subprocess.run([AIRFLOW, "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
-    subprocess.run([AIRFLOW, "dags", "trigger", "tony_test_medium", "--run-id", run_id], env=env, check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [AIRFLOW, "dags", "trigger", "tony_test_medium", "--run-id", run_id],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     cmd = [AIRFLOW, "tasks", "test", "tony_test_medium", "train", run_id]
     run_tag = f"tony-run:{run_id}"
 
     def ours(states: str | None = None) -> list[dict]:
-        return [a for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag("tony_test_medium"))
-                if run_tag in a.get("applicationTags", "").split(",")]
+        return [
+            a
+            for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag("tony_test_medium"))
+            if run_tag in a.get("applicationTags", "").split(",")
+        ]
 
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         running = wait_until(lambda: ours("RUNNING"), 120, "the application to run")
     finally:
@@ -275,8 +320,10 @@ def test_connection_type_and_test_connection(airflow_env) -> None:
         "                  'ok': YarnHook('tony_yarn_default').test_connection(),\n"
         "                  'bad': YarnHook('tony_bad').test_connection()}))\n"
     )
-    env = {**airflow_env, "AIRFLOW_CONN_TONY_BAD": json.dumps({"conn_type": "tony_yarn", "host": "127.0.0.1",
-                                                               "port": 9})}
+    env = {
+        **airflow_env,
+        "AIRFLOW_CONN_TONY_BAD": json.dumps({"conn_type": "tony_yarn", "host": "127.0.0.1", "port": 9}),
+    }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,4 +1,5 @@
 """Retries resume from HDFS checkpoints: real cluster, real HDFS, real TensorFlow."""
+
 from __future__ import annotations
 
 import json
@@ -48,12 +49,16 @@ def ckpt_dir(hdfs) -> Any:
 
 
 def count_job(python: str, ckpt: str, *args: str, **checkpoint: Any) -> JobSpec:
-    return JobSpec.from_dict({
-        "name": "pytest-checkpoints",
-        "roles": {"worker": {"memory": "1 GiB", "script": str(JOBS / "count_steps.py"), "args": list(args)}},
-        "python": {"interpreter": python}, "heartbeat_interval": 0.5, "heartbeat_timeout": 60,
-        "checkpoint": {"dir": ckpt, "poll_interval": 0.5, **checkpoint},
-    })
+    return JobSpec.from_dict(
+        {
+            "name": "pytest-checkpoints",
+            "roles": {"worker": {"memory": "1 GiB", "script": str(JOBS / "count_steps.py"), "args": list(args)}},
+            "python": {"interpreter": python},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 60,
+            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, **checkpoint},
+        }
+    )
 
 
 def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> None:  # noqa: F811
@@ -74,22 +79,28 @@ def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> N
     assert result["step"] == 60 and result["metrics"]["start_step"] == restored
     total = 35 + result["metrics"]["trained"]
     assert total <= 60 + 10, f"{total} steps trained over both tries"
-    assert result["checkpoint_dir"].startswith("/user/") and "/checkpoints/tony_test_resume/train/" in result[
-        "checkpoint_dir"]
+    assert (
+        result["checkpoint_dir"].startswith("/user/")
+        and "/checkpoints/tony_test_resume/train/" in result["checkpoint_dir"]
+    )
 
 
 def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
     # A complete checkpoint at step 10, made by a real run...
-    first = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "10", "--every", "10"),
-                                                extra_tags=[app_tag]), poll_interval=0.5)
+    first = tony_client.wait(
+        tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "10", "--every", "10"), extra_tags=[app_tag]),
+        poll_interval=0.5,
+    )
     assert first.succeeded, first.diagnostics
     assert remote_checkpoints(hdfs, ckpt_dir) == [10]
     # ...and a half-uploaded one at step 50, as an uploader killed mid-file leaves it.
     partial = f"{ckpt_dir}/.tmp-{remote_name(50)}-killed"
     hdfs.write(f"{partial}/checkpoint", data=b'model_checkpoint_path: "ckpt-50"\n')
     hdfs.write(f"{partial}/ckpt-50.index", data=b"\x00" * 10)
-    result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"),
-                                                 extra_tags=[app_tag]), poll_interval=0.5)
+    result = tony_client.wait(
+        tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"), extra_tags=[app_tag]),
+        poll_interval=0.5,
+    )
     assert result.succeeded, result.diagnostics
     worker = result.am_state.tasks["worker:0"]
     assert worker.restored_step == 10
@@ -97,11 +108,14 @@ def test_interrupted_upload_is_never_restored(tony_client, app_tag, python_exe, 
     assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
 
 
-def test_bad_newest_checkpoint_is_skipped_and_the_older_one_restored(tony_client, app_tag, python_exe, hdfs,
-                                                                      ckpt_dir) -> None:
+def test_bad_newest_checkpoint_is_skipped_and_the_older_one_restored(
+    tony_client, app_tag, python_exe, hdfs, ckpt_dir
+) -> None:
     # Two whole checkpoints (steps 10 and 20) made by a real run...
-    first = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"),
-                                                extra_tags=[app_tag]), poll_interval=0.5)
+    first = tony_client.wait(
+        tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "20", "--every", "10"), extra_tags=[app_tag]),
+        poll_interval=0.5,
+    )
     assert first.succeeded, first.diagnostics
     assert remote_checkpoints(hdfs, ckpt_dir) == [10, 20]
     # ...then the newest one's data shard is cut short on HDFS (TensorFlow would fail reading it).
@@ -109,9 +123,11 @@ def test_bad_newest_checkpoint_is_skipped_and_the_older_one_restored(tony_client
     shard = next(name for name in hdfs.list(newest) if ".data-" in name)
     with hdfs.read(f"{newest}/{shard}") as reader:
         whole = reader.read()
-    hdfs.write(f"{newest}/{shard}", data=whole[:len(whole) // 2], overwrite=True)
-    result = tony_client.wait(tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "30", "--every", "10"),
-                                                 extra_tags=[app_tag]), poll_interval=0.5)
+    hdfs.write(f"{newest}/{shard}", data=whole[: len(whole) // 2], overwrite=True)
+    result = tony_client.wait(
+        tony_client.submit(count_job(python_exe, ckpt_dir, "--steps", "30", "--every", "10"), extra_tags=[app_tag]),
+        poll_interval=0.5,
+    )
     assert result.succeeded, result.diagnostics
     worker = result.am_state.task("worker:0")
     assert worker.restored_step == 10
@@ -144,8 +160,9 @@ def _namenode(action: str) -> None:
 
 
 def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
-    spec = count_job(python_exe, ckpt_dir, "--steps", "60", "--every", "10", "--sleep", "0.4",
-                     upload_failure_window=120, keep=10)
+    spec = count_job(
+        python_exe, ckpt_dir, "--steps", "60", "--every", "10", "--sleep", "0.4", upload_failure_window=120, keep=10
+    )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
     _namenode("stop")
@@ -160,14 +177,14 @@ def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ck
 
 
 def test_long_hdfs_outage_fails_as_retryable(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
-    spec = count_job(python_exe, ckpt_dir, "--steps", "400", "--every", "10", "--sleep", "0.2",
-                     upload_failure_window=8)
+    spec = count_job(python_exe, ckpt_dir, "--steps", "400", "--every", "10", "--sleep", "0.2", upload_failure_window=8)
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 120, "the first checkpoint upload")
     _namenode("stop")
     try:
-        state = wait_until(lambda: (doc := tony_client.am_state(app_id)) and doc.final and doc, 120,
-                           "the job to give up")
+        state = wait_until(
+            lambda: (doc := tony_client.am_state(app_id)) and doc.final and doc, 120, "the job to give up"
+        )
     finally:
         _namenode("up")
     result = tony_client.wait(app_id, poll_interval=0.5)
@@ -176,16 +193,26 @@ def test_long_hdfs_outage_fails_as_retryable(tony_client, app_tag, python_exe, h
     assert "[retryable]" in result.diagnostics
 
 
-def test_final_model_loads_back_with_the_same_predictions(tony_client, app_tag, python_exe, hdfs, ckpt_dir,
-                                                          tmp_path: Path) -> None:
+def test_final_model_loads_back_with_the_same_predictions(
+    tony_client, app_tag, python_exe, hdfs, ckpt_dir, tmp_path: Path
+) -> None:
     model_dir = f"{ckpt_dir}/model"
-    spec = JobSpec.from_dict({
-        "name": "pytest-model-export",
-        "roles": {"worker": {"instances": 2, "memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
-                             "args": ["--epochs", "2", "--steps-per-epoch", "10", "--partition", "model-test"]}},
-        "python": {"interpreter": python_exe}, "heartbeat_timeout": 60,
-        "checkpoint": {"dir": f"{ckpt_dir}/ckpt", "model_dir": model_dir},
-    })
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-model-export",
+            "roles": {
+                "worker": {
+                    "instances": 2,
+                    "memory": "1 GiB",
+                    "script": str(REPO / "dags/training/digits_mwms.py"),
+                    "args": ["--epochs", "2", "--steps-per-epoch", "10", "--partition", "model-test"],
+                }
+            },
+            "python": {"interpreter": python_exe},
+            "heartbeat_timeout": 60,
+            "checkpoint": {"dir": f"{ckpt_dir}/ckpt", "model_dir": model_dir},
+        }
+    )
     result = tony_client.wait(tony_client.submit(spec, extra_tags=[app_tag]), poll_interval=0.5)
     assert result.succeeded, result.diagnostics
     reported = result.am_state.tasks["worker:0"].progress.metrics
@@ -211,22 +238,29 @@ def test_final_model_loads_back_with_the_same_predictions(tony_client, app_tag, 
 
 
 def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_exe, ckpt_dir) -> None:
-    spec = JobSpec.from_dict({
-        "name": "pytest-tensorboard",
-        "roles": {
-            "worker": {"instances": 1, "memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
-                       "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "60"]},
-            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
-        },
-        "python": {"interpreter": python_exe}, "heartbeat_timeout": 60,
-        "checkpoint": {"dir": ckpt_dir, "poll_interval": 1},
-    })
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-tensorboard",
+            "roles": {
+                "worker": {
+                    "instances": 1,
+                    "memory": "1 GiB",
+                    "script": str(REPO / "dags/training/digits_mwms.py"),
+                    "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "60"],
+                },
+                "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+            },
+            "python": {"interpreter": python_exe},
+            "heartbeat_timeout": 60,
+            "checkpoint": {"dir": ckpt_dir, "poll_interval": 1},
+        }
+    )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     url = wait_until(lambda: tony_client.tensorboard_url(tony_client.am_state(app_id)), 180, "TensorBoard to run")
 
     def runs() -> list:
         try:
-            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:  # noqa: S310 - loopback
+            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:
                 return json.load(resp)
         except OSError:
             return []

@@ -3,6 +3,7 @@
 The command runs as a subprocess (``python -m airflow_provider_tony``, the same
 ``main`` as the ``tony`` script), so this is what a person at a terminal gets.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,16 +20,23 @@ BEHAVE = Path(__file__).parent / "jobs" / "behave.py"
 
 
 def tony(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_provider_tony", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def write_job(tmp_path: Path, tag: str, python: str, **role: object) -> Path:
     # A relative script beside the YAML: the CLI resolves it against the file's folder.
     (tmp_path / "behave.py").write_text(BEHAVE.read_text())
-    doc = {"name": "pytest-cli", "tags": [tag], "python": {"interpreter": python},
-           "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": "behave.py", "args": ["ok"], **role}},
-           "heartbeat_interval": 0.5, "heartbeat_timeout": 10, "registration_timeout": 120}
+    doc = {
+        "name": "pytest-cli",
+        "tags": [tag],
+        "python": {"interpreter": python},
+        "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": "behave.py", "args": ["ok"], **role}},
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 10,
+        "registration_timeout": 120,
+    }
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path

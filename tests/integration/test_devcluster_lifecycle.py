@@ -3,6 +3,7 @@
 A separate state directory and port base, sharing the jar cache, so the
 cluster the other tests use is untouched (and two clusters run side by side).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -93,8 +94,12 @@ def test_up_twice_then_down(cluster, tmp_path: Path) -> None:
     base = port_base()
     rm = f"http://127.0.0.1:{base + 88}"
     print(f"second cluster on port base {base}")
-    env = {**os.environ, "TONY_DEVCLUSTER_HOME": str(home), "TONY_DEVCLUSTER_PORT_BASE": str(base),
-           "TONY_DEVCLUSTER_JARS": str(cluster.home / "jars")}
+    env = {
+        **os.environ,
+        "TONY_DEVCLUSTER_HOME": str(home),
+        "TONY_DEVCLUSTER_PORT_BASE": str(base),
+        "TONY_DEVCLUSTER_JARS": str(cluster.home / "jars"),
+    }
     try:
         first = subprocess.run([*DEVCLUSTER, "up"], env=env, capture_output=True, text=True, timeout=300)
         assert first.returncode == 0, first.stderr[-3000:]

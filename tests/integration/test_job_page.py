@@ -7,6 +7,7 @@ Chromium (a screenshot under test-artifacts/screenshots), then checks that
 the final history is on HDFS where ``tony status`` finds it, and that
 ``tony status --html`` renders the page from it.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,15 +43,22 @@ def _json(url: str) -> Any:
     return resp.json() or None
 
 
-def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_client, python_exe: str,
-                                                                        app_tag: str) -> None:
+def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(
+    tony_client, python_exe: str, app_tag: str
+) -> None:
     steps = 12
     ckpt = f"{tony_client.base_path}/pytest/{app_tag}/ckpt"
-    spec = JobSpec.from_dict({
-        "name": "pytest-job-page", "python": {"interpreter": python_exe},
-        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": CURVE, "args": [str(steps), "1.0"]}},
-        "heartbeat_interval": 0.5, "heartbeat_timeout": 20, "registration_timeout": 120,
-        "checkpoint": {"dir": ckpt}})
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-job-page",
+            "python": {"interpreter": python_exe},
+            "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": CURVE, "args": [str(steps), "1.0"]}},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 20,
+            "registration_timeout": 120,
+            "checkpoint": {"dir": ckpt},
+        }
+    )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     page_url = tony_client.job_page_url(app_id)
     assert page_url == f"{tony_client.rm_url}/proxy/{app_id}/pages/tony/"
@@ -58,7 +66,9 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
     # While it runs: the state document and the metric history, through the RM's proxy.
     history = wait_until(
         lambda: (h := _json(page_url + "history")) and len((h.get("metrics") or {}).get("worker:0") or []) >= 3 and h,
-        timeout=240, what="three progress reports of worker:0 in the history served through the proxy")
+        timeout=240,
+        what="three progress reports of worker:0 in the history served through the proxy",
+    )
     doc = _json(page_url + "state")
     assert doc["application_id"] == app_id and doc["tasks"]["worker:0"]["host"]
     losses = [p["metrics"]["loss"] for p in history["metrics"]["worker:0"]]
@@ -72,9 +82,11 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
     assert "/node/containerlogs/" in html.text
     started = time.monotonic()
     _screenshot(page_url, SHOTS / "job-page.png")
-    print(f"\njob page {page_url}: {len(html.content)} bytes, fetched in {fetch_s * 1000:.0f} ms, "
-          f"Chromium start+load+screenshot "
-          f"{time.monotonic() - started:.1f}s, screenshot {SHOTS / 'job-page.png'}")
+    print(
+        f"\njob page {page_url}: {len(html.content)} bytes, fetched in {fetch_s * 1000:.0f} ms, "
+        f"Chromium start+load+screenshot "
+        f"{time.monotonic() - started:.1f}s, screenshot {SHOTS / 'job-page.png'}"
+    )
 
     # Following over HTTP to the end, as the operator does (no skein driver).
     result = tony_client.wait(app_id, poll_interval=0.5, emit=lambda line: print(line, flush=True))
@@ -92,15 +104,29 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(tony_clie
         assert JobHistory.from_json(reader.read()).state.application_id == app_id
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", "--html", app_id],
-                         capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony.cli", "status", "--html", app_id],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout
     assert out.startswith("<!doctype html>") and app_id in out and 'data-metric="accuracy"' in out
     # An id YARN never knew (as after it forgot one): the stored history answers.
     forgotten = app_id.rsplit("_", 1)[0] + "_9999"
     hdfs.write(f"{tony_client.history_dir}/{forgotten}.json", data=stored.to_json(), overwrite=True)
     try:
-        status = json.loads(subprocess.run([sys.executable, "-m", "airflow_provider_tony.cli", "status", forgotten],
-                                           capture_output=True, text=True, env=env, timeout=120, check=True).stdout)
+        status = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "airflow_provider_tony.cli", "status", forgotten],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=True,
+            ).stdout
+        )
     finally:
         hdfs.delete(f"{tony_client.history_dir}/{forgotten}.json")
     assert status["application_id"] == app_id and status["app_state"] == "SUCCEEDED"

@@ -8,6 +8,7 @@ cluster. Run them on a cluster of their own, for example:
     TONY_DEVCLUSTER_NODEMANAGERS=3 TONY_DEVCLUSTER_JARS=$PWD/.devcluster/jars \\
         python -m pytest tests/integration/test_multinode.py
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def _gpus(node: dict[str, Any]) -> int:
 def nodes(cluster) -> list[dict[str, Any]]:
     running = [n for n in _nodes(cluster.rm_url) if n["state"] == "RUNNING"]
     if len(running) < 2:
-        pytest.skip("needs a multi-node cluster: start one with TONY_DEVCLUSTER_NODEMANAGERS=3 "
-                    "(see this module's docstring)")
+        pytest.skip(
+            "needs a multi-node cluster: start one with TONY_DEVCLUSTER_NODEMANAGERS=3 (see this module's docstring)"
+        )
     return running
 
 
@@ -51,8 +53,15 @@ def gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    doc = {"name": "pytest-multinode", "roles": roles, "python": {"interpreter": python},
-           "heartbeat_interval": 1, "heartbeat_timeout": 60, "registration_timeout": 240, **extra}
+    doc = {
+        "name": "pytest-multinode",
+        "roles": roles,
+        "python": {"interpreter": python},
+        "heartbeat_interval": 1,
+        "heartbeat_timeout": 60,
+        "registration_timeout": 240,
+        **extra,
+    }
     return JobSpec.from_dict(doc)
 
 
@@ -71,8 +80,7 @@ def _records_while_running(rm_url: str, apps: list[str], out: Path, count: int) 
 
 
 @pytest.mark.slow
-def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python_exe, gpu_node,
-                                                    tmp_path: Path) -> None:
+def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python_exe, gpu_node, tmp_path: Path) -> None:
     """Each AM divides GPUs only within its job; the node-local leases keep two jobs apart."""
     out = tmp_path / "records"
     out.mkdir()
@@ -81,8 +89,12 @@ def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python
     second = job(python_exe, {"worker": {**gpu_role, "instances": 1, "gpus": 2}}, queue="training")
     apps = [tony_client.submit(spec, extra_tags=[app_tag]) for spec in (first, second)]
     try:
-        records = wait_until(lambda: _records_while_running(tony_client.rm_url, apps, out, 3), 240,
-                             "all three GPU tasks to start and record their GPUs", interval=1.0)
+        records = wait_until(
+            lambda: _records_while_running(tony_client.rm_url, apps, out, 3),
+            240,
+            "all three GPU tasks to start and record their GPUs",
+            interval=1.0,
+        )
         by_app: dict[str, list[str]] = {}
         for rec in records:
             assert rec["host"] == gpu_node["nodeHostName"], rec
@@ -110,12 +122,21 @@ def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, n
     out = tmp_path / "records"
     out.mkdir()
     role = {"memory": "256 MiB", "script": HOLD, "args": [str(out)]}
-    spec = job(python_exe, {"worker": {**role, "instances": 4, "placement": "spread"},
-                            "ps": {**role, "instances": 1, "placement": [unlabelled[1]]}})
+    spec = job(
+        python_exe,
+        {
+            "worker": {**role, "instances": 4, "placement": "spread"},
+            "ps": {**role, "instances": 1, "placement": [unlabelled[1]]},
+        },
+    )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     try:
-        records = wait_until(lambda: _records_while_running(tony_client.rm_url, [app_id], out, 5), 240,
-                             "the four workers and the ps to start", interval=1.0)
+        records = wait_until(
+            lambda: _records_while_running(tony_client.rm_url, [app_id], out, 5),
+            240,
+            "the four workers and the ps to start",
+            interval=1.0,
+        )
         hosts = {rec["task"]: rec["host"] for rec in records}
         expected = {f"worker:{i}": unlabelled[i % 2] for i in range(4)} | {"ps:0": unlabelled[1]}
         assert hosts == expected

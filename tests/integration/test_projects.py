@@ -6,6 +6,7 @@ Only the TonY job and the ``files`` job run TensorFlow (they prove that a tutori
 ``main.py`` finds its sibling and that TonY's ``CLUSTER_SPEC`` forms a working cluster);
 the others run a small script.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -46,27 +47,43 @@ def test_sibling_module_through_files_from_the_cli(tmp_path: Path, app_tag: str,
     """The tutorial layout: ``main.py`` imports ``digits_setup`` shipped beside it in ``files``."""
     for name in ("main.py", "digits_setup.py"):
         shutil.copy(TONY_PROJECT / name, tmp_path / name)
-    job = _write_yaml(tmp_path / "job.yaml", {
-        "name": "pytest-files-project", "python": {"interpreter": sys.executable},
-        "files": {"digits_setup.py": str(tmp_path / "digits_setup.py")},
-        "env": {"BEAT": "1"},
-        "roles": {"worker": {"instances": 1, "memory": "1 GiB", "script": "main.py", "args": ["--steps", "3"]}},
-        **BEAT,
-    })
+    job = _write_yaml(
+        tmp_path / "job.yaml",
+        {
+            "name": "pytest-files-project",
+            "python": {"interpreter": sys.executable},
+            "files": {"digits_setup.py": str(tmp_path / "digits_setup.py")},
+            "env": {"BEAT": "1"},
+            "roles": {"worker": {"instances": 1, "memory": "1 GiB", "script": "main.py", "args": ["--steps", "3"]}},
+            **BEAT,
+        },
+    )
     code = cli(["submit", str(job), "--tag", app_tag, "--poll-interval", "0.5"])
     out = capsys.readouterr()
     assert code == 0, out.out[-3000:] + out.err[-3000:]
 
 
-def test_src_dir_from_the_cli_and_reused_on_a_second_submit(tmp_path: Path, app_tag: str, tony_client,
-                                                               capsys) -> None:
+def test_src_dir_from_the_cli_and_reused_on_a_second_submit(tmp_path: Path, app_tag: str, tony_client, capsys) -> None:
     project = _src_copy(tmp_path)
-    job = _write_yaml(tmp_path / "job.yaml", {
-        "name": "pytest-src-dir", "python": {"interpreter": sys.executable}, "src_dir": "src_project",
-        "env": {"BEAT": "0.5"}, "heartbeat_interval": 0.5, "heartbeat_timeout": 20,
-        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": "main.py",
-                             "args": ["hello from the source tree"]}},
-    })
+    job = _write_yaml(
+        tmp_path / "job.yaml",
+        {
+            "name": "pytest-src-dir",
+            "python": {"interpreter": sys.executable},
+            "src_dir": "src_project",
+            "env": {"BEAT": "0.5"},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 20,
+            "roles": {
+                "worker": {
+                    "instances": 2,
+                    "memory": "256 MiB",
+                    "script": "main.py",
+                    "args": ["hello from the source tree"],
+                }
+            },
+        },
+    )
     code = cli(["submit", str(job), "--tag", app_tag, "--poll-interval", "0.5"])
     out = capsys.readouterr()
     assert code == 0, out.out[-3000:] + out.err[-3000:]
@@ -92,7 +109,8 @@ def test_src_dir_from_the_operator(tmp_path: Path, airflow_env, kill_dag_apps) -
     dag_id = "pytest_src_dir_operator"
     kill_dag_apps.append(dag_id)
     dagfile = dags / "src_dir_dag.py"
-    dagfile.write_text(textwrap.dedent(f"""
+    dagfile.write_text(
+        textwrap.dedent(f"""
         import sys
         import pendulum
         from airflow.sdk import DAG
@@ -105,7 +123,8 @@ def test_src_dir_from_the_operator(tmp_path: Path, airflow_env, kill_dag_apps) -
                 "roles": {{"worker": {{"instances": 1, "memory": "256 MiB", "script": "main.py",
                                        "args": ["hello from the source tree"]}}}},
             }})
-    """))
+    """)
+    )
     out = dags_test(airflow_env, dag_id, dagfile=dagfile)
     assert run_state(out) == "success", out[-4000:]
     metrics = result_of(out)["metrics"]
@@ -138,8 +157,25 @@ def test_tony_xml_converted_and_run(tmp_path: Path, app_tag: str, tony_client, c
     xml = tmp_path / "tony.xml"
     xml.write_text(TONY_XML)
     job_yaml = tmp_path / "job.yaml"
-    assert cli(["convert", str(xml), "-o", str(job_yaml), "--executes", "main.py", "--task_params", "--steps 3",
-                "--src_dir", str(TONY_PROJECT), "--python_binary_path", sys.executable]) == 0
+    assert (
+        cli(
+            [
+                "convert",
+                str(xml),
+                "-o",
+                str(job_yaml),
+                "--executes",
+                "main.py",
+                "--task_params",
+                "--steps 3",
+                "--src_dir",
+                str(TONY_PROJECT),
+                "--python_binary_path",
+                sys.executable,
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "tony.docker.enabled" in err, err  # listed as not converted, with its reason
     spec = JobSpec.from_yaml(job_yaml.read_text())

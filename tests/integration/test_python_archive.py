@@ -1,4 +1,5 @@
 """A job whose Python environment is a venv-pack archive, shipped through HDFS once."""
+
 from __future__ import annotations
 
 import subprocess
@@ -22,18 +23,22 @@ def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "skein", "hdfs", "pyyaml"], check=True)
     archive = root / "env.tar.gz"
-    subprocess.run([str(Path(sys.executable).parent / "venv-pack"), "-p", str(venv), "-o", str(archive), "-q"],
-                   check=True)
+    subprocess.run(
+        [str(Path(sys.executable).parent / "venv-pack"), "-p", str(venv), "-o", str(archive), "-q"], check=True
+    )
     return archive
 
 
 def test_job_runs_in_a_packed_environment(tony_client, app_tag, packed_env: Path) -> None:
-    spec = JobSpec.from_dict({
-        "name": "pytest-venv-pack",
-        "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
-        "python": {"archive": str(packed_env)},
-        "heartbeat_interval": 0.5, "heartbeat_timeout": 10,
-    })
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-venv-pack",
+            "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": BEHAVE, "args": ["ok"]}},
+            "python": {"archive": str(packed_env)},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 10,
+        }
+    )
     staged = tony_client.stage_archive(str(packed_env))
     remote = staged.split("://", 1)[1].split("/", 1)[1]
     hdfs = tony_client.hdfs()

@@ -3,6 +3,7 @@
 Real YARN, real HDFS, real TensorFlow; jobs go through ``TonyClient``, the
 same path the operator and the CLI use.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,15 @@ BEHAVE = str(Path(__file__).parent / "jobs" / "behave.py")
 
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    doc = {"name": "pytest-runtime", "roles": roles, "python": {"interpreter": python},
-           "heartbeat_interval": 0.5, "heartbeat_timeout": 10, "registration_timeout": 120, **extra}
+    doc = {
+        "name": "pytest-runtime",
+        "roles": roles,
+        "python": {"interpreter": python},
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 10,
+        "registration_timeout": 120,
+        **extra,
+    }
     return JobSpec.from_dict(doc)
 
 
@@ -58,9 +66,19 @@ def nm_url() -> str:
 
 @pytest.mark.slow
 def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) -> None:
-    spec = job(python_exe, {"worker": {"instances": 2, "memory": "1 GiB", "script": str(TRAINING / "digits_mwms.py"),
-                                       "args": ["--epochs", "3", "--steps-per-epoch", "25"]}},
-               heartbeat_interval=1, heartbeat_timeout=30)
+    spec = job(
+        python_exe,
+        {
+            "worker": {
+                "instances": 2,
+                "memory": "1 GiB",
+                "script": str(TRAINING / "digits_mwms.py"),
+                "args": ["--epochs", "3", "--steps-per-epoch", "25"],
+            }
+        },
+        heartbeat_interval=1,
+        heartbeat_timeout=30,
+    )
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
     assert rm_app(tony_client.rm_url, result.app_id)["finalStatus"] == "SUCCEEDED"
@@ -74,11 +92,16 @@ def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) ->
 @pytest.mark.slow
 def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app_tag, python_exe) -> None:
     script = str(TRAINING / "digits_ps.py")
-    spec = job(python_exe, {
-        "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60"]},
-        "worker": {"instances": 2, "memory": "1 GiB", "script": script},
-        "ps": {"memory": "768 MiB", "script": script},
-    }, heartbeat_interval=1, heartbeat_timeout=30)
+    spec = job(
+        python_exe,
+        {
+            "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60"]},
+            "worker": {"instances": 2, "memory": "1 GiB", "script": script},
+            "ps": {"memory": "768 MiB", "script": script},
+        },
+        heartbeat_interval=1,
+        heartbeat_timeout=30,
+    )
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
     tasks = result.am_state.tasks
@@ -90,8 +113,9 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app
 
 
 def test_evaluator_is_outside_the_cluster(tony_client, app_tag, python_exe) -> None:
-    spec = job(python_exe, {"worker": behave("tfconfig", 2), "evaluator": behave("tfconfig", 1)},
-               success_policy="all_workers")
+    spec = job(
+        python_exe, {"worker": behave("tfconfig", 2), "evaluator": behave("tfconfig", 1)}, success_policy="all_workers"
+    )
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
     tasks = result.am_state.tasks
@@ -144,11 +168,11 @@ def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app
     """Another application holds most of the node: ours can start only part of its tasks."""
     info = tony_client.cluster_info()
     hog_each = (info.total_memory_mb - 3 * 1024) // 2  # leaves room for our AM and ~2 workers, not 4
-    hog = job(python_exe, {"worker": behave("sleep", 2, memory=f"{hog_each} MiB")},
-              name="pytest-hog")
+    hog = job(python_exe, {"worker": behave("sleep", 2, memory=f"{hog_each} MiB")}, name="pytest-hog")
     hog_id = tony_client.submit(hog, extra_tags=[app_tag])
-    wait_until(lambda: (d := tony_client.am_state(hog_id)) is not None and d.app_state == "RUNNING", 120,
-               "the hog to run")
+    wait_until(
+        lambda: (d := tony_client.am_state(hog_id)) is not None and d.app_state == "RUNNING", 120, "the hog to run"
+    )
     try:
         spec = job(python_exe, {"worker": behave("ok", 4, memory="1 GiB")}, registration_timeout=15)
         result = run(tony_client, spec, app_tag)
@@ -159,22 +183,31 @@ def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app
     assert "worker:" in result.diagnostics.split("never registered")[0]
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"roles": {"ps": {"script": BEHAVE}}}, "roles"),
-    ({"roles": {"chief": {"instances": 2, "script": BEHAVE}}}, "roles.chief.instances"),
-    ({"roles": {"worker": {"script": BEHAVE}, "evaluator": {"instances": 2, "script": BEHAVE}}},
-     "roles.evaluator.instances"),
-    ({"roles": {"worker": {"memory": 0, "script": BEHAVE}}}, "roles.worker.memory"),
-    ({"roles": {"worker": {"vcores": -1, "script": BEHAVE}}}, "roles.worker.vcores"),
-    ({"roles": {"worker": {"gpus": 1, "script": BEHAVE}}}, "roles.worker.gpus"),
-    ({"roles": {"worker": {"memory": "64 GiB", "script": BEHAVE}}}, "roles.worker.memory"),
-    ({"roles": {"worker": {"vcores": 64, "script": BEHAVE}}}, "roles.worker.vcores"),
-    ({"queue": "no-such-queue"}, "queue"),
-    ({"roles": {"worker": {"script": "/nonexistent/train.py"}}}, "roles.worker.script"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"roles": {"ps": {"script": BEHAVE}}}, "roles"),
+        ({"roles": {"chief": {"instances": 2, "script": BEHAVE}}}, "roles.chief.instances"),
+        (
+            {"roles": {"worker": {"script": BEHAVE}, "evaluator": {"instances": 2, "script": BEHAVE}}},
+            "roles.evaluator.instances",
+        ),
+        ({"roles": {"worker": {"memory": 0, "script": BEHAVE}}}, "roles.worker.memory"),
+        ({"roles": {"worker": {"vcores": -1, "script": BEHAVE}}}, "roles.worker.vcores"),
+        ({"roles": {"worker": {"gpus": 1, "script": BEHAVE}}}, "roles.worker.gpus"),
+        ({"roles": {"worker": {"memory": "64 GiB", "script": BEHAVE}}}, "roles.worker.memory"),
+        ({"roles": {"worker": {"vcores": 64, "script": BEHAVE}}}, "roles.worker.vcores"),
+        ({"queue": "no-such-queue"}, "queue"),
+        ({"roles": {"worker": {"script": "/nonexistent/train.py"}}}, "roles.worker.script"),
+    ],
+)
 def test_invalid_specs_never_reach_yarn(tony_client, app_tag, python_exe, change, field) -> None:
-    doc = {"name": "pytest-invalid", "roles": {"worker": {"script": BEHAVE}}, "python": {"interpreter": python_exe},
-           **change}
+    doc = {
+        "name": "pytest-invalid",
+        "roles": {"worker": {"script": BEHAVE}},
+        "python": {"interpreter": python_exe},
+        **change,
+    }
     with pytest.raises(SpecError) as err:
         tony_client.submit(JobSpec.from_dict(doc), extra_tags=[app_tag])
     assert err.value.field == field, str(err.value)

@@ -5,6 +5,7 @@ from a checkpoint across a failed try, outlive the token renew interval,
 refuse to submit without a ticket, and YARN ACLs that keep the second
 principal out unless the job lists it.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,12 @@ from tests._util import wait_until
 from tests.integration.test_airflow import airflow_env, dag_tag, dags_test, result_of, run_state  # noqa: F401
 
 pytestmark = [
-    pytest.mark.cluster, pytest.mark.secure,
-    pytest.mark.skipif(not os.environ.get("TONY_KERBEROS_PRINCIPAL"),
-                       reason="needs the Kerberized profile: make test-secure (or TONY_DEVCLUSTER_SECURE=1)"),
+    pytest.mark.cluster,
+    pytest.mark.secure,
+    pytest.mark.skipif(
+        not os.environ.get("TONY_KERBEROS_PRINCIPAL"),
+        reason="needs the Kerberized profile: make test-secure (or TONY_DEVCLUSTER_SECURE=1)",
+    ),
 ]
 
 JOBS = Path(__file__).parent / "jobs"
@@ -40,7 +44,10 @@ def job(name: str, script: str, *args: str, checkpoint: str | None = None, **ext
     data: dict[str, Any] = {
         "name": name,
         "roles": {"worker": {"memory": "1 GiB", "script": str(JOBS / script), "args": list(args)}},
-        "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 60, **extra,
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 60,
+        **extra,
     }
     if checkpoint:
         data["checkpoint"] = {"dir": checkpoint, "poll_interval": 0.5}
@@ -62,9 +69,12 @@ def other(cluster) -> Iterator[Any]:
     """The second principal, which no job lists unless a test says so."""
     from airflow_provider_tony.yarn.client import TonyClient
 
-    with TonyClient(rm_url=cluster.rm_url, webhdfs_url=cluster.webhdfs_url,
-                    principal=os.environ["TONY_KERBEROS_OTHER_PRINCIPAL"],
-                    keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"]) as client:
+    with TonyClient(
+        rm_url=cluster.rm_url,
+        webhdfs_url=cluster.webhdfs_url,
+        principal=os.environ["TONY_KERBEROS_OTHER_PRINCIPAL"],
+        keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"],
+    ) as client:
         yield client
 
 
@@ -74,7 +84,7 @@ def tag(krb) -> Iterator[str]:
     value = f"pytest-{uuid.uuid4().hex[:12]}"
     yield value
     for app in krb.find_by_tags([value]):
-        krb.kill(app["id"])
+        krb.kill(app.app_id)
 
 
 @pytest.fixture
@@ -96,8 +106,12 @@ def test_connection_names_each_step(krb, other) -> None:
 
     text = krb.describe()
     assert "Kerberos as " in text and "active node" in text and "WebHDFS" in text and "accepts it" in text
-    wrong = TonyClient(rm_url=krb.rm_url, webhdfs_url=krb.webhdfs_url,
-                       principal=os.environ["TONY_KERBEROS_PRINCIPAL"], keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"])
+    wrong = TonyClient(
+        rm_url=krb.rm_url,
+        webhdfs_url=krb.webhdfs_url,
+        principal=os.environ["TONY_KERBEROS_PRINCIPAL"],
+        keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"],
+    )
     with pytest.raises(KerberosError, match="keytab .* failed .*klist -kt"):
         wrong.describe()
     # A host name with no HTTP/<host> principal: the client gets no service ticket to offer.
@@ -126,16 +140,17 @@ def test_no_ticket_fails_before_anything_is_submitted(krb, tag, tmp_path, monkey
 
 
 def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> None:
-    spec = job("pytest-secure-resume", "count_steps.py", "--steps", "20", "--every", "5", "--fail-at", "12",
-               checkpoint=ckpt)
+    spec = job(
+        "pytest-secure-resume", "count_steps.py", "--steps", "20", "--every", "5", "--fail-at", "12", checkpoint=ckpt
+    )
     first = krb.wait(krb.submit(spec, attempt=1, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
     assert not first.succeeded and first.retryable, first.diagnostics
     # The uploader publishes the newest complete checkpoint when it looks: 5 may be skipped, 10 may not.
     assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 10
     second = krb.wait(krb.submit(spec, attempt=2, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
     assert second.succeeded, second.diagnostics
-    task = second.am_state["tasks"]["worker:0"]
-    assert task["restored_step"] == 10 and task["progress"]["metrics"]["start_step"] == 10
+    task = second.am_state.task("worker:0")
+    assert task.restored_step == 10 and task.progress.metrics["start_step"] == 10
     assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 20
     # Nothing secret in what the AM publishes (and the operator logs / pushes to XCom).
     doc = json.dumps(second.am_state)
@@ -147,8 +162,17 @@ def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt
     renew_s = int(_hdfs_site("dfs.namenode.delegation.token.renew-interval") or 86_400_000) / 1000
     assert renew_s <= 120, "the secure profile's renew interval is meant to be about a minute"
     # Train for about 1.5 renew intervals; the last checkpoint comes at the end.
-    spec = job("pytest-secure-renew", "count_steps.py", "--steps", "6", "--every", "3",
-               "--sleep", str(renew_s * 1.5 / 6), checkpoint=ckpt)
+    spec = job(
+        "pytest-secure-renew",
+        "count_steps.py",
+        "--steps",
+        "6",
+        "--every",
+        "3",
+        "--sleep",
+        str(renew_s * 1.5 / 6),
+        checkpoint=ckpt,
+    )
     app_id = krb.submit(spec, extra_tags=[tag])
     started = krb._rm_get(f"apps/{app_id}")["app"]["startedTime"] / 1000
     result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
@@ -162,22 +186,28 @@ def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt
 def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     """Both directions of WebHDFS from containers: the chief pushes events and the model,
     the tensorboard role pulls the events; all with the delegation token."""
-    spec = JobSpec.from_dict({
-        "name": "pytest-secure-model",
-        "roles": {
-            "worker": {"memory": "1 GiB", "script": str(REPO / "dags/training/digits_mwms.py"),
-                       "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"]},
-            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
-        },
-        "python": {"interpreter": sys.executable}, "heartbeat_timeout": 60,
-        "checkpoint": {"dir": f"{ckpt}/ckpt", "model_dir": f"{ckpt}/model", "poll_interval": 1},
-    })
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-secure-model",
+            "roles": {
+                "worker": {
+                    "memory": "1 GiB",
+                    "script": str(REPO / "dags/training/digits_mwms.py"),
+                    "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"],
+                },
+                "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_timeout": 60,
+            "checkpoint": {"dir": f"{ckpt}/ckpt", "model_dir": f"{ckpt}/model", "poll_interval": 1},
+        }
+    )
     app_id = krb.submit(spec, extra_tags=[tag])
     url = wait_until(lambda: krb.tensorboard_url(krb.am_state(app_id)), 240, "TensorBoard to run")
 
     def runs() -> list:
         try:
-            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:  # noqa: S310 - loopback
+            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:
                 return json.load(resp)
         except OSError:
             return []
@@ -199,8 +229,11 @@ def test_the_hooks_test_connection_on_the_secure_connection(cluster) -> None:
 
 
 def _am_container(krb, app_id: str) -> tuple[str, str]:
-    attempts = wait_until(lambda: (krb._rm_get(f"apps/{app_id}/appattempts").get("appAttempts") or {})
-                          .get("appAttempt"), 120, "an application attempt")
+    attempts = wait_until(
+        lambda: (krb._rm_get(f"apps/{app_id}/appattempts").get("appAttempts") or {}).get("appAttempt"),
+        120,
+        "an application attempt",
+    )
     return attempts[-1]["containerId"], attempts[-1]["nodeHttpAddress"]
 
 
@@ -214,23 +247,23 @@ def test_acls_keep_the_other_principal_out_unless_listed(krb, other, tag, listed
     who = os.environ["TONY_KERBEROS_OTHER_PRINCIPAL"].split("@")[0]
     acls = {"acls": {"view_users": [who], "modify_users": [who]}} if listed else {}
     app_id = krb.submit(job("pytest-secure-acl", "behave.py", "sleep", "--seconds", "600", **acls), extra_tags=[tag])
-    wait_until(lambda: krb.report(app_id)["state"] == "RUNNING", 180, f"{app_id} RUNNING")
+    wait_until(lambda: krb.report(app_id).state == "RUNNING", 180, f"{app_id} RUNNING")
     container, node = _am_container(krb, app_id)
     wait_until(lambda: _logs(krb, container, node)[0] == 200, 60, "the owner reads the AM's logs")
     status, text = _logs(other, container, node)
     if listed:
         assert status == 200 and "containerLogInfo" in text, (status, text[:300])
         other.kill(app_id)
-        wait_until(lambda: krb.report(app_id)["state"] == "KILLED", 60, f"{app_id} KILLED by the listed principal")
+        wait_until(lambda: krb.report(app_id).state == "KILLED", 60, f"{app_id} KILLED by the listed principal")
         return
     # Hadoop 3.4's NodeManager answers 503 with the reason in the body.
     assert status != 200 and f"User [{who}] is not authorized to view the logs" in text, (status, text[:300])
     with pytest.raises(ClusterError, match="(?i)MODIFY_APP|not.*(allowed|authori[sz]ed)|cannot perform"):
         other.kill(app_id)
-    assert krb.report(app_id)["state"] == "RUNNING"
+    assert krb.report(app_id).state == "RUNNING"
     # The owner can: the kill path on a secure cluster.
     krb.kill(app_id)
-    wait_until(lambda: krb.report(app_id)["state"] == "KILLED", 60, f"{app_id} KILLED by its owner")
+    wait_until(lambda: krb.report(app_id).state == "KILLED", 60, f"{app_id} KILLED by its owner")
 
 
 def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  # noqa: F811
@@ -239,7 +272,7 @@ def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  #
         out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS, deferrable=True)
     finally:
         for app in krb.find_by_tags([dag_tag("tony_test_resume")]):
-            krb.kill(app["id"])
+            krb.kill(app.app_id)
     assert run_state(out) == "success", out[-4000:]
     assert out.count("submitted application_") == 2, "expected exactly one retry"
     restored = result_of(out)["tasks"]["worker:0"]["restored_step"]

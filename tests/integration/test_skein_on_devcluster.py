@@ -4,6 +4,7 @@ These exercise the cluster itself (issue: local cluster), before any of the
 provider's runtime is involved: two services exchange their addresses through
 skein's key-value store, each run by the venv's Python in a YARN container.
 """
+
 from __future__ import annotations
 
 import sys
@@ -46,7 +47,9 @@ def _service(script: str) -> skein.Service:
 def _final(client: skein.Client, app_id: str, timeout: float = 120) -> skein.model.ApplicationReport:
     return wait_until(
         lambda: (r := client.application_report(app_id)).state in ("FINISHED", "FAILED", "KILLED") and r,
-        timeout, f"{app_id} to finish")
+        timeout,
+        f"{app_id} to finish",
+    )
 
 
 def test_two_services_exchange_addresses(skein_client: skein.Client, app_tag: str, tmp_path) -> None:
@@ -54,7 +57,9 @@ def test_two_services_exchange_addresses(skein_client: skein.Client, app_tag: st
     peer.write_text(PEER)
     py = sys.executable
     spec = skein.ApplicationSpec(
-        name="devcluster-peers", queue="default", tags=[app_tag],
+        name="devcluster-peers",
+        queue="default",
+        tags=[app_tag],
         master=skein.Master(resources=skein.Resources(memory="256 MiB", vcores=1)),
         services={
             "alice": _service(f"{py} peer.py alice bob"),
@@ -77,7 +82,9 @@ def skein_client_rm() -> str:
 
 def test_failing_service_fails_the_application(skein_client: skein.Client, app_tag: str) -> None:
     spec = skein.ApplicationSpec(
-        name="devcluster-fail", queue="default", tags=[app_tag],
+        name="devcluster-fail",
+        queue="default",
+        tags=[app_tag],
         master=skein.Master(resources=skein.Resources(memory="256 MiB", vcores=1)),
         services={"bad": _service(f"{sys.executable} -c 'import sys; sys.exit(1)'")},
     )

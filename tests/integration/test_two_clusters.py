@@ -88,7 +88,7 @@ def connection(env: dict[str, str], bin_dir: str, skein_dir: Path) -> str:
 
 def rm_knows(rm_url: str, app_id: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{rm_url}/ws/v1/cluster/apps/{app_id}", timeout=10) as resp:  # noqa: S310
+        with urllib.request.urlopen(f"{rm_url}/ws/v1/cluster/apps/{app_id}", timeout=10) as resp:
             return json.load(resp)["app"]["id"] == app_id
     except OSError:
         return False

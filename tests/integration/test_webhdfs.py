@@ -1,4 +1,5 @@
 """WebHDFS on the local cluster: the `hdfs` package writes, reads, lists, deletes."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ start with their working directory in the stack's home: a relative path to
 ``airflow`` broke there. A venv's python is a symlink to the base interpreter,
 so the path must be made absolute without following it.
 """
+
 from __future__ import annotations
 
 import importlib.util

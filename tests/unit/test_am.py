@@ -3,6 +3,7 @@
 Pure logic (a stand-in for skein's application client): each read and each
 look is a gRPC call that skein's AM serves on the nodes that train.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -16,9 +17,14 @@ from airflow_provider_tony.runtime.spec import JobSpec
 
 
 def _am(heartbeat_interval: float, running: bool = True) -> ApplicationMaster:
-    spec = JobSpec.from_dict({"name": "t", "roles": {"worker": {"instances": 1, "command": ["true"]}},
-                              "heartbeat_interval": heartbeat_interval,
-                              "heartbeat_timeout": 3 * heartbeat_interval})
+    spec = JobSpec.from_dict(
+        {
+            "name": "t",
+            "roles": {"worker": {"instances": 1, "command": ["true"]}},
+            "heartbeat_interval": heartbeat_interval,
+            "heartbeat_timeout": 3 * heartbeat_interval,
+        }
+    )
     am = ApplicationMaster(SimpleNamespace(kv={}), spec, "application_1_0001")
     if running:
         for task in am.tracker.tasks.values():
@@ -28,14 +34,16 @@ def _am(heartbeat_interval: float, running: bool = True) -> ApplicationMaster:
 
 @pytest.mark.parametrize(("interval", "starting", "running"), [(5.0, 0.25, 1.0), (1.0, 0.25, 1.0), (0.2, 0.1, 0.2)])
 def test_the_store_is_read_quickly_while_tasks_start_then_once_a_beat_at_most_every_second(
-        interval: float, starting: float, running: float) -> None:
+    interval: float, starting: float, running: float
+) -> None:
     assert _am(interval, running=False).tick() == starting
     assert _am(interval).tick() == running
 
 
 @pytest.mark.parametrize(("interval", "expected"), [(0.5, 1.0), (1.0, 1.0), (2.0, 2.0), (5.0, 5.0), (30.0, 5.0)])
 def test_containers_are_looked_at_every_heartbeat_interval_between_one_and_five_seconds(
-        interval: float, expected: float) -> None:
+    interval: float, expected: float
+) -> None:
     calls: list[list[str]] = []
     am = _am(interval)
     am.app = SimpleNamespace(kv={}, get_containers=lambda states: calls.append(states) or [])
@@ -58,8 +66,9 @@ class FakeUI:
 def test_the_tensorboard_role_is_registered_once_as_a_page_of_the_ui_when_its_port_is_known() -> None:
     from airflow_provider_tony.runtime.messages import Registration
 
-    spec = JobSpec.from_dict({"name": "t", "roles": {"worker": {"command": ["true"]},
-                                                     "tensorboard": {"command": ["true"]}}})
+    spec = JobSpec.from_dict(
+        {"name": "t", "roles": {"worker": {"command": ["true"]}, "tensorboard": {"command": ["true"]}}}
+    )
     ui = FakeUI()
     am = ApplicationMaster(SimpleNamespace(kv={}, ui=ui), spec, "application_1_0001")
     am.tracker.register("worker:0", Registration(host="node1", port=4000), 1.0)
@@ -79,6 +88,7 @@ def test_tensorboard_links_go_through_the_resourcemanagers_proxy() -> None:
     serving = TaskSummary(state="RUNNING", role="tensorboard", host="node2", port=6006)
     doc = StateDocument(application_id="application_1_0001", tasks={"tensorboard:0": serving})
     assert client.tensorboard_url(doc) == "http://rm:8088/proxy/application_1_0001/pages/tensorboard/"
-    pending = StateDocument(application_id="application_1_0001",
-                            tasks={"tensorboard:0": TaskSummary(state="PENDING", role="tensorboard")})
+    pending = StateDocument(
+        application_id="application_1_0001", tasks={"tensorboard:0": TaskSummary(state="PENDING", role="tensorboard")}
+    )
     assert client.tensorboard_url(pending) == "" and client.tensorboard_url(None) == ""

@@ -1,4 +1,5 @@
 """The skein ApplicationSpec a JobSpec becomes: what each container is told."""
+
 from __future__ import annotations
 
 from airflow_provider_tony.runtime import constants as C
@@ -8,8 +9,9 @@ from airflow_provider_tony.yarn.appspec import build_application_spec
 
 
 def spec() -> JobSpec:
-    return JobSpec.from_dict({"roles": {"worker": {"instances": 2, "command": ["true"]},
-                                        "ps": {"instances": 1, "command": ["true"]}}})
+    return JobSpec.from_dict(
+        {"roles": {"worker": {"instances": 2, "command": ["true"]}, "ps": {"instances": 1, "command": ["true"]}}}
+    )
 
 
 def test_only_the_am_jvm_gets_light_jit_options() -> None:

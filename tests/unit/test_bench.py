@@ -2,6 +2,7 @@
 
 No timing is asserted here; figures belong to bench/results, not to tests.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,10 +26,16 @@ def test_scale_simulation_reports_cpu_and_document_size_per_task_count() -> None
     ticks = iter(range(100))
     out = run.bench_scale(cpu_clock=lambda: next(ticks) * 0.5)
     assert out == {
-        "100_tasks": {"register_all_cpu_ms": 500.0, "cpu_ms_per_heartbeat_round": 25.0,
-                      "state_document_kib": out["100_tasks"]["state_document_kib"]},
-        "1000_tasks": {"register_all_cpu_ms": 500.0, "cpu_ms_per_heartbeat_round": 25.0,
-                       "state_document_kib": out["1000_tasks"]["state_document_kib"]},
+        "100_tasks": {
+            "register_all_cpu_ms": 500.0,
+            "cpu_ms_per_heartbeat_round": 25.0,
+            "state_document_kib": out["100_tasks"]["state_document_kib"],
+        },
+        "1000_tasks": {
+            "register_all_cpu_ms": 500.0,
+            "cpu_ms_per_heartbeat_round": 25.0,
+            "state_document_kib": out["1000_tasks"]["state_document_kib"],
+        },
     }
     # The document lists every task: ten times the tasks, about ten times the size.
     small, large = out["100_tasks"]["state_document_kib"], out["1000_tasks"]["state_document_kib"]
@@ -38,8 +45,12 @@ def test_scale_simulation_reports_cpu_and_document_size_per_task_count() -> None
 def test_stats_and_markdown_table() -> None:
     assert run.stats([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
     assert run.stats([]) == {"n": 0}
-    doc = {"date": "d", "machine": {"cores": 2, "memory_gib": 24}, "versions": {"python": "3.11"},
-           "benchmarks": {"failure": {"sigkill": {"to_am_failed": run.stats([1.0, 2.0])}, "note": "x"}}}
+    doc = {
+        "date": "d",
+        "machine": {"cores": 2, "memory_gib": 24},
+        "versions": {"python": "3.11"},
+        "benchmarks": {"failure": {"sigkill": {"to_am_failed": run.stats([1.0, 2.0])}, "note": "x"}},
+    }
     text = run.markdown(doc)
     assert "| sigkill / to_am_failed | 1.5 | 1.0 | 2.0 | 2 |" in text
     assert "| note | x | | | |" in text

@@ -7,6 +7,7 @@ existing directory moves into it, ``status(strict=False)`` gives None when
 missing. Time is a fake clock patched into the modules, so nothing sleeps.
 Checkpoints are TensorFlow's on-disk format written by hand (no TensorFlow).
 """
+
 from __future__ import annotations
 
 import io
@@ -89,8 +90,16 @@ class FakeHdfs:
         names = sorted(os.listdir(p))
         if not status:
             return names
-        return [(n, {"type": "DIRECTORY" if (p / n).is_dir() else "FILE",
-                     "length": 0 if (p / n).is_dir() else (p / n).stat().st_size}) for n in names]
+        return [
+            (
+                n,
+                {
+                    "type": "DIRECTORY" if (p / n).is_dir() else "FILE",
+                    "length": 0 if (p / n).is_dir() else (p / n).stat().st_size,
+                },
+            )
+            for n in names
+        ]
 
     @contextmanager
     def read(self, path: str) -> Iterator[io.BytesIO]:
@@ -112,8 +121,9 @@ class FakeHdfs:
         self._enter("makedirs", path)
         self._p(path).mkdir(parents=True, exist_ok=True)
 
-    def upload(self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False,
-               **kwargs: Any) -> str:
+    def upload(
+        self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False, **kwargs: Any
+    ) -> str:
         self._enter("upload", hdfs_path)
         target = self._p(hdfs_path)
         if target.is_dir():  # hdfs.Client: "If it already exists and is a directory, files will be uploaded inside"
@@ -123,8 +133,11 @@ class FakeHdfs:
                 raise FakeHdfsError(f"Remote path {hdfs_path} already exists.")
             _remove(target)
         src = Path(local_path)
-        pairs = [(f, target / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()] \
-            if src.is_dir() else [(src, target)]
+        pairs = (
+            [(f, target / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()]
+            if src.is_dir()
+            else [(src, target)]
+        )
         for i, (file, dst) in enumerate(pairs):
             if self.crash_upload_after == i:
                 self.crash_upload_after = None
@@ -133,8 +146,9 @@ class FakeHdfs:
             shutil.copyfile(file, dst)
         return hdfs_path
 
-    def download(self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False,
-                 **kwargs: Any) -> str:
+    def download(
+        self, hdfs_path: str, local_path: str, n_threads: int = 1, overwrite: bool = False, **kwargs: Any
+    ) -> str:
         self._enter("download", hdfs_path)
         src = self._p(hdfs_path)
         if not src.exists():
@@ -233,8 +247,15 @@ def write_state(state_dir: Path, prefix: str, *older: str) -> None:
     (state_dir / "checkpoint").write_text("\n".join(lines) + "\n")
 
 
-def write_ckpt(state_dir: Path, step: int, *, shards: int = 1, skip: tuple[str, ...] = (), state: bool = True,
-               data: bytes | None = None) -> list[str]:
+def write_ckpt(
+    state_dir: Path,
+    step: int,
+    *,
+    shards: int = 1,
+    skip: tuple[str, ...] = (),
+    state: bool = True,
+    data: bytes | None = None,
+) -> list[str]:
     """Files of checkpoint ``ckpt-<step>`` (minus the names in ``skip``); the state file names it."""
     state_dir.mkdir(parents=True, exist_ok=True)
     prefix = f"ckpt-{step}"
@@ -279,8 +300,9 @@ def clock(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Clock:
     return fake_time
 
 
-def publish(fake: FakeHdfs, local: Path, step: int, remote: str = REMOTE, keep: int = 10, tag: str = "1-1",
-            **kwargs: Any) -> str:
+def publish(
+    fake: FakeHdfs, local: Path, step: int, remote: str = REMOTE, keep: int = 10, tag: str = "1-1", **kwargs: Any
+) -> str:
     """Write checkpoint ``step`` locally and upload it (the usual way a remote checkpoint appears)."""
     write_ckpt(local, step, **kwargs)
     found = find_local(local)
@@ -288,12 +310,14 @@ def publish(fake: FakeHdfs, local: Path, step: int, remote: str = REMOTE, keep: 
     return upload(fake, found, local, remote, keep=keep, tag=tag)
 
 
-def make_sync(fake: FakeHdfs, local: Path, events: list[str], fatal: list[str] | None = None,
-              **kwargs: Any) -> CheckpointSync:
+def make_sync(
+    fake: FakeHdfs, local: Path, events: list[str], fatal: list[str] | None = None, **kwargs: Any
+) -> CheckpointSync:
     options: dict[str, Any] = {"keep": 3, "poll_interval": 0.0, "window": 60.0, "tag": "1-4242"}
     options.update(kwargs)
-    return CheckpointSync(fake, local, REMOTE, on_event=events.append,
-                          on_fatal=(fatal if fatal is not None else []).append, **options)
+    return CheckpointSync(
+        fake, local, REMOTE, on_event=events.append, on_fatal=(fatal if fatal is not None else []).append, **options
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -334,11 +358,14 @@ def test_find_local_newest_of_several_state_files(local: Path, top: int, chief: 
     assert found.prefix == f"ckpt-{max(top, chief)}"
 
 
-@pytest.mark.parametrize("skip", [
-    pytest.param(("ckpt-30.index",), id="missing-index"),
-    pytest.param(("ckpt-30.data-00001-of-00002",), id="missing-second-shard"),
-    pytest.param(("ckpt-30.data-00000-of-00002", "ckpt-30.data-00001-of-00002"), id="no-shards"),
-])
+@pytest.mark.parametrize(
+    "skip",
+    [
+        pytest.param(("ckpt-30.index",), id="missing-index"),
+        pytest.param(("ckpt-30.data-00001-of-00002",), id="missing-second-shard"),
+        pytest.param(("ckpt-30.data-00000-of-00002", "ckpt-30.data-00001-of-00002"), id="no-shards"),
+    ],
+)
 def test_find_local_incomplete_latest_is_skipped_and_not_replaced_by_older(local: Path, skip: tuple[str, ...]) -> None:
     # What the code does: only the prefix the state file names counts. ckpt-20
     # is complete on disk, but the state file names ckpt-30, so nothing is found.
@@ -380,12 +407,15 @@ def test_find_local_absolute_prefix_in_subdir(local: Path) -> None:
     assert {f.as_posix() for f in found.files} == {f"sub/{n}" for n in ckpt_names(20)}
 
 
-@pytest.mark.parametrize("content", [
-    "",
-    "garbage\n",
-    'all_model_checkpoint_paths: "ckpt-20"\n',  # no model_checkpoint_path line
-    'model_checkpoint_path: "model"\n',  # no step number in the prefix
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "garbage\n",
+        'all_model_checkpoint_paths: "ckpt-20"\n',  # no model_checkpoint_path line
+        'model_checkpoint_path: "model"\n',  # no step number in the prefix
+    ],
+)
 def test_find_local_unusable_state_file(local: Path, content: str) -> None:
     write_ckpt(local, 20, state=False)
     (local / "model.index").write_bytes(b"i")
@@ -419,9 +449,17 @@ def test_remote_checkpoints_missing_dir(fake: FakeHdfs) -> None:
 
 
 def test_remote_checkpoints_sorted_and_filtered(fake: FakeHdfs) -> None:
-    for name in ["ckpt-000000000020", "ckpt-000000000003", "ckpt-000000000100",
-                 ".tmp-ckpt-000000000500-1-99", "ckpt-20", "ckpt-0000000000200", "ckpt-000000000020.previous",
-                 "tensorboard", "checkpoint"]:
+    for name in [
+        "ckpt-000000000020",
+        "ckpt-000000000003",
+        "ckpt-000000000100",
+        ".tmp-ckpt-000000000500-1-99",
+        "ckpt-20",
+        "ckpt-0000000000200",
+        "ckpt-000000000020.previous",
+        "tensorboard",
+        "checkpoint",
+    ]:
         fake.put(f"{REMOTE}/{name}/x", b"x")
     assert remote_checkpoints(fake, REMOTE) == [3, 20, 100]
     assert remote_checkpoints(fake, f"hdfs://nn:8020{REMOTE}") == [3, 20, 100]
@@ -448,8 +486,11 @@ def test_upload_publishes_only_the_latest_prefix(fake: FakeHdfs, local: Path) ->
     content = fake.tree(final)
     assert set(content) == {"checkpoint", MANIFEST} | ckpt_names(20)
     assert content["checkpoint"] == state_text(20)
-    assert json.loads(content[MANIFEST]) == {"format": 1, "step": 20, "files": {
-        name: len(data) for name, data in content.items() if name != MANIFEST}}
+    assert json.loads(content[MANIFEST]) == {
+        "format": 1,
+        "step": 20,
+        "files": {name: len(data) for name, data in content.items() if name != MANIFEST},
+    }
     for name in ckpt_names(20):
         assert content[name] == (local / name).read_bytes()
     assert fake.list(REMOTE) == ["ckpt-000000000020"]
@@ -590,8 +631,12 @@ def test_restore_latest_retries_transient_errors(fake: FakeHdfs, local: Path, tm
 # --------------------------------------------------------------------------- #
 
 STATE20 = b'model_checkpoint_path: "ckpt-20"\nall_model_checkpoint_paths: "ckpt-20"\n'
-WHOLE = {"checkpoint": len(STATE20), "ckpt-20.index": 200,
-         "ckpt-20.data-00000-of-00002": 10, "ckpt-20.data-00001-of-00002": 0}
+WHOLE = {
+    "checkpoint": len(STATE20),
+    "ckpt-20.index": 200,
+    "ckpt-20.data-00000-of-00002": 10,
+    "ckpt-20.data-00001-of-00002": 0,
+}
 
 
 def _without(*names: str) -> Callable[[dict[str, int]], None]:
@@ -602,26 +647,48 @@ def _sized(name: str, size: int) -> Callable[[dict[str, int]], None]:
     return lambda files: files.update({name: size})
 
 
-@pytest.mark.parametrize(("mutate", "state", "reason"), [
-    (lambda f: None, STATE20, None),
-    (lambda f: f.update({"ckpt-10.index": 5, "extra.txt": 0}), STATE20, None),  # other files do not matter
-    (_without("checkpoint"), STATE20, "neither a tony-manifest.json nor a 'checkpoint' state file"),
-    (lambda f: None, b"garbage\n", "checkpoint names no model_checkpoint_path"),
-    (lambda f: None, b'model_checkpoint_path: "/home/bob/ckpt/ckpt-20"\n', "names an absolute path"),
-    (_without("ckpt-20.index"), STATE20, "ckpt-20.index is missing"),
-    (_sized("ckpt-20.index", 47), STATE20, "ckpt-20.index is 47 bytes, shorter than any TensorFlow index (48)"),
-    (_sized("ckpt-20.index", 0), STATE20, "ckpt-20.index is 0 bytes"),
-    (_without("ckpt-20.data-00001-of-00002"), STATE20, "ckpt-20.data-00001-of-00002 is missing"),
-    (_without("ckpt-20.data-00000-of-00002"), STATE20, "ckpt-20.data-00000-of-00002 is missing"),
-    (_without("ckpt-20.data-00000-of-00002", "ckpt-20.data-00001-of-00002"), STATE20, "ckpt-20.data-*-of-* is missing"),
-    (_sized("ckpt-20.data-00000-of-00002", 0), STATE20, "every data shard of ckpt-20 is empty"),
-    (lambda f: None, b'model_checkpoint_path: "ckpt-10"\n', "ckpt-10.index is missing"),
-    (lambda f: None, b'model_checkpoint_path: "ckpt-2"\n', "ckpt-2.index is missing"),  # not ckpt-20's files
-], ids=["whole", "extra-files", "no-state-file", "state-names-nothing", "absolute-prefix", "no-index",
-        "index-shorter-than-footer", "index-empty", "last-shard-missing", "first-shard-missing", "no-shards",
-        "all-shards-empty", "state-names-pruned-prefix", "prefix-of-another"])
-def test_why_not_whole_without_manifest(mutate: Callable[[dict[str, int]], None], state: bytes,
-                                        reason: str | None) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "state", "reason"),
+    [
+        (lambda f: None, STATE20, None),
+        (lambda f: f.update({"ckpt-10.index": 5, "extra.txt": 0}), STATE20, None),  # other files do not matter
+        (_without("checkpoint"), STATE20, "neither a tony-manifest.json nor a 'checkpoint' state file"),
+        (lambda f: None, b"garbage\n", "checkpoint names no model_checkpoint_path"),
+        (lambda f: None, b'model_checkpoint_path: "/home/bob/ckpt/ckpt-20"\n', "names an absolute path"),
+        (_without("ckpt-20.index"), STATE20, "ckpt-20.index is missing"),
+        (_sized("ckpt-20.index", 47), STATE20, "ckpt-20.index is 47 bytes, shorter than any TensorFlow index (48)"),
+        (_sized("ckpt-20.index", 0), STATE20, "ckpt-20.index is 0 bytes"),
+        (_without("ckpt-20.data-00001-of-00002"), STATE20, "ckpt-20.data-00001-of-00002 is missing"),
+        (_without("ckpt-20.data-00000-of-00002"), STATE20, "ckpt-20.data-00000-of-00002 is missing"),
+        (
+            _without("ckpt-20.data-00000-of-00002", "ckpt-20.data-00001-of-00002"),
+            STATE20,
+            "ckpt-20.data-*-of-* is missing",
+        ),
+        (_sized("ckpt-20.data-00000-of-00002", 0), STATE20, "every data shard of ckpt-20 is empty"),
+        (lambda f: None, b'model_checkpoint_path: "ckpt-10"\n', "ckpt-10.index is missing"),
+        (lambda f: None, b'model_checkpoint_path: "ckpt-2"\n', "ckpt-2.index is missing"),  # not ckpt-20's files
+    ],
+    ids=[
+        "whole",
+        "extra-files",
+        "no-state-file",
+        "state-names-nothing",
+        "absolute-prefix",
+        "no-index",
+        "index-shorter-than-footer",
+        "index-empty",
+        "last-shard-missing",
+        "first-shard-missing",
+        "no-shards",
+        "all-shards-empty",
+        "state-names-pruned-prefix",
+        "prefix-of-another",
+    ],
+)
+def test_why_not_whole_without_manifest(
+    mutate: Callable[[dict[str, int]], None], state: bytes, reason: str | None
+) -> None:
     files = dict(WHOLE)
     mutate(files)
     got = why_not_whole(files, {"checkpoint": state}.__getitem__)
@@ -636,13 +703,17 @@ def test_why_not_whole_checks_every_state_file_of_a_subdir_layout() -> None:
     assert why_not_whole(files, read) == "chief/ckpt-20.index is missing"
 
 
-@pytest.mark.parametrize(("mutate", "reason"), [
-    (lambda f: None, None),
-    (_sized("ckpt-20.index", 3), None),  # the manifest is the record: the sizes match it
-    (_sized("ckpt-20.data-00000-of-00001", 5), "ckpt-20.data-00000-of-00001 is 5 bytes, the manifest says 9"),
-    (_without("checkpoint"), f"checkpoint is missing (the manifest lists {len(STATE20)} bytes)"),
-    (lambda f: f.update({"stray": 1}), None),
-], ids=["matches", "tiny-but-recorded", "truncated-shard", "state-file-gone", "extra-file"])
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda f: None, None),
+        (_sized("ckpt-20.index", 3), None),  # the manifest is the record: the sizes match it
+        (_sized("ckpt-20.data-00000-of-00001", 5), "ckpt-20.data-00000-of-00001 is 5 bytes, the manifest says 9"),
+        (_without("checkpoint"), f"checkpoint is missing (the manifest lists {len(STATE20)} bytes)"),
+        (lambda f: f.update({"stray": 1}), None),
+    ],
+    ids=["matches", "tiny-but-recorded", "truncated-shard", "state-file-gone", "extra-file"],
+)
 def test_why_not_whole_with_manifest(mutate: Callable[[dict[str, int]], None], reason: str | None) -> None:
     files = {"checkpoint": len(STATE20), "ckpt-20.index": 3, "ckpt-20.data-00000-of-00001": 9}
     manifest = json.dumps({"format": 1, "step": 20, "files": files}).encode()
@@ -660,8 +731,11 @@ def test_why_not_whole_unreadable_manifest(manifest: bytes) -> None:
 def test_manifest_of_lists_every_staged_file_with_its_size(tmp_path: Path) -> None:
     write_ckpt(tmp_path / "chief", 7, shards=2)
     manifest = json.loads(manifest_of(tmp_path, 7))
-    assert manifest == {"format": 1, "step": 7, "files": {
-        f"chief/{p.name}": p.stat().st_size for p in (tmp_path / "chief").iterdir()}}
+    assert manifest == {
+        "format": 1,
+        "step": 7,
+        "files": {f"chief/{p.name}": p.stat().st_size for p in (tmp_path / "chief").iterdir()},
+    }
 
 
 # --------------------------------------------------------------------------- #
@@ -692,8 +766,9 @@ def test_restore_skips_a_truncated_newest_and_leaves_it_in_place(fake: FakeHdfs,
     events: list[str] = []
     assert restore_latest(fake, [REMOTE], local, on_event=events.append) == (10, f"{REMOTE}/ckpt-000000000010")
     assert len(events) == 1, events
-    assert events[0].startswith(f"skipped checkpoint {REMOTE}/ckpt-000000000020: ckpt-20.data-00000-of-00001 "
-                                "is 3 bytes, the manifest says"), events
+    assert events[0].startswith(
+        f"skipped checkpoint {REMOTE}/ckpt-000000000020: ckpt-20.data-00000-of-00001 is 3 bytes, the manifest says"
+    ), events
     assert "left it in place" in events[0]
     assert fake.tree(REMOTE) == before  # nothing skipped was changed or deleted
     assert {name for name, _ in fake.calls} <= {"list", "status", "read", "download"}
@@ -712,15 +787,18 @@ def test_restore_checks_a_checkpoint_without_manifest_by_tensorflows_rule(fake: 
     assert set(tree(local)) == {"checkpoint"} | ckpt_names(20)
 
 
-def test_restore_falls_back_to_warm_start_when_no_own_checkpoint_is_whole(fake: FakeHdfs, local: Path,
-                                                                          tmp_path: Path) -> None:
+def test_restore_falls_back_to_warm_start_when_no_own_checkpoint_is_whole(
+    fake: FakeHdfs, local: Path, tmp_path: Path
+) -> None:
     _hand_copied(fake, 10, skip=("ckpt-10.data-00000-of-00001",))
     _hand_copied(fake, 20, skip=("ckpt-20.index",))
     publish(fake, tmp_path / "warm", 500, remote=WARM)
     events: list[str] = []
     assert restore_latest(fake, [REMOTE, WARM], local, on_event=events.append) == (500, f"{WARM}/ckpt-000000000500")
-    assert [e.split(":")[0] for e in events] == [f"skipped checkpoint {REMOTE}/ckpt-000000000020",
-                                                 f"skipped checkpoint {REMOTE}/ckpt-000000000010"]
+    assert [e.split(":")[0] for e in events] == [
+        f"skipped checkpoint {REMOTE}/ckpt-000000000020",
+        f"skipped checkpoint {REMOTE}/ckpt-000000000010",
+    ]
     assert remote_checkpoints(fake, REMOTE) == [10, 20]
 
 
@@ -732,8 +810,9 @@ def test_restore_starts_fresh_when_nothing_is_whole(fake: FakeHdfs, local: Path)
     assert tree(local) == {}
 
 
-def test_restore_skips_a_checkpoint_that_cannot_be_downloaded(fake: FakeHdfs, local: Path, tmp_path: Path,
-                                                              clock: Clock) -> None:
+def test_restore_skips_a_checkpoint_that_cannot_be_downloaded(
+    fake: FakeHdfs, local: Path, tmp_path: Path, clock: Clock
+) -> None:
     publish(fake, tmp_path / "src", 10)
     publish(fake, tmp_path / "src", 20)
     fake.fail_times = {"download": 5}  # every retry of the newest fails: its blocks are unreadable
@@ -744,8 +823,9 @@ def test_restore_skips_a_checkpoint_that_cannot_be_downloaded(fake: FakeHdfs, lo
     assert sorted(p.name for p in local.parent.iterdir()) == ["ckpt"]  # the failed download left nothing
 
 
-def test_restore_raises_rather_than_start_fresh_when_hdfs_cannot_list(fake: FakeHdfs, local: Path,
-                                                                      tmp_path: Path) -> None:
+def test_restore_raises_rather_than_start_fresh_when_hdfs_cannot_list(
+    fake: FakeHdfs, local: Path, tmp_path: Path
+) -> None:
     publish(fake, tmp_path / "src", 10)
     fake.broken.add("list")
     with pytest.raises(FakeHdfsError):

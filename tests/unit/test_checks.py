@@ -2,6 +2,7 @@
 
 Pure data in, ``SpecError`` out: no cluster needed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -151,14 +152,27 @@ def test_local_files_missing(tree: Path, changes: dict[str, Any], field: str, va
 def test_cluster_info_is_read_from_the_resource_managers_answers() -> None:
     scheduler = {
         "queueName": "root",
-        "maximumAllocation": {"memory": 8192, "vCores": 4, "resourceInformations": {"resourceInformation": [
-            {"name": "memory-mb"}, {"name": "vcores"}, {"name": "yarn.io/gpu"}]}},
-        "queues": {"queue": [{"queueName": "default"},
-                             {"queueName": "team", "queues": {"queue": [{"queueName": "gpu"}]}}]},
+        "maximumAllocation": {
+            "memory": 8192,
+            "vCores": 4,
+            "resourceInformations": {
+                "resourceInformation": [{"name": "memory-mb"}, {"name": "vcores"}, {"name": "yarn.io/gpu"}]
+            },
+        },
+        "queues": {
+            "queue": [{"queueName": "default"}, {"queueName": "team", "queues": {"queue": [{"queueName": "gpu"}]}}]
+        },
     }
     metrics = {"totalMB": 24576, "totalVirtualCores": 12}
     info = cluster_info_from_rm(scheduler, metrics, {"nodeLabelInfo": {"name": "fast"}})
-    assert info == ClusterInfo(max_memory_mb=8192, max_vcores=4, resource_types=["memory-mb", "vcores", "yarn.io/gpu"],
-                               queues=["default", "gpu"], total_memory_mb=24576, total_vcores=12, node_labels=["fast"])
+    assert info == ClusterInfo(
+        max_memory_mb=8192,
+        max_vcores=4,
+        resource_types=["memory-mb", "vcores", "yarn.io/gpu"],
+        queues=["default", "gpu"],
+        total_memory_mb=24576,
+        total_vcores=12,
+        node_labels=["fast"],
+    )
     bare = cluster_info_from_rm({"maximumAllocation": {"memory": 1024, "vCores": 1}}, {}, None)
     assert bare.resource_types == ["memory-mb", "vcores"] and bare.node_labels == [] and bare.queues == []

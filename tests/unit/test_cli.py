@@ -1,4 +1,5 @@
 """The ``tony`` command's parsing and its offline ``validate`` (no cluster, no YARN client)."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,12 +42,16 @@ def test_every_argument_has_help() -> None:
     ("argv", "expected"),
     [
         (["submit", "job.yaml"], {"job": "job.yaml", "tag": [], "poll_interval": 1.0, "detach": False}),
-        (["submit", "job.yaml", "--tag", "a", "--tag", "b", "--poll-interval", "2.5", "--detach"],
-         {"tag": ["a", "b"], "poll_interval": 2.5, "detach": True}),
+        (
+            ["submit", "job.yaml", "--tag", "a", "--tag", "b", "--poll-interval", "2.5", "--detach"],
+            {"tag": ["a", "b"], "poll_interval": 2.5, "detach": True},
+        ),
         (["status", "application_1_0001"], {"app_id": "application_1_0001"}),
         (["kill", "application_1_0001"], {"app_id": "application_1_0001"}),
-        (["logs", "application_1_0001", "--task", "worker:1", "--file", "worker.log"],
-         {"app_id": "application_1_0001", "task": "worker:1", "file": "worker.log"}),
+        (
+            ["logs", "application_1_0001", "--task", "worker:1", "--file", "worker.log"],
+            {"app_id": "application_1_0001", "task": "worker:1", "file": "worker.log"},
+        ),
         (["validate", "job.yaml"], {"job": "job.yaml", "cluster": False, "show": False}),
         (["validate", "job.yaml", "--cluster", "--show"], {"cluster": True, "show": True}),
     ],
@@ -57,8 +62,9 @@ def test_parses(argv: list[str], expected: dict[str, object]) -> None:
     assert {k: args[k] for k in expected} == expected
 
 
-@pytest.mark.parametrize("argv", [[], ["submit"], ["status"], ["submit", "j.yaml", "--poll-interval", "soon"],
-                                  ["frobnicate"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["submit"], ["status"], ["submit", "j.yaml", "--poll-interval", "soon"], ["frobnicate"]]
+)
 def test_bad_usage_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.build_parser().parse_args(argv)
@@ -77,8 +83,9 @@ def test_command_registry_refuses_a_second_registration() -> None:
         cli.command("status", "again", lambda parser: None)(lambda args: 0)
 
 
-def test_validate_accepts_the_example_offline(capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_accepts_the_example_offline(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(cli, "_client", lambda: pytest.fail("offline validate must not reach the cluster"))
     assert cli.main(["validate", str(EXAMPLE)]) == 0
     out = capsys.readouterr().out
@@ -107,8 +114,9 @@ def _job(tmp_path: Path, **role: object) -> Path:
         ({}, "roles.worker.script", "file not found on this machine"),  # local files are checked offline too
     ],
 )
-def test_validate_names_the_field_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              role: dict[str, object], field: str, fix: str) -> None:
+def test_validate_names_the_field_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], role: dict[str, object], field: str, fix: str
+) -> None:
     assert cli.main(["validate", str(_job(tmp_path, **role))]) == cli.EXIT_ERROR
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}: ") and fix in err
@@ -120,8 +128,12 @@ def test_validate_of_a_missing_file_is_an_error(tmp_path: Path, capsys: pytest.C
 
 
 def test_python_dash_m_is_the_same_command() -> None:
-    proc = subprocess.run([sys.executable, "-m", "airflow_provider_tony", "validate", str(EXAMPLE)],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony", "validate", str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "valid offline" in proc.stdout
     usage = subprocess.run([sys.executable, "-m", "airflow_provider_tony", "--help"], capture_output=True, text=True)

@@ -1,4 +1,5 @@
 """`devcluster/devcluster.py`'s multi-node layout, rendered without starting anything (no Java needed)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -6,7 +7,7 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET  # noqa: S405 - parsing our own generated text
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import ModuleType
 
@@ -38,7 +39,7 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodemanagers: int) -
 
 
 def props(path: Path) -> dict[str, str]:
-    root = ET.parse(path).getroot()  # noqa: S314 - our own rendered file
+    root = ET.parse(path).getroot()
     return {p.findtext("name"): p.findtext("value") for p in root.iter("property")}
 
 
@@ -58,8 +59,13 @@ def test_three_nodes_get_their_own_hosts_ports_and_dirs(tmp_path: Path, monkeypa
     lay = layout(tmp_path, monkeypatch, 3)
     dc.render_conf(lay)
     sites = [props(lay.nm_conf(i) / "yarn-site.xml") for i in range(3)]
-    keys = ["yarn.nodemanager.address", "yarn.nodemanager.webapp.address", "yarn.nodemanager.localizer.address",
-            "yarn.nodemanager.local-dirs", "yarn.nodemanager.log-dirs"]
+    keys = [
+        "yarn.nodemanager.address",
+        "yarn.nodemanager.webapp.address",
+        "yarn.nodemanager.localizer.address",
+        "yarn.nodemanager.local-dirs",
+        "yarn.nodemanager.log-dirs",
+    ]
     for key in keys:
         assert len({site[key] for site in sites}) == 3, key
     assert [s["yarn.nodemanager.hostname"] for s in sites] == ["localhost", "127.0.0.2", "127.0.0.3"]
@@ -99,7 +105,7 @@ def test_stand_in_nvidia_smi_answers_like_the_real_one(tmp_path: Path, monkeypat
     dc.render_conf(lay)
     smi = lay.nm_gpu_bin(1) / "nvidia-smi"
     xml = subprocess.run([str(smi), "-q", "-x"], capture_output=True, text=True, check=True).stdout
-    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", xml))  # noqa: S314 - our own stand-in's output
+    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", xml))
     assert root.tag == "nvidia_smi_log" and root.findtext("attached_gpus") == "4"
     gpus = root.findall("gpu")
     assert [g.findtext("minor_number") for g in gpus] == ["0", "1", "2", "3"]
@@ -109,14 +115,18 @@ def test_stand_in_nvidia_smi_answers_like_the_real_one(tmp_path: Path, monkeypat
     assert discover_local_gpus() == ["0", "1", "2", "3"]  # what the executors run on that node
 
 
-@pytest.mark.parametrize(("name", "value", "words"), [
-    ("TONY_DEVCLUSTER_NODEMANAGERS", "5", "1 to 4"),
-    ("TONY_DEVCLUSTER_NODEMANAGERS", "two", "not a whole number"),
-    ("TONY_DEVCLUSTER_GPUS", "-1", "0 to 64"),
-    ("TONY_DEVCLUSTER_NM_EXPIRY_MS", "500", "at least 1000"),
-])
-def test_bad_settings_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch, name: str, value: str,
-                                               words: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("TONY_DEVCLUSTER_NODEMANAGERS", "5", "1 to 4"),
+        ("TONY_DEVCLUSTER_NODEMANAGERS", "two", "not a whole number"),
+        ("TONY_DEVCLUSTER_GPUS", "-1", "0 to 64"),
+        ("TONY_DEVCLUSTER_NM_EXPIRY_MS", "500", "at least 1000"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, words: str
+) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(dc.ClusterError, match=words):
         dc.Layout.from_env()

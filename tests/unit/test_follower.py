@@ -5,6 +5,7 @@ these tests pass made-up reports and documents and plain floats, so every
 timeout boundary is exact and nothing sleeps. The last tests drive
 ``TonyClient.poll`` with a fake cluster (HTTP) and a fake skein kill to show the I/O does what the step says.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,12 +32,27 @@ def report(state: str, final_status: str = "UNDEFINED", diagnostics: str = "") -
     return AppReport(app_id=APP, state=state, final_status=final_status, diagnostics=diagnostics, tracking_url=URL)
 
 
-def doc(seq: int, *, final: bool = False, step: int | None = None, events: list[str] | None = None,
-        state: str = "RUNNING", retryable: bool = False, diagnostics: str = "") -> StateDocument:
+def doc(
+    seq: int,
+    *,
+    final: bool = False,
+    step: int | None = None,
+    events: list[str] | None = None,
+    state: str = "RUNNING",
+    retryable: bool = False,
+    diagnostics: str = "",
+) -> StateDocument:
     progress = Progress(step=step, epoch=1, metrics={"loss": 0.25}) if step is not None else None
-    return StateDocument(application_id=APP, app_state="SUCCEEDED" if final else "RUNNING", seq=seq, final=final,
-                         retryable=retryable, diagnostics=diagnostics, events=events or [],
-                         tasks={"worker:0": TaskSummary(state=state, role="worker", progress=progress)})
+    return StateDocument(
+        application_id=APP,
+        app_state="SUCCEEDED" if final else "RUNNING",
+        seq=seq,
+        final=final,
+        retryable=retryable,
+        diagnostics=diagnostics,
+        events=events or [],
+        tasks={"worker:0": TaskSummary(state=state, role="worker", progress=progress)},
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -163,13 +179,19 @@ def test_events_once_task_states_on_change_and_one_summary_per_poll() -> None:
     f = follower()
     events = ["worker:0 registered at h:1", "worker:0 restored checkpoint step 10 from /c in 0.1s"]
     first = f.observe(report("RUNNING"), doc(1, step=5, events=events), T0)
-    assert first.lines == [f"{APP} is RUNNING ({URL})", events[1], "worker:0 RUNNING",
-                           "RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"]
+    assert first.lines == [
+        f"{APP} is RUNNING ({URL})",
+        events[1],
+        "worker:0 RUNNING",
+        "RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)",
+    ]
     same = f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1)
     assert same.lines == ["RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"], "only the summary"
     later = f.observe(report("RUNNING"), doc(3, step=6, events=[*events, "worker:0 uploaded checkpoint 20"]), T0 + 2)
-    assert later.lines == ["worker:0 uploaded checkpoint 20",
-                           "RUNNING: 1 RUNNING | worker:0 step 6 epoch 1 (loss=0.25)"]
+    assert later.lines == [
+        "worker:0 uploaded checkpoint 20",
+        "RUNNING: 1 RUNNING | worker:0 step 6 epoch 1 (loss=0.25)",
+    ]
     done = f.observe(report("RUNNING"), doc(4, step=6, state="SUCCEEDED"), T0 + 3)
     assert done.lines[0] == "worker:0 RUNNING -> SUCCEEDED"
 
@@ -219,8 +241,12 @@ class FakeCluster:
                 raise self.fail_report
             state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             final = {"FINISHED": "SUCCEEDED", "KILLED": "KILLED"}.get(state, "UNDEFINED")
-            return httpx.Response(200, json={"app": {"state": state, "finalStatus": final, "progress": 50.0,
-                                                     "applicationTags": "t", "name": "n"}})
+            return httpx.Response(
+                200,
+                json={
+                    "app": {"state": state, "finalStatus": final, "progress": 50.0, "applicationTags": "t", "name": "n"}
+                },
+            )
         if path == f"/proxy/{APP}/pages/tony/state":
             d = self.documents.pop(0) if len(self.documents) > 1 else self.documents[0]
             return httpx.Response(200, json={} if d is None else d.to_dict())

@@ -1,4 +1,5 @@
 """GPU discovery and assignment, with fake nodes and a fake nvidia-smi."""
+
 from __future__ import annotations
 
 import shutil
@@ -205,6 +206,7 @@ def test_overlapping_fixed_on_different_hosts_is_fine() -> None:
 
 # --- env values ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("devices", "expected"),
     [([], ""), (["0"], "0"), (["0", "3"], "0,3"), (["GPU-abc", "GPU-def"], "GPU-abc,GPU-def")],
@@ -220,6 +222,7 @@ def test_ps_with_zero_gpus_hides_every_gpu() -> None:
 
 
 # --- parse_visible_devices -----------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("value", "expected"),
@@ -244,6 +247,7 @@ def test_parse_visible_devices(value: str | None, expected: list[str] | None) ->
 
 
 # --- discover_local_gpus -------------------------------------------------------------
+
 
 class FakeRun:
     """Records the call and returns (or raises) what the test chose."""
@@ -282,7 +286,7 @@ def nvidia_smi_present(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_discover_local_gpus(nvidia_smi_present: None, fake: FakeRun, expected: list[str]) -> None:
     assert discover_local_gpus(run=fake) == expected
-    (args, kwargs), = fake.calls
+    ((args, kwargs),) = fake.calls
     assert args == ["/usr/bin/nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
     assert kwargs.get("timeout")
     assert kwargs.get("check") is False

@@ -1,4 +1,5 @@
 """GPU leases: the pure choice, and real flock leases between processes."""
+
 from __future__ import annotations
 
 import os
@@ -26,16 +27,19 @@ from tests._util import wait_until
 FOUR = ["0", "1", "2", "3"]
 
 
-@pytest.mark.parametrize(("devices", "wanted", "busy", "expected"), [
-    (FOUR, 2, [], ["0", "1"]),
-    (FOUR, 2, ["0"], ["1", "2"]),
-    (FOUR, 2, ["0", "2"], ["1", "3"]),
-    (FOUR, 3, ["1", "2"], None),           # only 2 free: none, never a partial set
-    (FOUR, 0, FOUR, []),
-    (["10", "2", "1"], 2, [], ["1", "2"]),  # numeric order, not text order
-    (["0", "0", "1"], 2, [], ["0", "1"]),  # duplicates count once
-    ([], 1, [], None),
-])
+@pytest.mark.parametrize(
+    ("devices", "wanted", "busy", "expected"),
+    [
+        (FOUR, 2, [], ["0", "1"]),
+        (FOUR, 2, ["0"], ["1", "2"]),
+        (FOUR, 2, ["0", "2"], ["1", "3"]),
+        (FOUR, 3, ["1", "2"], None),  # only 2 free: none, never a partial set
+        (FOUR, 0, FOUR, []),
+        (["10", "2", "1"], 2, [], ["1", "2"]),  # numeric order, not text order
+        (["0", "0", "1"], 2, [], ["0", "1"]),  # duplicates count once
+        ([], 1, [], None),
+    ],
+)
 def test_choose_devices(devices: list[str], wanted: int, busy: list[str], expected: list[str] | None) -> None:
     assert choose_devices(devices, wanted, busy) == expected
 
@@ -86,8 +90,9 @@ HOLDER = textwrap.dedent("""
 
 def _holder(tmp_path: Path, wanted: int) -> tuple[subprocess.Popen[str], list[str]]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), str(wanted)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path), str(wanted)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     return proc, line.split(",") if line else []
@@ -141,8 +146,7 @@ def test_acquire_waits_then_fails_naming_the_holders(tmp_path: Path) -> None:
     holder.try_acquire(FOUR, 3)
     clock, waits = FakeClock(), []
     with pytest.raises(GpuLeaseError) as err:
-        GpuLeases(tmp_path, "me").acquire(FOUR, 2, timeout=5, on_wait=waits.append, clock=clock,
-                                          sleep=clock.sleep)
+        GpuLeases(tmp_path, "me").acquire(FOUR, 2, timeout=5, on_wait=waits.append, clock=clock, sleep=clock.sleep)
     assert "container_1 (application_9 worker:0)" in str(err.value)
     assert "wants 2" in str(err.value) and "5s" in str(err.value)
     assert clock.now == pytest.approx(5)
@@ -171,10 +175,14 @@ def test_acquire_fails_at_once_when_the_node_has_too_few_gpus(tmp_path: Path) ->
 
 
 def test_parse_nm_gpu_resource() -> None:
-    doc = {"totalGpuDevices": [{"index": i, "minorNumber": i} for i in range(4)],
-           "assignedGpuDevices": [{"index": 2, "minorNumber": 2, "containerId": "c_2"},
-                                  {"index": 0, "minorNumber": 0, "containerId": "c_1"},
-                                  {"index": 3, "minorNumber": 3, "containerId": "c_1"}]}
+    doc = {
+        "totalGpuDevices": [{"index": i, "minorNumber": i} for i in range(4)],
+        "assignedGpuDevices": [
+            {"index": 2, "minorNumber": 2, "containerId": "c_2"},
+            {"index": 0, "minorNumber": 0, "containerId": "c_1"},
+            {"index": 3, "minorNumber": 3, "containerId": "c_1"},
+        ],
+    }
     assert parse_nm_gpu_resource(doc, "c_1") == ["0", "3"]
     assert parse_nm_gpu_resource(doc, "c_9") is None
     one = {"assignedGpuDevices": {"index": 1, "minorNumber": 1, "containerId": "c_1"}}
@@ -199,8 +207,9 @@ def test_yarn_assigned_gpus_treats_any_failure_as_unknown() -> None:
 
 
 def _spec(gpus: int) -> JobSpec:
-    return JobSpec.from_dict({"name": "g", "roles": {"worker": {"instances": 1, "gpus": gpus, "script": "t.py"}},
-                              "registration_timeout": 8})
+    return JobSpec.from_dict(
+        {"name": "g", "roles": {"worker": {"instances": 1, "gpus": gpus, "script": "t.py"}}, "registration_timeout": 8}
+    )
 
 
 def test_take_gpus_leases_when_yarn_assigned_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,8 +217,9 @@ def test_take_gpus_leases_when_yarn_assigned_none(tmp_path: Path, monkeypatch: p
     env = {"TONY_GPU_LEASE_DIR": str(tmp_path), "CONTAINER_ID": "c_1", "NM_HTTP_PORT": "1"}
     leases, got = executor.take_gpus(_spec(2), "worker", "worker:0", env, "h", FOUR, None, "app_1")
     assert leases is not None and got == ["0", "1"]
-    other, got2 = executor.take_gpus(_spec(2), "worker", "worker:0", {**env, "CONTAINER_ID": "c_2"}, "h", FOUR,
-                                     None, "app_2")
+    other, got2 = executor.take_gpus(
+        _spec(2), "worker", "worker:0", {**env, "CONTAINER_ID": "c_2"}, "h", FOUR, None, "app_2"
+    )
     assert got2 == ["2", "3"]
     assert "c_1 (app_1 worker:0)" in GpuLeases(tmp_path / "h", "x").holders(FOUR)["0"]
     leases.release()

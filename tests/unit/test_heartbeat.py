@@ -1,5 +1,6 @@
 """The executor's talk with the AM: heartbeats (periodic, but a start-up is sent at once) and the
 wait for the cluster spec."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,9 @@ def test_a_nudge_beats_now_and_stop_ends_the_thread_without_waiting_an_interval(
 
     beat.user_started = True
     beat.nudge()
-    second = wait_until(lambda: (doc := Beat.from_json(app.kv[key])).seq == 2 and doc, 10, "the nudged beat",
-                        interval=0.01)
+    second = wait_until(
+        lambda: (doc := Beat.from_json(app.kv[key])).seq == 2 and doc, 10, "the nudged beat", interval=0.01
+    )
     assert second.user_started is True
 
     beat.stop()

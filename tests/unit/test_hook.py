@@ -6,6 +6,7 @@ connection's own host, else its ``hadoop_conf_dir``; ``TONY_RM_URL`` and
 the command line (``TonyClient.from_env``) ``TONY_RM_URL`` wins over
 ``HADOOP_CONF_DIR``.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ def test_unreachable_resource_manager_is_named_with_its_address(monkeypatch: pyt
     assert f"127.0.0.1:{port}" in message and "unreachable" in message, message
 
 
-def test_conf_dir_only_connection_reads_the_rm_from_its_yarn_site(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
+def test_conf_dir_only_connection_reads_the_rm_from_its_yarn_site(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     port = closed_port()
     conf = conf_dir(tmp_path, "conf", **{"yarn.resourcemanager.webapp.address": f"127.0.0.1:{port}"})
     connection(monkeypatch, "tony_conf", extra={"hadoop_conf_dir": str(conf)})
@@ -77,8 +79,9 @@ def test_conf_dir_only_connection_reads_the_rm_from_its_yarn_site(monkeypatch: p
     assert f"http://127.0.0.1:{port}" in message and "unreachable" in message, message
 
 
-def test_conf_dir_without_an_rm_address_is_an_error_naming_the_dir(monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+def test_conf_dir_without_an_rm_address_is_an_error_naming_the_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     conf = conf_dir(tmp_path, "conf")  # a yarn-site.xml naming no ResourceManager
     connection(monkeypatch, "tony_conf", extra={"hadoop_conf_dir": str(conf)})
     ok, message = YarnHook("tony_conf").test_connection()
@@ -86,8 +89,9 @@ def test_conf_dir_without_an_rm_address_is_an_error_naming_the_dir(monkeypatch: 
     assert "extra.hadoop_conf_dir" in message and str(conf) in message, message
 
 
-def test_the_connections_conf_dir_wins_over_tony_rm_url_in_the_environment(monkeypatch: pytest.MonkeyPatch,
-                                                                           tmp_path: Path) -> None:
+def test_the_connections_conf_dir_wins_over_tony_rm_url_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     conn_port, env_port = closed_port(), closed_port() + 1
     conf = conf_dir(tmp_path, "conf", **{"yarn.resourcemanager.webapp.address": f"127.0.0.1:{conn_port}"})
     monkeypatch.setenv("TONY_RM_URL", f"http://127.0.0.1:{env_port}")
@@ -106,8 +110,9 @@ def test_the_connections_host_wins_over_its_conf_dir(monkeypatch: pytest.MonkeyP
     assert f"127.0.0.1:{host_port}" in message and f":{conf_port}" not in message, message
 
 
-def test_for_the_command_line_tony_rm_url_wins_over_hadoop_conf_dir(monkeypatch: pytest.MonkeyPatch,
-                                                                    tmp_path: Path) -> None:
+def test_for_the_command_line_tony_rm_url_wins_over_hadoop_conf_dir(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     conf = conf_dir(tmp_path, "conf", **{"yarn.resourcemanager.webapp.address": "conf-rm:8088"})
     monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
     assert TonyClient.from_env().rm_url == "http://conf-rm:8088"
@@ -120,14 +125,22 @@ def test_command_line_with_no_cluster_says_what_to_set() -> None:
         TonyClient.from_env()
 
 
-@pytest.mark.parametrize("props, expected", [
-    ({"yarn.resourcemanager.webapp.address": "rm:9999"}, "http://rm:9999"),
-    ({"yarn.resourcemanager.hostname": "rm"}, "http://rm:8088"),  # Hadoop's default port
-    ({"yarn.resourcemanager.hostname": "rm",
-      "yarn.resourcemanager.webapp.address": "${yarn.resourcemanager.hostname}:8090"}, "http://rm:8090"),
-    ({"yarn.resourcemanager.webapp.address": "${yarn.resourcemanager.hostname}:8090"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "props, expected",
+    [
+        ({"yarn.resourcemanager.webapp.address": "rm:9999"}, "http://rm:9999"),
+        ({"yarn.resourcemanager.hostname": "rm"}, "http://rm:8088"),  # Hadoop's default port
+        (
+            {
+                "yarn.resourcemanager.hostname": "rm",
+                "yarn.resourcemanager.webapp.address": "${yarn.resourcemanager.hostname}:8090",
+            },
+            "http://rm:8090",
+        ),
+        ({"yarn.resourcemanager.webapp.address": "${yarn.resourcemanager.hostname}:8090"}, None),
+        ({}, None),
+    ],
+)
 def test_rm_url_from_a_conf_dir(tmp_path: Path, props: dict[str, str], expected: str | None) -> None:
     assert rm_url_from_conf(str(conf_dir(tmp_path, "conf", **props))) == expected
 

@@ -1,4 +1,5 @@
 """The job page's pure parts: the bounded metric history, the HTML, the AM's server, the HTTP parsing."""
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ def prog(step: int, **metrics: float) -> Progress:
 
 
 # --------------------------------------------------------------------------- history
+
 
 def test_history_keeps_each_new_report_once_and_copies_it() -> None:
     h = MetricHistory(max_points=10)
@@ -55,7 +57,9 @@ def test_the_bound_per_task_shrinks_with_the_number_of_tasks() -> None:
 
 def test_history_paths_beside_the_checkpoints_and_in_the_history_folder() -> None:
     assert history_paths(APP, "/ckpt/run", "/user/a/tony/history") == [
-        f"/ckpt/run/_tony/{APP}.json", f"/user/a/tony/history/{APP}.json"]
+        f"/ckpt/run/_tony/{APP}.json",
+        f"/user/a/tony/history/{APP}.json",
+    ]
     assert history_paths(APP, None, None) == []
 
 
@@ -80,22 +84,48 @@ def test_write_history_writes_the_document_to_every_path() -> None:
 
 # --------------------------------------------------------------------------- page
 
+
 def history(final: bool = False) -> JobHistory:
     tasks = {
-        "worker:0": TaskSummary(state="RUNNING", role="worker", index=0, host="node1", port=4000,
-                                container_id="container_1_0042_01_000002", seconds_since_heartbeat=1.2,
-                                progress=prog(40, loss=0.25, accuracy=0.9)),
-        "tensorboard:0": TaskSummary(state="RUNNING", role="tensorboard", host="node2", port=6006,
-                                     container_id="container_1_0042_01_000003"),
+        "worker:0": TaskSummary(
+            state="RUNNING",
+            role="worker",
+            index=0,
+            host="node1",
+            port=4000,
+            container_id="container_1_0042_01_000002",
+            seconds_since_heartbeat=1.2,
+            progress=prog(40, loss=0.25, accuracy=0.9),
+        ),
+        "tensorboard:0": TaskSummary(
+            state="RUNNING", role="tensorboard", host="node2", port=6006, container_id="container_1_0042_01_000003"
+        ),
         "worker:1": TaskSummary(state="FAILED", role="worker", index=1, host="<b>evil</b>", exit_code=3),
     }
-    state = StateDocument(application_id=APP, app_state="SUCCEEDED" if final else "RUNNING", final=final,
-                          progress=0.4, am_heartbeat=1000.0, tasks=tasks,
-                          events=["worker:0 uploaded checkpoint step 30", "<script>alert(1)</script>"],
-                          diagnostics="worker:1 exited with code 3" if final else "")
-    return JobHistory(state=state, name="nightly", user="alice", nm_http_port="8042", attempt=2,
-                      metrics={"worker:0": [prog(10, loss=1.0), prog(20, loss=0.5, accuracy=0.8),
-                                            prog(40, loss=0.25, accuracy=0.9, bad=float("nan"))]})
+    state = StateDocument(
+        application_id=APP,
+        app_state="SUCCEEDED" if final else "RUNNING",
+        final=final,
+        progress=0.4,
+        am_heartbeat=1000.0,
+        tasks=tasks,
+        events=["worker:0 uploaded checkpoint step 30", "<script>alert(1)</script>"],
+        diagnostics="worker:1 exited with code 3" if final else "",
+    )
+    return JobHistory(
+        state=state,
+        name="nightly",
+        user="alice",
+        nm_http_port="8042",
+        attempt=2,
+        metrics={
+            "worker:0": [
+                prog(10, loss=1.0),
+                prog(20, loss=0.5, accuracy=0.8),
+                prog(40, loss=0.25, accuracy=0.9, bad=float("nan")),
+            ]
+        },
+    )
 
 
 def test_the_page_shows_tasks_progress_charts_events_and_links() -> None:
@@ -131,19 +161,20 @@ def test_an_empty_history_still_renders() -> None:
 
 # --------------------------------------------------------------------------- the AM's server
 
+
 def test_the_server_serves_what_was_published_and_records_the_ack() -> None:
     server = JobWebServer(lambda: "<p>page</p>", lambda: b'{"metrics": {}}', host="127.0.0.1").start()
     try:
         base = f"http://127.0.0.1:{server.port}/"
         server.publish(b'{"seq": 3}')
-        with urllib.request.urlopen(base + "state") as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(base + "state") as resp:
             assert resp.headers["Content-Type"] == "application/json" and json.load(resp) == {"seq": 3}
-        with urllib.request.urlopen(base + "history") as resp:  # noqa: S310
+        with urllib.request.urlopen(base + "history") as resp:
             assert json.load(resp) == {"metrics": {}}
-        with urllib.request.urlopen(base) as resp:  # noqa: S310
+        with urllib.request.urlopen(base) as resp:
             assert resp.read() == b"<p>page</p>"
         assert not server.acknowledged.is_set()
-        urllib.request.urlopen(base + "ack").close()  # noqa: S310
+        urllib.request.urlopen(base + "ack").close()
         assert server.acknowledged.is_set()
     finally:
         server.stop()
@@ -156,11 +187,30 @@ def test_page_url_is_the_tracking_url_plus_skeins_prefix_and_route() -> None:
 
 # --------------------------------------------------------------------------- parsing on the submitting side
 
+
 def test_parse_app_report_reads_the_rm_rest_answer() -> None:
-    rep = web.parse_app_report({"app": {"state": "FINISHED", "finalStatus": "FAILED", "diagnostics": "boom",
-                                        "progress": 40.0, "applicationTags": "b,a", "name": "n"}}, APP, "url")
+    rep = web.parse_app_report(
+        {
+            "app": {
+                "state": "FINISHED",
+                "finalStatus": "FAILED",
+                "diagnostics": "boom",
+                "progress": 40.0,
+                "applicationTags": "b,a",
+                "name": "n",
+            }
+        },
+        APP,
+        "url",
+    )
     assert (rep.state, rep.final_status, rep.diagnostics, rep.progress, rep.tags, rep.tracking_url) == (
-        "FINISHED", "FAILED", "boom", 0.4, ["a", "b"], "url")
+        "FINISHED",
+        "FAILED",
+        "boom",
+        0.4,
+        ["a", "b"],
+        "url",
+    )
     with pytest.raises(ClusterError, match="has no 'app.state'"):
         web.parse_app_report({"RemoteException": {}}, APP, "url")
 
@@ -171,9 +221,15 @@ def test_parse_state_tells_no_document_from_an_unreachable_am() -> None:
     assert web.parse_state(ok) == doc
     empty = httpx.Response(200, json={}, request=httpx.Request("GET", "http://x/state"))
     assert web.parse_state(empty) is None
-    for bad in (httpx.Response(200, text="<html>RM page</html>", headers={"content-type": "text/html"},
-                               request=httpx.Request("GET", "http://x/state")),
-                httpx.Response(502, request=httpx.Request("GET", "http://x/state"))):
+    for bad in (
+        httpx.Response(
+            200,
+            text="<html>RM page</html>",
+            headers={"content-type": "text/html"},
+            request=httpx.Request("GET", "http://x/state"),
+        ),
+        httpx.Response(502, request=httpx.Request("GET", "http://x/state")),
+    ):
         with pytest.raises(web.StateUnavailable):
             web.parse_state(bad)
 
@@ -186,9 +242,11 @@ def test_an_rm_that_forgot_the_application_is_named_as_such() -> None:
 
 # --------------------------------------------------------------------------- SPNEGO for the follower
 
+
 @pytest.mark.parametrize("challenge, retried", [("Negotiate", True), ("Basic realm=x", False), (None, False)])
-def test_the_followers_spnego_answers_a_negotiate_challenge_only(monkeypatch: pytest.MonkeyPatch,
-                                                                 challenge: str | None, retried: bool) -> None:
+def test_the_followers_spnego_answers_a_negotiate_challenge_only(
+    monkeypatch: pytest.MonkeyPatch, challenge: str | None, retried: bool
+) -> None:
     from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth
 
     seen: list[str | None] = []

@@ -1,4 +1,5 @@
 """Kerberos pieces that need no cluster: Hadoop's token file, redaction, the client's errors."""
+
 from __future__ import annotations
 
 import base64
@@ -13,16 +14,35 @@ from airflow_provider_tony.runtime import hadoop_tokens as ht
 from airflow_provider_tony.runtime.hadoop_tokens import Token, TokenFileError, parse_credentials
 
 # Non-trivial sizes: an identifier over 127 bytes needs a multi-byte varint.
-HDFS = Token(alias="127.0.0.1:8020", kind="HDFS_DELEGATION_TOKEN", service="127.0.0.1:8020",
-             identifier=bytes(range(200)), password=b"p4ssw0rd-secret-bytes")
-RM = Token(alias="127.0.0.1:8032", kind="RM_DELEGATION_TOKEN", service="127.0.0.1:8032",
-           identifier=b"\x00rm-ident", password=b"rm-secret")
+HDFS = Token(
+    alias="127.0.0.1:8020",
+    kind="HDFS_DELEGATION_TOKEN",
+    service="127.0.0.1:8020",
+    identifier=bytes(range(200)),
+    password=b"p4ssw0rd-secret-bytes",
+)
+RM = Token(
+    alias="127.0.0.1:8032",
+    kind="RM_DELEGATION_TOKEN",
+    service="127.0.0.1:8032",
+    identifier=b"\x00rm-ident",
+    password=b"rm-secret",
+)
 
 
-@pytest.mark.parametrize("value, encoded", [
-    (0, "00"), (127, "7f"), (-112, "90"), (128, "8f80"), (255, "8fff"), (256, "8e0100"), (-113, "8770"),
-    (70000, "8d011170"),
-])
+@pytest.mark.parametrize(
+    "value, encoded",
+    [
+        (0, "00"),
+        (127, "7f"),
+        (-112, "90"),
+        (128, "8f80"),
+        (255, "8fff"),
+        (256, "8e0100"),
+        (-113, "8770"),
+        (70000, "8d011170"),
+    ],
+)
 def test_vint_matches_hadoop_writable_utils(value: int, encoded: str) -> None:
     assert ht._vint(value).hex() == encoded
     assert ht._Reader(bytes.fromhex(encoded)).vint() == value
@@ -31,8 +51,15 @@ def test_vint_matches_hadoop_writable_utils(value: int, encoded: str) -> None:
 def _writable(*tokens: Token) -> bytes:
     out = ht.MAGIC + bytes([ht.WRITABLE]) + ht._vint(len(tokens))
     for t in tokens:
-        out += (ht._text(t.alias) + ht._vint(len(t.identifier)) + t.identifier + ht._vint(len(t.password))
-                + t.password + ht._text(t.kind) + ht._text(t.service))
+        out += (
+            ht._text(t.alias)
+            + ht._vint(len(t.identifier))
+            + t.identifier
+            + ht._vint(len(t.password))
+            + t.password
+            + ht._text(t.kind)
+            + ht._text(t.service)
+        )
     return out + ht._vint(1) + ht._text("a-secret-key") + ht._vint(3) + b"xyz"
 
 
@@ -44,14 +71,19 @@ def _pb_field(number: int, payload: bytes) -> bytes:
             out += bytes([byte | (0x80 if n else 0)])
             if not n:
                 return out
+
     return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def _protobuf(*tokens: Token) -> bytes:
     message = b""
     for t in tokens:
-        tok = (_pb_field(1, t.identifier) + _pb_field(2, t.password) + _pb_field(3, t.kind.encode())
-               + _pb_field(4, t.service.encode()))
+        tok = (
+            _pb_field(1, t.identifier)
+            + _pb_field(2, t.password)
+            + _pb_field(3, t.kind.encode())
+            + _pb_field(4, t.service.encode())
+        )
         message += _pb_field(1, _pb_field(1, t.alias.encode()) + _pb_field(2, tok))
     message += _pb_field(2, _pb_field(1, b"secret-alias") + _pb_field(3, b"s3cr3t"))
     body = _pb_field(0, message)[1:]  # drop the key byte: writeDelimitedTo is length + message
@@ -146,7 +178,8 @@ def test_kerberos_comes_from_the_connection_or_core_site(tmp_path: Path, monkeyp
     assert TonyClient(rm_url="http://rm:8088", principal="me@X", keytab="/k").kerberos
     (tmp_path / "core-site.xml").write_text(
         "<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value>"
-        "</property></configuration>")
+        "</property></configuration>"
+    )
     secure = TonyClient(rm_url="http://rm:8088", webhdfs_url="http://nn:9870")
     assert secure.kerberos and not TonyClient(rm_url="http://rm:8088", kerberos=False).kerberos
     env = secure._container_env(attempt=2)

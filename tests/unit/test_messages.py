@@ -4,6 +4,7 @@ Round trips use a non-default value for every field, so a field dropped by a
 converter cannot hide behind its default; the compatibility rules (unknown keys
 ignored, missing keys defaulted, a required field refused) are tested one by one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,34 +36,79 @@ from airflow_provider_tony.runtime.messages import (
 from airflow_provider_tony.runtime.spec import JobSpec
 
 PROGRESS = Progress(step=120, epoch=3, total_steps=400, time=1.7e9, metrics={"loss": 0.25, "note": "x"})
-SUMMARY = TaskSummary(state="FAILED", role="worker", index=1, tracked=False, host="node1", port=4000,
-                      container_id="container_1_0001_01_000003", gpus=["0", "1"], seconds_since_heartbeat=1.5,
-                      exit_code=137, progress=PROGRESS, stderr_tail=["Killed"], message="lost", restored_step=100)
-RESTART = RestartRecord(attempt=2, failed_task="worker:1", reason="worker:1 lost", host="127.0.0.3", at=12.5,
-                        at_wall=1.7e9, last_step=47, resumed_step=40, resumed_at=30.0)
+SUMMARY = TaskSummary(
+    state="FAILED",
+    role="worker",
+    index=1,
+    tracked=False,
+    host="node1",
+    port=4000,
+    container_id="container_1_0001_01_000003",
+    gpus=["0", "1"],
+    seconds_since_heartbeat=1.5,
+    exit_code=137,
+    progress=PROGRESS,
+    stderr_tail=["Killed"],
+    message="lost",
+    restored_step=100,
+)
+RESTART = RestartRecord(
+    attempt=2,
+    failed_task="worker:1",
+    reason="worker:1 lost",
+    host="127.0.0.3",
+    at=12.5,
+    at_wall=1.7e9,
+    last_step=47,
+    resumed_step=40,
+    resumed_at=30.0,
+)
 FULL: list[Message] = [
     PROGRESS,
-    Registration(host="node1", port=4000, pid=77, container_id="container_1", gpus_local=["0", "1"],
-                 gpus_pinned=["1"], generation=2),
+    Registration(
+        host="node1",
+        port=4000,
+        pid=77,
+        container_id="container_1",
+        gpus_local=["0", "1"],
+        gpus_pinned=["1"],
+        generation=2,
+    ),
     Heartbeat(seq=9, time=1.7e9, user_started=True, restored_step=100, progress=PROGRESS, generation=2),
     ExitRecord(exit_code=3, stderr_tail=["Traceback", "ValueError"], time=1.7e9, progress=PROGRESS, generation=2),
     EventRecord(message="worker:0 uploaded checkpoint 120"),
-    ClusterDocument(addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1},
-                    generation=2),
+    ClusterDocument(
+        addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1}, generation=2
+    ),
     Slot(task_id="worker:1", generation=3),
     RESTART,
     SUMMARY,
-    StateDocument(application_id="application_1_0001", app_state="FAILED", am_heartbeat=1.7e9, seq=12,
-                  elapsed=30.5, final=True, diagnostics="worker:1 lost", retryable=True, progress=0.5,
-                  tasks={"worker:1": SUMMARY}, events=["e1"], timeline={"verdict": 30.0}, am_started_wall=1.6e9,
-                  generation=1, restarts=[RESTART], version=STATE_DOCUMENT_VERSION + 1),
+    StateDocument(
+        application_id="application_1_0001",
+        app_state="FAILED",
+        am_heartbeat=1.7e9,
+        seq=12,
+        elapsed=30.5,
+        final=True,
+        diagnostics="worker:1 lost",
+        retryable=True,
+        progress=0.5,
+        tasks={"worker:1": SUMMARY},
+        events=["e1"],
+        timeline={"verdict": 30.0},
+        am_started_wall=1.6e9,
+        generation=1,
+        restarts=[RESTART],
+        version=STATE_DOCUMENT_VERSION + 1,
+    ),
 ]
 
 
 @pytest.mark.parametrize("message", FULL, ids=lambda m: type(m).__name__)
 def test_every_field_survives_the_store(message: Message) -> None:
-    defaults = type(message).from_dict({"host": "h", "port": 1}) if isinstance(message, Registration) \
-        else type(message)()
+    defaults = (
+        type(message).from_dict({"host": "h", "port": 1}) if isinstance(message, Registration) else type(message)()
+    )
     for f in dataclasses.fields(message):  # type: ignore[arg-type]
         assert getattr(message, f.name) != getattr(defaults, f.name), f"{f.name} is left at its default"
     assert type(message).from_json(message.to_json()) == message

@@ -5,6 +5,7 @@ made-up results, so these tests check the operator's decisions (XCom on
 success, which exception on failure, deferral and ``execute_complete``) with no
 cluster, JVM or Airflow services.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,17 +26,41 @@ URL = f"http://rm:8088/cluster/app/{APP}"
 
 
 def final_document(*, failed: bool = False) -> StateDocument:
-    worker0 = TaskSummary(state="FAILED" if failed else "SUCCEEDED", role="worker", index=0, host="node1",
-                          container_id="container_1_0042_01_000002", exit_code=1 if failed else 0,
-                          restored_step=30, progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}))
+    worker0 = TaskSummary(
+        state="FAILED" if failed else "SUCCEEDED",
+        role="worker",
+        index=0,
+        host="node1",
+        container_id="container_1_0042_01_000002",
+        exit_code=1 if failed else 0,
+        restored_step=30,
+        progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}),
+    )
     worker1 = TaskSummary(state="KILLED", role="worker", index=1, host="node2")
-    return StateDocument(application_id=APP, app_state="FAILED" if failed else "SUCCEEDED", seq=9, final=True,
-                         tasks={"worker:0": worker0, "worker:1": worker1}, generation=1,
-                         restarts=[RestartRecord(attempt=1, failed_task="worker:1", reason="worker:1 lost",
-                                                 host="node3", at=40.0, resumed_step=30, resumed_at=55.0)],
-                         events=["worker:0 registered at node1:4000",
-                                 "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
-                                 "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"])
+    return StateDocument(
+        application_id=APP,
+        app_state="FAILED" if failed else "SUCCEEDED",
+        seq=9,
+        final=True,
+        tasks={"worker:0": worker0, "worker:1": worker1},
+        generation=1,
+        restarts=[
+            RestartRecord(
+                attempt=1,
+                failed_task="worker:1",
+                reason="worker:1 lost",
+                host="node3",
+                at=40.0,
+                resumed_step=30,
+                resumed_at=55.0,
+            )
+        ],
+        events=[
+            "worker:0 registered at node1:4000",
+            "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+            "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
+        ],
+    )
 
 
 class FakeClient:
@@ -89,8 +114,13 @@ class FakeHook:
 
     def report(self, app_id: str) -> AppReport:
         r = self.client.result
-        return AppReport(app_id=app_id, state=r.yarn_state, final_status=r.final_status, diagnostics=r.diagnostics,
-                         tracking_url=r.tracking_url)
+        return AppReport(
+            app_id=app_id,
+            state=r.yarn_state,
+            final_status=r.final_status,
+            diagnostics=r.diagnostics,
+            tracking_url=r.tracking_url,
+        )
 
     def kill(self, app_id: str) -> None:
         self.killed.append(app_id)
@@ -112,8 +142,10 @@ class FakeTI:
 
 
 def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, dict[str, Any]]:
-    job = {"roles": {"worker": {"instances": 2, "command": ["true"]}},
-           "checkpoint": {"model_dir": "/user/airflow/models/digits"}}
+    job = {
+        "roles": {"worker": {"instances": 2, "command": ["true"]}},
+        "checkpoint": {"model_dir": "/user/airflow/models/digits"},
+    }
     op = TonyOperator(task_id="train", job=job, **kwargs)
     hook = FakeHook(result)
     op._hook = hook  # type: ignore[assignment]
@@ -136,15 +168,34 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
     assert attempt == 1 and "tony-task:train" in tags and "tony-try:1" in tags
     assert hook.client.waited[0]["app_id"] == APP and hook.client.waited[0]["poll_interval"] == 0.5
     assert value == {
-        "application_id": APP, "tracking_url": URL, "final_state": "SUCCEEDED", "yarn_state": "FINISHED",
+        "application_id": APP,
+        "tracking_url": URL,
+        "final_state": "SUCCEEDED",
+        "yarn_state": "FINISHED",
         "diagnostics": "worker:0 succeeded",
-        "tasks": {"worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
-                  "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None}},
-        "metrics": {"val_accuracy": 0.91}, "step": 60,
-        "events": ["restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
-                   "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s"],
-        "restarts": [{"attempt": 1, "failed_task": "worker:1", "reason": "worker:1 lost", "host": "node3",
-                      "at": 40.0, "at_wall": None, "last_step": None, "resumed_step": 30, "resumed_at": 55.0}],
+        "tasks": {
+            "worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
+            "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None},
+        },
+        "metrics": {"val_accuracy": 0.91},
+        "step": 60,
+        "events": [
+            "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+            "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
+        ],
+        "restarts": [
+            {
+                "attempt": 1,
+                "failed_task": "worker:1",
+                "reason": "worker:1 lost",
+                "host": "node3",
+                "at": 40.0,
+                "at_wall": None,
+                "last_step": None,
+                "resumed_step": 30,
+                "resumed_at": 55.0,
+            }
+        ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
     }
@@ -155,8 +206,7 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
 
 
 def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_logs() -> None:
-    op, hook, ctx = operator(failed("worker:0 exited with code 1 on node1; last stderr line: boom"),
-                             deferrable=False)
+    op, hook, ctx = operator(failed("worker:0 exited with code 1 on node1; last stderr line: boom"), deferrable=False)
     with pytest.raises(AirflowException) as info:
         op.execute(ctx)
     assert isinstance(info.value, AirflowFailException), "a script's exit 1 is not retried by default"
@@ -166,10 +216,13 @@ def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_lo
     assert hook.logs_asked == [("container_1_0042_01_000002", "node1")], "only the failed task's logs"
 
 
-@pytest.mark.parametrize(("diagnostics", "retried"), [
-    ("worker:0 exited with code 1 on node1; last stderr line: boom", False),
-    (f"{RETRYABLE_MARK} worker:0 exited with code 137 on node1; last stderr line: Killed", True),
-])
+@pytest.mark.parametrize(
+    ("diagnostics", "retried"),
+    [
+        ("worker:0 exited with code 1 on node1; last stderr line: boom", False),
+        (f"{RETRYABLE_MARK} worker:0 exited with code 137 on node1; last stderr line: Killed", True),
+    ],
+)
 @pytest.mark.parametrize("deferrable", [False, True])
 def test_only_retryable_failures_are_left_to_retries(diagnostics: str, retried: bool, deferrable: bool) -> None:
     op, _hook, ctx = operator(failed(diagnostics), deferrable=deferrable)
@@ -182,8 +235,9 @@ def test_only_retryable_failures_are_left_to_retries(diagnostics: str, retried: 
 
 
 def test_fail_fast_off_leaves_every_failure_to_retries() -> None:
-    op, _hook, ctx = operator(failed("worker:0 exited with code 1 on node1"), deferrable=False,
-                              fail_fast_on_permanent=False)
+    op, _hook, ctx = operator(
+        failed("worker:0 exited with code 1 on node1"), deferrable=False, fail_fast_on_permanent=False
+    )
     with pytest.raises(AirflowException) as info:
         op.execute(ctx)
     assert not isinstance(info.value, AirflowFailException)
@@ -195,9 +249,16 @@ def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_
         op.execute(ctx)
     trigger = info.value.trigger
     assert isinstance(trigger, TonyTrigger) and info.value.method_name == "execute_complete"
-    assert trigger.serialize() == ("airflow_provider_tony.triggers.tony.TonyTrigger", {
-        "app_id": APP, "yarn_conn_id": "tony_yarn_default", "poll_interval": 7.0, "startup_timeout": 600.0,
-        "am_stale_timeout": 90.0})
+    assert trigger.serialize() == (
+        "airflow_provider_tony.triggers.tony.TonyTrigger",
+        {
+            "app_id": APP,
+            "yarn_conn_id": "tony_yarn_default",
+            "poll_interval": 7.0,
+            "startup_timeout": 600.0,
+            "am_stale_timeout": 90.0,
+        },
+    )
     assert hook.client.waited == [], "a deferred task does not poll in the worker"
 
     # The trigger's event travels through Airflow's database as primitives.
@@ -268,7 +329,6 @@ def test_on_kill_kills_the_application_it_follows() -> None:
     assert hook.killed == [APP]
 
 
-
 @pytest.mark.parametrize("make", [succeeded, lambda: failed("[retryable] worker:0 lost")])
 def test_the_xcom_result_is_the_same_in_both_modes_field_by_field(make: Any) -> None:
     polling, _hook, ctx = operator(make(), deferrable=False)
@@ -315,15 +375,19 @@ def test_a_published_model_emits_an_event_on_the_model_asset(deferrable: bool) -
     else:
         op.execute(ctx)
     assert ctx["outlet_events"][asset].extra == {
-        "model_dir": "/user/airflow/models/digits", "application_id": APP, "step": 60,
-        "metrics": {"val_accuracy": 0.91}}
+        "model_dir": "/user/airflow/models/digits",
+        "application_id": APP,
+        "step": 60,
+        "metrics": {"val_accuracy": 0.91},
+    }
 
 
 def test_a_failed_job_or_no_model_asset_emits_nothing() -> None:
     from airflow_provider_tony.assets import model_asset
 
-    op, _hook, ctx = operator(failed("worker:0 exited with code 1"), deferrable=False,
-                              model_asset=model_asset("digits"))
+    op, _hook, ctx = operator(
+        failed("worker:0 exited with code 1"), deferrable=False, model_asset=model_asset("digits")
+    )
     ctx["outlet_events"] = OutletEvents()
     with pytest.raises(AirflowException):
         op.execute(ctx)
@@ -337,7 +401,9 @@ def test_a_failed_job_or_no_model_asset_emits_nothing() -> None:
 def test_model_asset_names_are_checked() -> None:
     from airflow_provider_tony.assets import model_asset
 
-    assert model_asset("digits") == model_asset("digits") and model_asset("digits").uri.startswith("tony-model://digits")
+    assert model_asset("digits") == model_asset("digits") and model_asset("digits").uri.startswith(
+        "tony-model://digits"
+    )
     with pytest.raises(ValueError, match="model_asset\\('digits'\\)"):
         model_asset("../etc")
 

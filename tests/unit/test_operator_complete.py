@@ -1,4 +1,5 @@
 """``TonyOperator.execute_complete``: the operator, not the trigger, decides how a deferred job ended."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +47,9 @@ def operator() -> TonyOperator:
 def test_an_error_event_fails_the_try_naming_the_application_and_the_cause() -> None:
     op = operator()
     event = {"status": "error", "app_id": APP, "message": "ResourceManager at http://rm:8088 unreachable"}
-    with pytest.raises(AirflowException, match=f"lost track of {APP}: ResourceManager at http://rm:8088 "
-                                               "unreachable") as err:
+    with pytest.raises(
+        AirflowException, match=f"lost track of {APP}: ResourceManager at http://rm:8088 unreachable"
+    ) as err:
         op.execute_complete({"ti": FakeTI()}, event)
     # Losing track is not the job's fault: the try fails, retries stay allowed (and re-attach).
     assert not isinstance(err.value, AirflowFailException)
@@ -56,8 +58,11 @@ def test_an_error_event_fails_the_try_naming_the_application_and_the_cause() -> 
     assert op._hook.killed == [APP]  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("event", [{"app_id": APP}, {"status": "timeout", "app_id": APP, "message": "x"}],
-                         ids=["no status", "unknown status"])
+@pytest.mark.parametrize(
+    "event",
+    [{"app_id": APP}, {"status": "timeout", "app_id": APP, "message": "x"}],
+    ids=["no status", "unknown status"],
+)
 def test_an_event_that_is_not_done_never_counts_as_success(event: dict[str, Any]) -> None:
     with pytest.raises(AirflowException, match=f"lost track of {APP}"):
         operator().execute_complete({"ti": FakeTI()}, event)
@@ -66,17 +71,24 @@ def test_an_event_that_is_not_done_never_counts_as_success(event: dict[str, Any]
 def test_a_done_event_with_a_failed_job_fails_with_its_diagnostics() -> None:
     result = JobResult(APP, "FINISHED", "FAILED", "worker:1 exited with code 3", f"http://rm/cluster/app/{APP}", {})
     with pytest.raises(AirflowException, match="worker:1 exited with code 3") as err:
-        operator().execute_complete({"ti": FakeTI()}, {"status": "done", "app_id": APP,
-                                                       "result": dataclasses.asdict(result)})
+        operator().execute_complete(
+            {"ti": FakeTI()}, {"status": "done", "app_id": APP, "result": dataclasses.asdict(result)}
+        )
     assert f"yarn logs -applicationId {APP}" in str(err.value)
 
 
 def test_a_done_event_with_a_succeeded_job_returns_the_result() -> None:
-    result = JobResult(APP, "FINISHED", "SUCCEEDED", "ok", f"http://rm/cluster/app/{APP}",
-                       {"tasks": {"worker:0": {"state": "SUCCEEDED",
-                                               "progress": {"step": 9, "metrics": {"acc": 0.9}}}}})
+    result = JobResult(
+        APP,
+        "FINISHED",
+        "SUCCEEDED",
+        "ok",
+        f"http://rm/cluster/app/{APP}",
+        {"tasks": {"worker:0": {"state": "SUCCEEDED", "progress": {"step": 9, "metrics": {"acc": 0.9}}}}},
+    )
     ti = FakeTI()
-    value = operator().execute_complete({"ti": ti}, {"status": "done", "app_id": APP,
-                                                     "result": dataclasses.asdict(result)})
+    value = operator().execute_complete(
+        {"ti": ti}, {"status": "done", "app_id": APP, "result": dataclasses.asdict(result)}
+    )
     assert value["application_id"] == APP and value["final_state"] == "SUCCEEDED"
     assert value["tasks"]["worker:0"]["state"] == "SUCCEEDED"

@@ -1,4 +1,5 @@
 """TonyOperator's pure pieces: YARN tags, rendering a JobSpec, the default checkpoint dir."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -27,11 +28,14 @@ def operator(**kwargs: Any) -> TonyOperator:
     return op
 
 
-@pytest.mark.parametrize("prefix, value, expected", [
-    ("tony-dag", "Nightly_Retrain", "tony-dag:nightly_retrain"),  # YARN lower-cases tags
-    ("tony-run", "manual__a,b", "tony-run:manual__a_b"),  # commas separate tags
-    ("tony-map", -1, "tony-map:-1"),
-])
+@pytest.mark.parametrize(
+    "prefix, value, expected",
+    [
+        ("tony-dag", "Nightly_Retrain", "tony-dag:nightly_retrain"),  # YARN lower-cases tags
+        ("tony-run", "manual__a,b", "tony-run:manual__a_b"),  # commas separate tags
+        ("tony-map", -1, "tony-map:-1"),
+    ],
+)
 def test_tags(prefix: str, value: object, expected: str) -> None:
     assert _tag(prefix, value) == expected
 
@@ -44,8 +48,12 @@ def test_long_tag_is_hashed_within_100_chars() -> None:
 
 def test_identity_tags_leave_out_the_try_number() -> None:
     tags = operator().identity_tags(context())
-    assert tags == ["tony-dag:nightly", "tony-task:train", "tony-run:scheduled__2026-11-29t02:30:00+00:00",
-                    "tony-map:-1"]
+    assert tags == [
+        "tony-dag:nightly",
+        "tony-task:train",
+        "tony-run:scheduled__2026-11-29t02:30:00+00:00",
+        "tony-map:-1",
+    ]
 
 
 def test_rendered_numbers_become_ints_and_defaults_fill_in() -> None:
@@ -69,20 +77,28 @@ def test_mapped_tasks_get_their_own_checkpoint_dir() -> None:
 
 
 def test_overrides_win() -> None:
-    spec = operator(name="custom", env={"A": "1"}, python="/opt/py/bin/python", checkpoint_dir="/ckpt/x",
-                    warm_start_from="/ckpt/yesterday").build_spec(context())
+    spec = operator(
+        name="custom",
+        env={"A": "1"},
+        python="/opt/py/bin/python",
+        checkpoint_dir="/ckpt/x",
+        warm_start_from="/ckpt/yesterday",
+    ).build_spec(context())
     assert (spec.name, spec.env, spec.python.interpreter) == ("custom", {"A": "1"}, "/opt/py/bin/python")
     assert (spec.checkpoint.dir, spec.checkpoint.warm_start_from) == ("/ckpt/x", "/ckpt/yesterday")
     archive = operator(python="hdfs:///envs/train.tar.gz").build_spec(context())
     assert archive.python.archive == "hdfs:///envs/train.tar.gz"
 
 
-@pytest.mark.parametrize("job, field", [
-    ({"roles": {"worker": {"instances": "two", "command": ["true"]}}}, "roles.worker.instances"),
-    ({"roles": {"worker": {"command": "train.py; rm -rf /"}}}, "roles.worker.command"),
-    ({"roles": {}}, "roles"),
-    (["not", "a", "job"], "job"),
-])
+@pytest.mark.parametrize(
+    "job, field",
+    [
+        ({"roles": {"worker": {"instances": "two", "command": ["true"]}}}, "roles.worker.instances"),
+        ({"roles": {"worker": {"command": "train.py; rm -rf /"}}}, "roles.worker.command"),
+        ({"roles": {}}, "roles"),
+        (["not", "a", "job"], "job"),
+    ],
+)
 def test_bad_jobs_name_the_field(job: Any, field: str) -> None:
     with pytest.raises(SpecError) as err:
         operator(job=job).build_spec(context())

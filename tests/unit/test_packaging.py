@@ -1,4 +1,5 @@
 """The distribution's metadata says what the code does: its imports, its version, its license."""
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,16 @@ import airflow_provider_tony
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Distribution name -> the top-level module it provides.
-IMPORT_NAME = {"apache-airflow": "airflow", "PyYAML": "yaml", "skein": "skein", "hdfs": "hdfs", "requests": "requests",
-               "httpx": "httpx", "gssapi": "gssapi", "requests-gssapi": "requests_gssapi"}
+IMPORT_NAME = {
+    "apache-airflow": "airflow",
+    "PyYAML": "yaml",
+    "skein": "skein",
+    "hdfs": "hdfs",
+    "requests": "requests",
+    "httpx": "httpx",
+    "gssapi": "gssapi",
+    "requests-gssapi": "requests_gssapi",
+}
 # Optional features: their imports are lazy, and their packages are an extra, not a dependency.
 FEATURE_EXTRAS = ("kerberos",)
 # Imported only inside containers, from the job's own Python environment (the

@@ -1,4 +1,5 @@
 """Per-role placement: the spec field, the submit-time plan, the skein services, and task identity."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,25 +19,31 @@ def spec(**roles: dict[str, Any]) -> JobSpec:
     return JobSpec.from_dict({"name": "p", "roles": {name: {"script": "t.py", **r} for name, r in roles.items()}})
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    ("spread", Placement(spread=True)),
-    (["a", "b"], Placement(nodes=["a", "b"])),
-    ({"spread": True, "nodes": ["a", "b"]}, Placement(spread=True, nodes=["a", "b"])),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("spread", Placement(spread=True)),
+        (["a", "b"], Placement(nodes=["a", "b"])),
+        ({"spread": True, "nodes": ["a", "b"]}, Placement(spread=True, nodes=["a", "b"])),
+        (None, None),
+    ],
+)
 def test_placement_shorthands(given: object, expected: Placement | None) -> None:
     assert spec(worker={"placement": given}).roles["worker"].placement == expected
 
 
-@pytest.mark.parametrize(("given", "field", "words"), [
-    ("spreed", "roles.worker.placement", "'spreed' is not a placement"),
-    (["ok", "has space"], "roles.worker.placement.nodes[1]", "'has space' is not a host name"),
-    (["a", "a"], "roles.worker.placement.nodes", "lists a host twice"),
-    (["h:8041"], "roles.worker.placement.nodes[0]", "without a port"),
-    ({}, "roles.worker.placement.spread", "placement says nothing"),
-    ({"spread": "yes"}, "roles.worker.placement.spread", "'yes' is not true or false"),
-    ({"hosts": ["a"]}, "roles.worker.placement.hosts", "unknown key 'hosts'"),
-])
+@pytest.mark.parametrize(
+    ("given", "field", "words"),
+    [
+        ("spreed", "roles.worker.placement", "'spreed' is not a placement"),
+        (["ok", "has space"], "roles.worker.placement.nodes[1]", "'has space' is not a host name"),
+        (["a", "a"], "roles.worker.placement.nodes", "lists a host twice"),
+        (["h:8041"], "roles.worker.placement.nodes[0]", "without a port"),
+        ({}, "roles.worker.placement.spread", "placement says nothing"),
+        ({"spread": "yes"}, "roles.worker.placement.spread", "'yes' is not true or false"),
+        ({"hosts": ["a"]}, "roles.worker.placement.hosts", "unknown key 'hosts'"),
+    ],
+)
 def test_placement_errors_name_the_dotted_field(given: object, field: str, words: str) -> None:
     with pytest.raises(SpecError) as err:
         spec(worker={"placement": given})
@@ -55,21 +62,28 @@ def test_role_services_and_task_of_container_are_inverse() -> None:
     assert task_identity({"SKEIN_CONTAINER_ID": "my_role_1"}) == ("my_role", 1)
 
 
-@pytest.mark.parametrize(("roles", "expected"), [
-    # unlabelled nodes only, round-robin
-    ({"worker": {"instances": 2, "placement": "spread"}}, {"worker": ["127.0.0.2", "localhost"]}),
-    ({"worker": {"instances": 3, "placement": "spread"}}, {"worker": ["127.0.0.2", "localhost", "127.0.0.2"]}),
-    # the role's label picks the labelled node
-    ({"worker": {"instances": 2, "node_label": "gpu", "placement": "spread"}},
-     {"worker": ["127.0.0.3", "127.0.0.3"]}),
-    # listed nodes win, in the order given
-    ({"worker": {"instances": 3, "placement": {"spread": True, "nodes": ["b", "a"]}}}, {"worker": ["b", "a", "b"]}),
-    # dealing continues across roles: ps does not start on worker:0's node
-    ({"worker": {"instances": 1, "placement": "spread"}, "ps": {"instances": 1, "placement": "spread"}},
-     {"worker": ["127.0.0.2"], "ps": ["localhost"]}),
-    # a node list without spread needs no plan
-    ({"worker": {"instances": 2, "placement": ["a"]}}, {}),
-])
+@pytest.mark.parametrize(
+    ("roles", "expected"),
+    [
+        # unlabelled nodes only, round-robin
+        ({"worker": {"instances": 2, "placement": "spread"}}, {"worker": ["127.0.0.2", "localhost"]}),
+        ({"worker": {"instances": 3, "placement": "spread"}}, {"worker": ["127.0.0.2", "localhost", "127.0.0.2"]}),
+        # the role's label picks the labelled node
+        (
+            {"worker": {"instances": 2, "node_label": "gpu", "placement": "spread"}},
+            {"worker": ["127.0.0.3", "127.0.0.3"]},
+        ),
+        # listed nodes win, in the order given
+        ({"worker": {"instances": 3, "placement": {"spread": True, "nodes": ["b", "a"]}}}, {"worker": ["b", "a", "b"]}),
+        # dealing continues across roles: ps does not start on worker:0's node
+        (
+            {"worker": {"instances": 1, "placement": "spread"}, "ps": {"instances": 1, "placement": "spread"}},
+            {"worker": ["127.0.0.2"], "ps": ["localhost"]},
+        ),
+        # a node list without spread needs no plan
+        ({"worker": {"instances": 2, "placement": ["a"]}}, {}),
+    ],
+)
 def test_plan_placement(roles: dict[str, Any], expected: dict[str, list[str]]) -> None:
     assert plan_placement(spec(**roles), HOSTS) == expected
 
@@ -102,8 +116,16 @@ def test_unplaced_roles_are_unchanged() -> None:
 
 
 def _cluster(hosts: dict[str, list[str]]) -> ClusterInfo:
-    return ClusterInfo(max_memory_mb=8192, max_vcores=8, resource_types=["memory-mb", "vcores"], queues=["default"],
-                       total_memory_mb=8192, total_vcores=8, node_labels=["gpu"], hosts=hosts)
+    return ClusterInfo(
+        max_memory_mb=8192,
+        max_vcores=8,
+        resource_types=["memory-mb", "vcores"],
+        queues=["default"],
+        total_memory_mb=8192,
+        total_vcores=8,
+        node_labels=["gpu"],
+        hosts=hosts,
+    )
 
 
 def test_listed_nodes_must_be_running_and_carry_the_label() -> None:
@@ -118,9 +140,15 @@ def test_listed_nodes_must_be_running_and_carry_the_label() -> None:
 
 
 def test_cluster_info_reads_running_hosts_and_their_labels() -> None:
-    nodes = {"nodes": {"node": [{"nodeHostName": "a", "state": "RUNNING", "nodeLabels": ["gpu"]},
-                                {"nodeHostName": "b", "state": "RUNNING"},
-                                {"nodeHostName": "c", "state": "LOST"}]}}
+    nodes = {
+        "nodes": {
+            "node": [
+                {"nodeHostName": "a", "state": "RUNNING", "nodeLabels": ["gpu"]},
+                {"nodeHostName": "b", "state": "RUNNING"},
+                {"nodeHostName": "c", "state": "LOST"},
+            ]
+        }
+    }
     info = cluster_info_from_rm({}, {}, None, nodes)
     assert info.hosts == {"a": ["gpu"], "b": []}
     one = cluster_info_from_rm({}, {}, None, {"nodes": {"node": {"nodeHostName": "a"}}})

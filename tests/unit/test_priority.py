@@ -3,6 +3,7 @@
 Each case runs in a child process: a lowered nice value cannot be undone
 without privileges, and pytest's own threads must keep theirs.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,9 @@ CHILD = textwrap.dedent("""
 
 
 def run_child(start_nice: int, policy: str = "default") -> dict[str, object]:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(start_nice), policy], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(start_nice), policy], capture_output=True, text=True, check=True, timeout=60
+    )
     return json.loads(out.stdout)
 
 
@@ -99,8 +101,7 @@ def run_session_child(*, new_session: bool, max_depth: int, via_parent: bool = F
     argv = [sys.executable, "-c", SESSION_CHILD, str(max_depth)]
     if via_parent:  # the session leader is the child's parent, as skein's JVM is for the AM's shell
         argv = [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:], check=True)", *argv]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60,
-                         start_new_session=new_session)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60, start_new_session=new_session)
     return json.loads(out.stdout)
 
 

@@ -1,4 +1,5 @@
 """The package imports without TensorFlow, and Airflow finds the provider."""
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,10 @@ def test_airflow_lists_the_provider(tmp_path: Path) -> None:
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     proc = subprocess.run(
         [sys.executable, "-m", "airflow", "providers", "list", "--output", "json"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     start = proc.stdout.index("[")
@@ -76,7 +80,7 @@ _FORBIDDEN_PREFIXES = ("airflow.models", "airflow.utils", "airflow.settings")
 
 
 def _airflow_imports(path: Path) -> list[str]:
-    import ast  # noqa: PLC0415
+    import ast
 
     names = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -1,4 +1,5 @@
 """The source-directory packer: what goes in, reproducibility, and the errors before submit."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,7 @@ def test_default_excludes_and_tonyignore(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     (root / source.IGNORE_FILE).write_text("# data lives on HDFS\ndata/\nnotes/scratch.ipynb\n")
     shipped = source.scan(root).files()
-    assert shipped == {"main.py", "pkg/__init__.py", "pkg/util.py", "conf/settings.json", "run.sh",
-                       source.IGNORE_FILE}
+    assert shipped == {"main.py", "pkg/__init__.py", "pkg/util.py", "conf/settings.json", "run.sh", source.IGNORE_FILE}
 
 
 def test_archive_is_reproducible_and_keeps_modes(tmp_path: Path) -> None:
@@ -116,10 +116,13 @@ def test_hdfs_archive_needs_no_local_checks() -> None:
     assert source.validate_source(spec) is None
 
 
-@pytest.mark.parametrize("value, message", [
-    ("project", "neither an absolute path nor an hdfs:// URL"),
-    ("hdfs:///projects/p", "not an archive"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("project", "neither an absolute path nor an hdfs:// URL"),
+        ("hdfs:///projects/p", "not an archive"),
+    ],
+)
 def test_src_dir_field_errors(value: str, message: str) -> None:
     with pytest.raises(SpecError, match=rf"^src_dir: .*{message}"):
         JobSpec.from_dict({"src_dir": value, "roles": {"worker": {"script": "main.py"}}})

@@ -3,6 +3,7 @@
 The round-trip tests use a value different from the default for every field,
 so a field dropped or mangled by a converter cannot hide behind its default.
 """
+
 from __future__ import annotations
 
 import copy
@@ -300,10 +301,18 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], object], str, str]] = [
         "untracked_roles",
         "'chief'",
     ),
-    ("untrack-typo-of-ps", lambda d: d["roles"].update(ps=_role()) or d.update(untracked_roles=["pss"]),
-     "untracked_roles[0]", "'pss' is not a role of this job (roles: 'worker', 'ps'); did you mean 'ps'?"),
-    ("untrack-undefined-role", lambda d: d.update(untracked_roles=["ps", "sidecar"]), "untracked_roles[1]",
-     "'sidecar' is not a role of this job (roles: 'worker'); name a role from 'roles'"),
+    (
+        "untrack-typo-of-ps",
+        lambda d: d["roles"].update(ps=_role()) or d.update(untracked_roles=["pss"]),
+        "untracked_roles[0]",
+        "'pss' is not a role of this job (roles: 'worker', 'ps'); did you mean 'ps'?",
+    ),
+    (
+        "untrack-undefined-role",
+        lambda d: d.update(untracked_roles=["ps", "sidecar"]),
+        "untracked_roles[1]",
+        "'sidecar' is not a role of this job (roles: 'worker'); name a role from 'roles'",
+    ),
     ("name-empty", lambda d: d.update(name=""), "name", "''"),
     ("name-too-long", lambda d: d.update(name="x" * 101), "name", "101 characters"),
     ("name-control-char", lambda d: d.update(name="a\nb"), "name", "'a\\nb'"),
@@ -489,7 +498,14 @@ def test_task_ids_tracked_roles_and_decider() -> None:
     }
     spec = _spec(lambda d: d.update(roles=roles))
     assert spec.task_ids() == [
-        "chief:0", "worker:0", "worker:1", "ps:0", "ps:1", "evaluator:0", "alpha:0", "tensorboard:0",
+        "chief:0",
+        "worker:0",
+        "worker:1",
+        "ps:0",
+        "ps:1",
+        "evaluator:0",
+        "alpha:0",
+        "tensorboard:0",
     ]
     assert spec.tracked_roles() == ["chief", "worker", "evaluator", "alpha"]
     assert spec.decider_task() == "chief:0"
@@ -501,12 +517,15 @@ def test_role_env_overlays_job_env() -> None:
     assert spec.role_env("worker") == {"A": "job", "B": "role"}
 
 
-@pytest.mark.parametrize(("value", "field", "fragment"), [
-    ([0], "retryable_exit_codes.0", "0 is not an exit code from 1 to 255"),
-    ([1, 256], "retryable_exit_codes.1", "256"),
-    ([True], "retryable_exit_codes.0", "True"),
-    ("3", "retryable_exit_codes", "not a list"),
-])
+@pytest.mark.parametrize(
+    ("value", "field", "fragment"),
+    [
+        ([0], "retryable_exit_codes.0", "0 is not an exit code from 1 to 255"),
+        ([1, 256], "retryable_exit_codes.1", "256"),
+        ([True], "retryable_exit_codes.0", "True"),
+        ("3", "retryable_exit_codes", "not a list"),
+    ],
+)
 def test_retryable_exit_codes_are_checked(value: Any, field: str, fragment: str) -> None:
     data = {"roles": {"worker": {"command": ["true"]}}, "retryable_exit_codes": value}
     with pytest.raises(SpecError) as info:

@@ -3,6 +3,7 @@
 Every ``JobTracker`` input takes ``now``; these tests pass plain floats, so no
 test sleeps and every timeout boundary is exact.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,20 +44,38 @@ def make_tracker(roles: dict[str, int | dict[str, Any]], **options: Any) -> JobT
     return JobTracker(make_spec(roles, **options), T0)
 
 
-def register(tr: JobTracker, task_id: str, now: float = T0 + 1, host: str = "h1", port: int | None = None,
-             gpus_local: list[str] | None = None, gpus_pinned: list[str] | None = None) -> None:
+def register(
+    tr: JobTracker,
+    task_id: str,
+    now: float = T0 + 1,
+    host: str = "h1",
+    port: int | None = None,
+    gpus_local: list[str] | None = None,
+    gpus_pinned: list[str] | None = None,
+) -> None:
     if port is None:
         port = 2000 + sorted(tr.tasks).index(task_id)
-    tr.register(task_id, Registration(host=host, port=port, gpus_local=gpus_local or [], gpus_pinned=gpus_pinned),
-                now)
+    tr.register(task_id, Registration(host=host, port=port, gpus_local=gpus_local or [], gpus_pinned=gpus_pinned), now)
 
 
-def beat(tr: JobTracker, task_id: str, seq: int, now: float, user_started: bool = True,
-         step: int | None = None, total_steps: int | None = None, progress_time: float | None = None) -> None:
+def beat(
+    tr: JobTracker,
+    task_id: str,
+    seq: int,
+    now: float,
+    user_started: bool = True,
+    step: int | None = None,
+    total_steps: int | None = None,
+    progress_time: float | None = None,
+) -> None:
     progress = None
     if step is not None:
-        progress = Progress(step=step, epoch=1, time=progress_time if progress_time is not None else float(step),
-                            total_steps=total_steps)
+        progress = Progress(
+            step=step,
+            epoch=1,
+            time=progress_time if progress_time is not None else float(step),
+            total_steps=total_steps,
+        )
     tr.heartbeat(task_id, Heartbeat(seq=seq, user_started=user_started, progress=progress), now)
 
 
@@ -94,8 +113,13 @@ def test_task_ids_tracking_and_initial_state() -> None:
     tr = make_tracker(FULL)
     assert list(tr.tasks) == ["chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0", "tensorboard:0"]
     assert {t: tr.tasks[t].tracked for t in tr.tasks} == {
-        "chief:0": True, "worker:0": True, "worker:1": True, "ps:0": False, "evaluator:0": True,
-        "tensorboard:0": False}
+        "chief:0": True,
+        "worker:0": True,
+        "worker:1": True,
+        "ps:0": False,
+        "evaluator:0": True,
+        "tensorboard:0": False,
+    }
     assert all(t.state is TaskState.PENDING for t in tr.tasks.values())
     assert {t.task_id for t in tr.rendezvous_tasks()} == {"chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0"}
 
@@ -265,8 +289,13 @@ def test_user_started_moves_registered_to_running() -> None:
 
 EXIT_CASES = {
     # roles, task, code, stderr, expected None or (fragments, retryable)
-    "worker-code-3": ({"worker": 2}, "worker:1", 3, ["Traceback", "ValueError: bad shape", "", "  "],
-                      (["worker:1", "code 3", "ValueError: bad shape", "on h1"], False)),
+    "worker-code-3": (
+        {"worker": 2},
+        "worker:1",
+        3,
+        ["Traceback", "ValueError: bad shape", "", "  "],
+        (["worker:1", "code 3", "ValueError: bad shape", "on h1"], False),
+    ),
     "worker-oom-137": ({"worker": 2}, "worker:1", 137, ["Killed"], (["worker:1", "code 137", "Killed"], True)),
     "worker-sigterm-143": ({"worker": 1}, "worker:0", 143, [], (["code 143", "(no stderr)"], True)),
     "worker-75": ({"worker": 1}, "worker:0", 75, ["tempfail"], (["code 75"], True)),
@@ -280,11 +309,24 @@ EXIT_CASES = {
 }
 
 
-@pytest.mark.parametrize(("code", "extra", "retryable"), [
-    (1, [], False), (2, [], False), (127, [], False), (75, [], True), (128, [], True), (137, [], True),
-    (143, [], True), (255, [], True), (-9, [], True), (None, [], False), (1, [1, 3], True), (3, [1, 3], True),
-    (4, [1, 3], False),
-])
+@pytest.mark.parametrize(
+    ("code", "extra", "retryable"),
+    [
+        (1, [], False),
+        (2, [], False),
+        (127, [], False),
+        (75, [], True),
+        (128, [], True),
+        (137, [], True),
+        (143, [], True),
+        (255, [], True),
+        (-9, [], True),
+        (None, [], False),
+        (1, [1, 3], True),
+        (3, [1, 3], True),
+        (4, [1, 3], False),
+    ],
+)
 def test_exit_code_classification(code: int | None, extra: list[int], retryable: bool) -> None:
     assert exit_code_retryable(code, extra) is retryable
 
@@ -301,8 +343,9 @@ def test_the_jobs_retryable_exit_codes_make_a_script_failure_retryable() -> None
 
 
 @pytest.mark.parametrize(("roles", "task_id", "code", "stderr", "expected"), EXIT_CASES.values(), ids=EXIT_CASES)
-def test_exit(roles: dict[str, int], task_id: str, code: int, stderr: list[str],
-              expected: tuple[list[str], bool] | None) -> None:
+def test_exit(
+    roles: dict[str, int], task_id: str, code: int, stderr: list[str], expected: tuple[list[str], bool] | None
+) -> None:
     tr = make_tracker(roles)
     start(tr)
     assert tr.check(T0 + 2) is None
@@ -376,11 +419,19 @@ SUCCESS_CASES = {
     "chief-first-wins": ({"chief": 1, "worker": 2}, "chief", ["chief:0", "worker:0"], 0),
     "worker0-decides-without-chief": ({"worker": 3}, "chief", ["worker:1", "worker:2", "worker:0"], 2),
     "worker1-alone-does-not-decide": ({"worker": 2}, "chief", ["worker:1"], None),
-    "all-workers-waits-for-every-tracked": ({"chief": 1, "worker": 2}, "all_workers",
-                                            ["chief:0", "worker:0", "worker:1"], 2),
+    "all-workers-waits-for-every-tracked": (
+        {"chief": 1, "worker": 2},
+        "all_workers",
+        ["chief:0", "worker:0", "worker:1"],
+        2,
+    ),
     "all-workers-not-worker0-alone": ({"worker": 2}, "all_workers", ["worker:0"], None),
-    "all-workers-ignores-untracked": ({"worker": 2, "ps": 1, "tensorboard": 1}, "all_workers",
-                                      ["worker:1", "worker:0"], 1),
+    "all-workers-ignores-untracked": (
+        {"worker": 2, "ps": 1, "tensorboard": 1},
+        "all_workers",
+        ["worker:1", "worker:0"],
+        1,
+    ),
 }
 
 
@@ -473,8 +524,14 @@ def test_progress_stall_fails_a_task_whose_step_stopped() -> None:
         beat(tr, "worker:0", seq, now, step=5)
         beat(tr, "worker:1", seq, now)
         assert tr.check(now) is None, now  # at most 120 s - 20 s = 100 s without a new step
-    verdict = failed(tr.check(T0 + 125), "worker:0 progress stalled", "no new step for 105.0s", "last step 5",
-                     "progress_stall_timeout 100s", retryable=True)
+    verdict = failed(
+        tr.check(T0 + 125),
+        "worker:0 progress stalled",
+        "no new step for 105.0s",
+        "last step 5",
+        "progress_stall_timeout 100s",
+        retryable=True,
+    )
     assert "worker:1" not in verdict.diagnostics
     assert tr.tasks["worker:0"].state is TaskState.RUNNING
 
@@ -578,8 +635,12 @@ def test_to_stop_and_stopped() -> None:
         tr.stopped(task_id)
     assert tr.to_stop() == []
     assert {t: tr.tasks[t].state for t in tr.tasks} == {
-        "worker:0": TaskState.SUCCEEDED, "worker:1": TaskState.KILLED, "worker:2": TaskState.FAILED,
-        "ps:0": TaskState.KILLED, "tensorboard:0": TaskState.KILLED}
+        "worker:0": TaskState.SUCCEEDED,
+        "worker:1": TaskState.KILLED,
+        "worker:2": TaskState.FAILED,
+        "ps:0": TaskState.KILLED,
+        "tensorboard:0": TaskState.KILLED,
+    }
     assert tr.tasks["ps:0"].message == "stopped by the application master"
     tr.stopped("worker:0")  # a finished task keeps its state
     assert tr.tasks["worker:0"].state is TaskState.SUCCEEDED
@@ -587,8 +648,9 @@ def test_to_stop_and_stopped() -> None:
 
 @pytest.mark.parametrize("state", list(TaskState), ids=lambda s: s.value)
 def test_task_state_finished(state: TaskState) -> None:
-    assert state.finished is (state in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST,
-                                        TaskState.RESTARTING})
+    assert state.finished is (
+        state in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST, TaskState.RESTARTING}
+    )
 
 
 # --------------------------------------------------------------------------- #
@@ -686,10 +748,14 @@ def test_progress_fraction_falls_back_to_finished_tracked_tasks() -> None:
 # --------------------------------------------------------------------------- #
 
 FINAL_CASES = {
-    "failed-retryable": (Verdict(False, "worker:0 lost: x", retryable=True),
-                         f"{RETRYABLE_MARK} worker:0 lost: x. Logs: yarn logs -applicationId {APP_ID}"),
-    "failed-final": (Verdict(False, "deadline of 10s exceeded; still running: none"),
-                     f"deadline of 10s exceeded; still running: none. Logs: yarn logs -applicationId {APP_ID}"),
+    "failed-retryable": (
+        Verdict(False, "worker:0 lost: x", retryable=True),
+        f"{RETRYABLE_MARK} worker:0 lost: x. Logs: yarn logs -applicationId {APP_ID}",
+    ),
+    "failed-final": (
+        Verdict(False, "deadline of 10s exceeded; still running: none"),
+        f"deadline of 10s exceeded; still running: none. Logs: yarn logs -applicationId {APP_ID}",
+    ),
     "succeeded": (Verdict(True, "chief:0 succeeded"), "chief:0 succeeded"),
     "succeeded-retryable-flag-ignored": (Verdict(True, "worker:0 succeeded", retryable=True), "worker:0 succeeded"),
 }

@@ -4,6 +4,7 @@ The tests check what TensorFlow relies on (every member sees one identical
 cluster, each task finds itself at cluster[type][index]) rather than copying
 expected dicts, so they hold for any layout in the tables.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The tony.xml converter: every TonY key either mapped (with a non-default value) or listed."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -54,16 +55,34 @@ def xml(tmp_path: Path) -> Path:
 
 
 def test_every_mapped_key(xml: Path, tmp_path: Path) -> None:
-    job, _ = convert_tony_xml(xml, executes="mnist.py", task_params="--steps 100 --lr 0.1",
-                              src_dir=str(tmp_path), python_binary_path="/opt/py/bin/python3")
+    job, _ = convert_tony_xml(
+        xml,
+        executes="mnist.py",
+        task_params="--steps 100 --lr 0.1",
+        src_dir=str(tmp_path),
+        python_binary_path="/opt/py/bin/python3",
+    )
     assert job["name"] == "mnist-distributed" and job["queue"] == "ml" and job["tags"] == ["team-a", "nightly"]
     assert job["deadline"] == 3600 and job["startup_timeout"] == 120 and job["registration_timeout"] == 90
     assert job["heartbeat_interval"] == 2 and job["heartbeat_timeout"] == 20
     assert job["am_memory"] == "1g" and job["am_vcores"] == 2
-    assert job["roles"]["worker"] == {"instances": 4, "memory": "4g", "vcores": 2, "gpus": 1, "node_label": "gpu",
-                                      "script": "mnist.py", "args": ["--steps", "100", "--lr", "0.1"]}
-    assert job["roles"]["ps"] == {"instances": 1, "memory": 3072, "vcores": 1, "gpus": 0,
-                                  "module": "trainer.ps", "args": ["--port", "0"]}
+    assert job["roles"]["worker"] == {
+        "instances": 4,
+        "memory": "4g",
+        "vcores": 2,
+        "gpus": 1,
+        "node_label": "gpu",
+        "script": "mnist.py",
+        "args": ["--steps", "100", "--lr", "0.1"],
+    }
+    assert job["roles"]["ps"] == {
+        "instances": 1,
+        "memory": 3072,
+        "vcores": 1,
+        "gpus": 0,
+        "module": "trainer.ps",
+        "args": ["--port", "0"],
+    }
     assert "evaluator" not in job["roles"], "TonY skips a job type with 0 instances"
     assert job["untracked_roles"] == ["ps", "tensorboard"]
     assert job["env"] == {"A": "1", "B": "two=2", "C": "3"}
@@ -87,16 +106,19 @@ def test_unmapped_keys_are_listed_with_a_reason(xml: Path) -> None:
 
 def test_commands_become_argument_lists_not_shell_strings(tmp_path: Path) -> None:
     path = tmp_path / "t.xml"
-    path.write_text('<configuration><property><name>tony.worker.instances</name><value>1</value></property>'
-                    '<property><name>tony.worker.command</name><value>./run.sh "a b" c</value></property>'
-                    '</configuration>')
+    path.write_text(
+        "<configuration><property><name>tony.worker.instances</name><value>1</value></property>"
+        '<property><name>tony.worker.command</name><value>./run.sh "a b" c</value></property>'
+        "</configuration>"
+    )
     job, _ = convert_tony_xml(path)
     assert job["roles"]["worker"]["command"] == ["./run.sh", "a b", "c"]
 
 
 def test_python_venv_becomes_the_archive(xml: Path, tmp_path: Path) -> None:
-    job, unmapped = convert_tony_xml(xml, executes="mnist.py", python_venv=str(tmp_path / "venv.zip"),
-                                     python_binary_path="Python/bin/python")
+    job, unmapped = convert_tony_xml(
+        xml, executes="mnist.py", python_venv=str(tmp_path / "venv.zip"), python_binary_path="Python/bin/python"
+    )
     assert job["python"] == {"archive": str(tmp_path / "venv.zip")}
     assert "bin/python at its root" in dict(unmapped)["--python_binary_path"]
 

@@ -5,6 +5,7 @@ only the network is an ``httpx.MockTransport`` answering as the RM's REST API
 and the AM's proxied routes do, and the hook (used only to kill) is a fake
 that counts the skein drivers it would start.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,9 @@ from airflow_provider_tony.yarn.follower import TonyEvent
 
 APP = "application_1700000000000_0042"
 RM = "http://rm:8088"
-DOC = StateDocument(application_id=APP, app_state="SUCCEEDED", seq=7, final=True,
-                    tasks={"worker:0": TaskSummary(state="SUCCEEDED")})
+DOC = StateDocument(
+    application_id=APP, app_state="SUCCEEDED", seq=7, final=True, tasks={"worker:0": TaskSummary(state="SUCCEEDED")}
+)
 
 
 class FakeCluster:
@@ -44,8 +46,12 @@ class FakeCluster:
         if path == f"/ws/v1/cluster/apps/{APP}":
             state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             final = {"FINISHED": "SUCCEEDED"}.get(state, "UNDEFINED")
-            return httpx.Response(200, json={"app": {"state": state, "finalStatus": final,
-                                                     "diagnostics": "done" if final != "UNDEFINED" else ""}})
+            return httpx.Response(
+                200,
+                json={
+                    "app": {"state": state, "finalStatus": final, "diagnostics": "done" if final != "UNDEFINED" else ""}
+                },
+            )
         if path == f"/proxy/{APP}/pages/tony/state":
             doc = self.documents.pop(0) if len(self.documents) > 1 else self.documents[0]
             return httpx.Response(200, json={} if doc is None else doc.to_dict())
@@ -80,13 +86,20 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def with_cluster(monkeypatch: pytest.MonkeyPatch, cluster: FakeCluster) -> None:
-    monkeypatch.setattr(web, "async_http_client",
-                        lambda settings=None: httpx.AsyncClient(transport=httpx.MockTransport(cluster.handle)))
+    monkeypatch.setattr(
+        web, "async_http_client", lambda settings=None: httpx.AsyncClient(transport=httpx.MockTransport(cluster.handle))
+    )
 
 
 def trigger(**kwargs: Any) -> TonyTrigger:
-    args = {"app_id": APP, "yarn_conn_id": "tony_yarn_other", "poll_interval": 0.0, "startup_timeout": 321.0,
-            "am_stale_timeout": 45.5, **kwargs}
+    args = {
+        "app_id": APP,
+        "yarn_conn_id": "tony_yarn_other",
+        "poll_interval": 0.0,
+        "startup_timeout": 321.0,
+        "am_stale_timeout": 45.5,
+        **kwargs,
+    }
     return TonyTrigger(**args)
 
 
@@ -102,12 +115,18 @@ def test_serialize_round_trips_with_non_default_values() -> None:
     rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
     assert type(rebuilt) is TonyTrigger
     assert rebuilt.serialize() == (path, kwargs)
-    assert kwargs == {"app_id": APP, "yarn_conn_id": "tony_yarn_other", "poll_interval": 7.25,
-                      "startup_timeout": 321.0, "am_stale_timeout": 45.5}
+    assert kwargs == {
+        "app_id": APP,
+        "yarn_conn_id": "tony_yarn_other",
+        "poll_interval": 7.25,
+        "startup_timeout": 321.0,
+        "am_stale_timeout": 45.5,
+    }
 
 
 def test_follows_over_http_acks_the_verdict_and_yields_one_done_event_without_a_driver(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     cluster = FakeCluster(["ACCEPTED", "RUNNING", "RUNNING", "FINISHED"], [DOC])
     with_cluster(monkeypatch, cluster)
     events = asyncio.run(events_of(trigger()))

@@ -1,4 +1,5 @@
 """How the executor lays out a task: import path, argv, source links, TonY's variables."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,10 @@ from airflow_provider_tony.runtime.executor import user_environment
 from airflow_provider_tony.runtime.messages import ClusterDocument
 from airflow_provider_tony.runtime.spec import JobSpec, RoleSpec
 
-CLUSTER = {"addresses": {"worker:1": "h2:2", "worker:0": "h1:1", "ps:0": "h3:3", "tensorboard:0": "h4:4"},
-           "num_tasks": {"worker": 2, "ps": 1, "tensorboard": 1}}
+CLUSTER = {
+    "addresses": {"worker:1": "h2:2", "worker:0": "h1:1", "ps:0": "h3:3", "tensorboard:0": "h4:4"},
+    "num_tasks": {"worker": 2, "ps": 1, "tensorboard": 1},
+}
 
 
 def test_script_runs_with_its_named_folder_first_on_sys_path(tmp_path: Path) -> None:
@@ -32,14 +35,25 @@ def test_script_runs_with_its_named_folder_first_on_sys_path(tmp_path: Path) -> 
     env = {**os.environ, "PYTHONPATH": workspace.python_path(work, False, None, None)}
     out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(work), "42", "['--x',", "'1']"]
-    plain = subprocess.run([sys.executable, "main.py"], check=False, cwd=work, env={**os.environ, "PYTHONPATH": ""},
-                           capture_output=True, text=True)
+    plain = subprocess.run(
+        [sys.executable, "main.py"],
+        check=False,
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+    )
     assert "No module named 'helper'" in plain.stderr, "the layout no longer reproduces the bug this fixes"
 
 
 def test_module_and_command_roles_are_unchanged() -> None:
-    assert workspace.task_argv(RoleSpec(module="trainer.main", args=["a"]), "/py") == ["/py", "-u", "-m",
-                                                                                       "trainer.main", "a"]
+    assert workspace.task_argv(RoleSpec(module="trainer.main", args=["a"]), "/py") == [
+        "/py",
+        "-u",
+        "-m",
+        "trainer.main",
+        "a",
+    ]
     assert workspace.task_argv(RoleSpec(command=["bash", "x.sh"]), "/py") == ["bash", "x.sh"]
 
 
@@ -66,8 +80,7 @@ def test_source_entries_are_linked_unless_the_name_is_taken(tmp_path: Path) -> N
 def test_tony_variables() -> None:
     env = workspace.tony_env("worker", 1, CLUSTER["addresses"], 2, False, "application_1_0001", 5555)
     assert env[C.TONY_JOB_NAME] == "worker" and env[C.TONY_TASK_INDEX] == "1" and env[C.TONY_TASK_NUM] == "2"
-    assert json.loads(env[C.TONY_CLUSTER_SPEC]) == {"worker": ["h1:1", "h2:2"], "ps": ["h3:3"],
-                                                    "tensorboard": ["h4:4"]}
+    assert json.loads(env[C.TONY_CLUSTER_SPEC]) == {"worker": ["h1:1", "h2:2"], "ps": ["h3:3"], "tensorboard": ["h4:4"]}
     assert env[C.TONY_JOB_ID] == "application_1_0001" and C.TONY_IS_CHIEF not in env
     assert C.TONY_TB_PORT not in env
     tb = workspace.tony_env("tensorboard", 0, CLUSTER["addresses"], 2, False, "a", 5555)
@@ -76,11 +89,19 @@ def test_tony_variables() -> None:
 
 
 def test_user_environment_carries_tony_variables_and_the_users_wins(tmp_path: Path) -> None:
-    spec = JobSpec.from_dict({"roles": {"worker": {"instances": 2, "script": "main.py"}, "ps": {"script": "main.py"},
-                                        "tensorboard": {"script": "tb.py"}},
-                              "env": {"JOB_NAME": "mine", "PYTHONPATH": "/user/lib"}})
-    env = user_environment(spec, "worker", 0, ClusterDocument.from_dict(CLUSTER), "app", tmp_path,
-                           {"PYTHONPATH": "rt.zip"}, port=7)
+    spec = JobSpec.from_dict(
+        {
+            "roles": {
+                "worker": {"instances": 2, "script": "main.py"},
+                "ps": {"script": "main.py"},
+                "tensorboard": {"script": "tb.py"},
+            },
+            "env": {"JOB_NAME": "mine", "PYTHONPATH": "/user/lib"},
+        }
+    )
+    env = user_environment(
+        spec, "worker", 0, ClusterDocument.from_dict(CLUSTER), "app", tmp_path, {"PYTHONPATH": "rt.zip"}, port=7
+    )
     assert env["JOB_NAME"] == "mine"
     assert env["TASK_NUM"] == "2", "ps and tensorboard are untracked: TonY counts tracked tasks"
     assert env["IS_CHIEF"] == "true"

@@ -3,6 +3,7 @@
 ``deferrable`` follows ``[operators] default_deferrable`` (set per test run
 through ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``), so one DAG serves both modes.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,9 +20,13 @@ START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
 
 def behave_job(*args: str, **extra: object) -> dict:
-    return {"roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": list(args)}},
-            "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 10,
-            **extra}
+    return {
+        "roles": {"worker": {"instances": 2, "memory": "256 MiB", "script": BEHAVE, "args": list(args)}},
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 10,
+        **extra,
+    }
 
 
 with DAG("tony_test_fail", schedule=None, start_date=START, catchup=False):
@@ -31,27 +36,50 @@ with DAG("tony_test_ok", schedule=None, start_date=START, catchup=False):
     TonyOperator(task_id="train", job=behave_job("ok", **{"success_policy": "all_workers"}), poll_interval=1.0)
 
 with DAG("tony_test_slow", schedule=None, start_date=START, catchup=False):
-    TonyOperator(task_id="train", job=behave_job("sleep"), poll_interval=1.0,
-                 execution_timeout=timedelta(seconds=45))
+    TonyOperator(task_id="train", job=behave_job("sleep"), poll_interval=1.0, execution_timeout=timedelta(seconds=45))
 
 with DAG("tony_test_medium", schedule=None, start_date=START, catchup=False):
-    TonyOperator(task_id="train", job=behave_job("sleep", "--seconds", "25", success_policy="all_workers"),
-                 poll_interval=1.0)
+    TonyOperator(
+        task_id="train", job=behave_job("sleep", "--seconds", "25", success_policy="all_workers"), poll_interval=1.0
+    )
 
 COUNT_STEPS = str(Path(__file__).resolve().parent.parent / "jobs" / "count_steps.py")
 # Resume: S=60 steps, a checkpoint every C=10, the first try dies after K=35.
-with DAG("tony_test_resume", schedule=None, start_date=START, catchup=False,
-         default_args={"retries": 1, "retry_delay": timedelta(seconds=1)}):
-    TonyOperator(task_id="train", poll_interval=1.0, job={
-        "roles": {"worker": {"memory": "1 GiB", "script": COUNT_STEPS,
-                             "args": ["--steps", "60", "--every", "10", "--fail-at", "35"]}},
-        "python": {"interpreter": sys.executable}, "heartbeat_interval": 0.5, "heartbeat_timeout": 20,
-        "checkpoint": {"poll_interval": 0.5}})
+with DAG(
+    "tony_test_resume",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
+):
+    TonyOperator(
+        task_id="train",
+        poll_interval=1.0,
+        job={
+            "roles": {
+                "worker": {
+                    "memory": "1 GiB",
+                    "script": COUNT_STEPS,
+                    "args": ["--steps", "60", "--every", "10", "--fail-at", "35"],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 20,
+            "checkpoint": {"poll_interval": 0.5},
+        },
+    )
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite
 # retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).
 for _dag_id, _extra in (("tony_test_fail_no_retry", {}), ("tony_test_fail_retry_code", {"retryable_exit_codes": [3]})):
-    with DAG(_dag_id, schedule=None, start_date=START, catchup=False,
-             default_args={"retries": 2 if not _extra else 1, "retry_delay": timedelta(seconds=1)}):
-        TonyOperator(task_id="train", job=behave_job("exit", "--index", "1", "--code", "3", **_extra),
-                     poll_interval=1.0)
+    with DAG(
+        _dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 2 if not _extra else 1, "retry_delay": timedelta(seconds=1)},
+    ):
+        TonyOperator(
+            task_id="train", job=behave_job("exit", "--index", "1", "--code", "3", **_extra), poll_interval=1.0
+        )

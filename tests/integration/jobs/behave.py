@@ -7,6 +7,7 @@ sleep until stopped (so that their siblings' fate is decided by the AM).
 ``ok`` and ``tfconfig`` report and exit at once: the executor's exit record
 carries the last progress to the AM, no heartbeat has to.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,13 @@ def main() -> int:
     if args.mode == "tfconfig":
         raw = os.environ.get("TF_CONFIG")
         cfg = json.loads(raw) if raw else None
-        progress.report(step=1, tf_config=json.dumps(cfg, sort_keys=True), cuda=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                        task_id=os.environ["TONY_TASK_ID"], cluster_spec=os.environ["TONY_CLUSTER_SPEC"])
+        progress.report(
+            step=1,
+            tf_config=json.dumps(cfg, sort_keys=True),
+            cuda=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            task_id=os.environ["TONY_TASK_ID"],
+            cluster_spec=os.environ["TONY_CLUSTER_SPEC"],
+        )
         return 0
     if args.mode == "ok":
         progress.report(step=1, prefix=sys.prefix)

@@ -7,6 +7,7 @@ trains one step at a time, saves a checkpoint numbered by the step every C
 steps, and on the first try (TONY_ATTEMPT=1) exits with --exit-code after
 step K. Reports the step it started from and how many steps it trained.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,7 @@ def main() -> int:
         now = int(step.numpy())
         if now % args.every == 0:
             manager.save(checkpoint_number=now)
-        progress.report(step=now, total_steps=args.steps, start_step=start, trained=trained,
-                        w=float(w.numpy()[0]))
+        progress.report(step=now, total_steps=args.steps, start_step=start, trained=trained, w=float(w.numpy()[0]))
         if first_try and now == args.fail_at:
             print(f"count_steps: giving up at step {now} on purpose", file=sys.stderr, flush=True)
             return args.exit_code

@@ -1,9 +1,10 @@
 """A task that reports a falling loss and a rising accuracy, step by step, for the job page's tests.
 
-    curve.py STEPS SECONDS_PER_STEP
+curve.py STEPS SECONDS_PER_STEP
 
 
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,7 @@ from airflow_provider_tony.runtime import progress
 def main() -> int:
     steps, pause = int(sys.argv[1]), float(sys.argv[2])
     for step in range(1, steps + 1):
-        progress.report(step=step, epoch=(step - 1) // 5, total_steps=steps,
-                        loss=2.0 / step, accuracy=1.0 - 0.5 / step)
+        progress.report(step=step, epoch=(step - 1) // 5, total_steps=steps, loss=2.0 / step, accuracy=1.0 - 0.5 / step)
         time.sleep(pause)
     return 0
 

@@ -7,6 +7,7 @@ NodeManager host, then waits (bounded) for ``DIR/release``: the test reads
 every task's record while all of them hold their GPUs at once. DIR is a
 local path: the test cluster's NodeManagers share this machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,12 @@ from pathlib import Path
 
 def main() -> int:
     out = Path(sys.argv[1])
-    record = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "host": os.environ.get("NM_HOST"),
-              "task": os.environ["TONY_TASK_ID"], "app": os.environ["TONY_APPLICATION_ID"]}
+    record = {
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "host": os.environ.get("NM_HOST"),
+        "task": os.environ["TONY_TASK_ID"],
+        "app": os.environ["TONY_APPLICATION_ID"],
+    }
     tmp = out / f".{record['app']}.{record['task']}.tmp"
     tmp.write_text(json.dumps(record))
     tmp.rename(out / f"{record['app']}.{record['task']}.json")

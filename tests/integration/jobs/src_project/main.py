@@ -1,7 +1,8 @@
 """A project run from ``src_dir``: imports its own package, reads a file by a relative path.
 
-    main.py EXPECTED_GREETING
+main.py EXPECTED_GREETING
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def main() -> int:
         print(f"expected {sys.argv[1]!r}, got {text!r}", file=sys.stderr)
         return 4
     open("written.txt", "w").write("private to this container")  # must not land in the shared tree
-    progress.report(step=1, greeting=text, sys_path0=sys.path[0], cwd=os.getcwd(),
-                    ignored_shipped=os.path.exists("scratch.bin"))
+    progress.report(
+        step=1, greeting=text, sys_path0=sys.path[0], cwd=os.getcwd(), ignored_shipped=os.path.exists("scratch.bin")
+    )
     time.sleep(2 * float(os.environ.get("BEAT", "1")) + 0.5)  # let a heartbeat carry the report
     return 0
 

@@ -1,5 +1,6 @@
 """Data and model of the TonY-style project (the role ``mnist_setup.py`` plays in
 TensorFlow's multi-worker Keras tutorial): a sibling module ``main.py`` imports."""
+
 from __future__ import annotations
 
 
@@ -18,11 +19,12 @@ def dataset(global_batch: int):
 def build_model():
     import tf_keras
 
-    model = tf_keras.Sequential([
-        tf_keras.layers.Input(shape=(64,)),
-        tf_keras.layers.Dense(32, activation="relu"),
-        tf_keras.layers.Dense(10, activation="softmax"),
-    ])
-    model.compile(optimizer=tf_keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model = tf_keras.Sequential(
+        [
+            tf_keras.layers.Input(shape=(64,)),
+            tf_keras.layers.Dense(32, activation="relu"),
+            tf_keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(optimizer=tf_keras.optimizers.SGD(0.05), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model

@@ -3,6 +3,7 @@ builds its TensorFlow cluster from TonY's ``CLUSTER_SPEC``/``JOB_NAME``/``TASK_I
 
     main.py [--steps N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,7 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import digits_setup  # noqa: E402 - the sibling module: this import is what the test is about
+import digits_setup
 
 
 def tf_config_from_tony() -> dict:
@@ -36,13 +37,21 @@ def main() -> int:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         model = digits_setup.build_model()
-    history = model.fit(digits_setup.dataset(16 * strategy.num_replicas_in_sync), epochs=1,
-                        steps_per_epoch=args.steps, verbose=2)
-    progress.report(step=args.steps, loss=float(history.history["loss"][-1]),
-                    num_replicas=strategy.num_replicas_in_sync, job_name=os.environ["JOB_NAME"],
-                    task_index=os.environ["TASK_INDEX"], task_num=os.environ["TASK_NUM"],
-                    is_chief=os.environ.get("IS_CHIEF", ""), sys_path0=sys.path[0], cwd=os.getcwd(),
-                    greeting=os.environ.get("GREETING", ""))
+    history = model.fit(
+        digits_setup.dataset(16 * strategy.num_replicas_in_sync), epochs=1, steps_per_epoch=args.steps, verbose=2
+    )
+    progress.report(
+        step=args.steps,
+        loss=float(history.history["loss"][-1]),
+        num_replicas=strategy.num_replicas_in_sync,
+        job_name=os.environ["JOB_NAME"],
+        task_index=os.environ["TASK_INDEX"],
+        task_num=os.environ["TASK_NUM"],
+        is_chief=os.environ.get("IS_CHIEF", ""),
+        sys_path0=sys.path[0],
+        cwd=os.getcwd(),
+        greeting=os.environ.get("GREETING", ""),
+    )
     time.sleep(2 * float(os.environ.get("BEAT", "1")) + 0.5)  # let a heartbeat carry the report
     return 0
 
