@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import sys
-import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -153,7 +152,7 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
     assert task.restored_step == 10 and task.progress.metrics["start_step"] == 10
     assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 20
     # Nothing secret in what the AM publishes (and the operator logs / pushes to XCom).
-    doc = json.dumps(second.am_state)
+    doc = json.dumps(second.am_state.to_dict())
     assert "delegation=" not in doc and os.environ["TONY_KERBEROS_KEYTAB"] not in doc
 
 
@@ -206,10 +205,10 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     url = wait_until(lambda: krb.tensorboard_url(krb.am_state(app_id)), 240, "TensorBoard to run")
 
     def runs() -> list:
+        # Through the ResourceManager's web proxy, which speaks SPNEGO on this profile.
         try:
-            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:
-                return json.load(resp)
-        except OSError:
+            return krb._krb.get_json(f"{url}data/runs", what="TensorBoard through the RM proxy", timeout=5)
+        except ClusterError:
             return []
 
     found = wait_until(runs, 180, "the chief's event files to reach TensorBoard through HDFS")
