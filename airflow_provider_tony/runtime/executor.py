@@ -207,8 +207,13 @@ class Heartbeat(threading.Thread):
             self.wake.clear()
 
 
-def wait_for_cluster(app: Any, generation: int = 0) -> ClusterDocument:
-    """The cluster spec of this executor's gang, once the AM has published it.
+def wait_for_cluster(app: Any, task_id: str, generation: int = 0) -> ClusterDocument:
+    """The cluster spec of this executor's gang, once it lists this task.
+
+    The AM publishes the spec as soon as the tracked tasks have registered and
+    publishes it again when an untracked task (a tensorboard or ps that came
+    up later) registers; an executor must wait for the copy that has its own
+    address, or it cannot build its environment.
 
     Polled for (0.05 s, growing to 0.25 s, the AM's own start-up tick), not
     waited on with skein's ``kv.wait``: that opens a watch, and skein 0.8.2's
@@ -221,7 +226,7 @@ def wait_for_cluster(app: Any, generation: int = 0) -> ClusterDocument:
         raw = app.kv.get(C.KV_CLUSTER)
         if raw is not None:
             doc = ClusterDocument.from_json(raw)
-            if doc.generation == generation:
+            if doc.generation == generation and task_id in doc.addresses:
                 return doc
         time.sleep(next(delays))
 
@@ -457,7 +462,7 @@ def main() -> int:
     app.kv[C.kv_register(task_id)] = registration.to_json()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
 
-    cluster = wait_for_cluster(app, generation)
+    cluster = wait_for_cluster(app, task_id, generation)
     user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,

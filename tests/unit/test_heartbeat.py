@@ -48,5 +48,14 @@ def test_the_cluster_spec_is_polled_for_with_gets_not_a_watch() -> None:
         raise AssertionError("a watch was opened")
 
     app = SimpleNamespace(kv=SimpleNamespace(get=get, wait=no_watch, events=no_watch))
-    assert wait_for_cluster(app) == doc
+    assert wait_for_cluster(app, "worker:0") == doc
     assert gets == [C.KV_CLUSTER] * 3
+
+
+def test_an_executor_waits_for_the_cluster_spec_that_lists_it() -> None:
+    """A task registering after the first publish (an untracked tensorboard) waits for the republish."""
+    first = ClusterDocument(addresses={"worker:0": "h:1"}, num_tasks={"worker": 1, "tensorboard": 1})
+    second = ClusterDocument(addresses={"worker:0": "h:1", "tensorboard:0": "h:2"}, num_tasks=first.num_tasks)
+    answers = iter([first.to_json(), first.to_json(), second.to_json()])
+    app = SimpleNamespace(kv=SimpleNamespace(get=lambda _key: next(answers)))
+    assert wait_for_cluster(app, "tensorboard:0") == second
