@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._util import wait_until
+
 pytestmark = pytest.mark.cluster
 
 BEHAVE = Path(__file__).parent / "jobs" / "behave.py"
@@ -56,9 +58,13 @@ def test_submit_follows_to_success_then_status_and_logs(tmp_path: Path, app_tag:
     assert (report["app_id"], report["final_status"]) == (app_id, "SUCCEEDED")
     assert app_tag in report["tags"]
 
-    logs = tony("logs", app_id, "--file", "worker.log")
-    assert logs.returncode == 0, logs.stderr
-    assert "==== " in logs.stdout and "worker.log" in logs.stdout
+    # Right after the end, a NodeManager may not list the finished container's logs yet.
+    def worker_log() -> subprocess.CompletedProcess[str] | None:
+        logs = tony("logs", app_id, "--file", "worker.log")
+        return logs if logs.returncode == 0 and "worker.log" in logs.stdout else None
+
+    logs = wait_until(worker_log, 60, "tony logs to print the finished worker's log")
+    assert "==== " in logs.stdout
 
 
 def test_submit_of_a_failing_job_exits_1(tmp_path: Path, app_tag: str, python_exe: str) -> None:
