@@ -194,6 +194,9 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "last_step": None,
                 "resumed_step": 30,
                 "resumed_at": 55.0,
+                "drained_step": None,
+                "drain_seconds": None,
+                "moved": {},
             }
         ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
