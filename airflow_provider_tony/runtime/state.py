@@ -137,8 +137,9 @@ class JobTracker:
         self.restart_pending: RestartRecord | None = None
         # skein container id ("worker_2") -> its task in a restarted gang.
         self.slots: dict[str, str] = {}
-        # Hosts whose containers were lost (node gone, heartbeats stopped): a
-        # restarted gang's placed tasks go elsewhere.
+        # Hosts a failed task was lost on (no exit record, heartbeats stopped) or
+        # killed on by a signal (a NodeManager that shuts down SIGTERMs its
+        # containers): a restarted gang's spread tasks pinned there go elsewhere.
         self.lost_hosts: set[str] = set()
         # The checkpoint uploader the AM lets finish before it stops the gang
         # (None: no uploader alive to wait for).
@@ -354,7 +355,7 @@ class JobTracker:
         )
         self.restarts.append(record)
         self.restart_pending = record
-        if failed.state is TaskState.LOST and failed.host:
+        if failed.host and (failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES):
             self.lost_hosts.add(failed.host)
         self.drain_task = self._uploader_alive(failed)
         for task in self.tasks.values():

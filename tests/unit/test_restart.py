@@ -290,12 +290,16 @@ def test_a_spread_task_pinned_to_a_lost_node_restarts_on_the_roles_fallback_serv
     assert am.tracker.restarts[1].moved == {"worker:0": "n1", "worker:1": "n2"}
 
 
-def test_a_failed_process_is_no_lost_node() -> None:
+@pytest.mark.parametrize(("exit_code", "suspect"), [(143, True), (137, True), (75, False)])
+def test_a_node_is_suspect_when_its_task_was_killed_by_a_signal_not_when_it_exited(
+    exit_code: int, suspect: bool
+) -> None:
+    """A NodeManager that shuts down SIGTERMs its containers; exit 75 is the script's own choice."""
     tr = make_tracker(WORKERS, max_restarts=1)
     run_gang(tr, T0 + 1, host="h1")
-    tr.exited("worker:1", 137, ["Killed"], T0 + 5)
+    tr.exited("worker:1", exit_code, ["Killed"], T0 + 5)
     tr.check(T0 + 5)
-    assert tr.restart_pending is not None and tr.lost_hosts == set()
+    assert tr.restart_pending is not None and tr.lost_hosts == ({"h1"} if suspect else set())
 
 
 # --------------------------------------------------------------------------- #
