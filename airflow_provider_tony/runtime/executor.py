@@ -80,8 +80,9 @@ def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT
     container = env[C.ENV_SKEIN_CONTAINER_ID]
     service, _, instance = container.rpartition("_")
     role, index = task_identity(env)
-    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task service.
-    first_gang = int(instance) < (spec.roles[role].instances if service == role else 1)
+    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task
+    # service. A spread role's fallback service (``worker.elsewhere``) names no role: restarts only.
+    first_gang = role in spec.roles and int(instance) < (spec.roles[role].instances if service == role else 1)
     deadline = time.monotonic() + wait_s
     while True:
         raw = app.kv.get(C.kv_slot(container))

@@ -278,6 +278,11 @@ def test_a_spread_task_pinned_to_a_lost_node_restarts_on_the_roles_fallback_serv
     assert slots[C.kv_slot("worker.0_1")] == "worker:0" and slots[C.kv_slot("worker.2_1")] == "worker:2"
     assert am.tracker.restarts[0].moved == {"worker:1": "n2"}
     assert am.tracker.task_of_container("worker.elsewhere", 0) == "worker:1"
+    # the fallback container's executor learns its task from the slot, as any restarted one
+    env = {C.ENV_SKEIN_CONTAINER_ID: "worker.elsewhere_0"}
+    assert find_slot(app, spec, env) == ("worker", 1, 1)
+    with pytest.raises(RuntimeError, match="worker.elsewhere_5 has no slot"):
+        find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.elsewhere_5"}, wait_s=0.0)
     # then n1 is lost too: worker:0 moves, and worker:1's own service still points at n2, so it moves again
     run_gang(am.tracker, T0 + 10)
     for task_id, host in (("worker:0", "n1"), ("worker:1", "n3"), ("worker:2", "n3")):
