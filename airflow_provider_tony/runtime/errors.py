@@ -26,6 +26,10 @@ class ClusterError(TonyError):
     """The YARN cluster or HDFS could not be reached or refused a request."""
 
 
+class ClusterUnreachable(ClusterError):
+    """The ResourceManager did not answer (down, restarting, failing over): worth asking again."""
+
+
 class JobFailed(TonyError):
     """The YARN application ended without success; ``diagnostics`` says why."""
 

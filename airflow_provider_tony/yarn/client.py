@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -637,7 +637,12 @@ class TonyClient:
         doc = self.am_state(app_id) if follower.wants_document_first else None
         rep = follower.report_from_document(doc, now)
         if rep is None:
-            rep = self.report(app_id)
+            try:
+                rep = self.report(app_id)
+            except ClusterUnreachable as exc:
+                for line in follower.unreachable(str(exc), now).lines:  # raises once it lasts too long
+                    emit(line)
+                return None
             if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
                 doc = self.am_state(app_id)
         step = follower.observe(rep, doc, now)

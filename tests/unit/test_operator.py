@@ -260,6 +260,7 @@ def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_
             "poll_interval": 7.0,
             "startup_timeout": 600.0,
             "am_stale_timeout": 90.0,
+            "rm_outage_timeout": 600.0,
         },
     )
     assert hook.client.waited == [], "a deferred task does not poll in the worker"
