@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable, TonyError
+from airflow_provider_tony.runtime.errors import ClusterError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -639,8 +639,8 @@ class TonyClient:
         if rep is None:
             try:
                 rep = self.report(app_id)
-            except ClusterUnreachable as exc:
-                for line in follower.unreachable(str(exc), now).lines:  # raises once it lasts too long
+            except ClusterError as exc:
+                for line in follower.unreachable(exc, now).lines:  # raises unless it is an outage to wait out
                     emit(line)
                 return None
             if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.errors import ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Message, StateDocument
 from airflow_provider_tony.yarn import logformat
 
@@ -176,21 +176,28 @@ class Follower:
             return None
         return rep
 
-    def unreachable(self, error: str, now: float) -> Step:
-        """The ResourceManager did not answer: follow on, up to ``rm_outage_timeout``.
+    def unreachable(self, exc: ClusterError, now: float) -> Step:
+        """YARN's report could not be had: follow on through an outage, up to ``rm_outage_timeout``.
 
-        Raises ``ClusterUnreachable`` once the outage lasts longer. The RM's
-        proxy is down with it, so the AM's document is not read either: the
+        An outage is an RM that does not answer (``ClusterUnreachable``), or
+        that answers "unknown application" right after one (a restarted RM
+        serves REST before it has recovered its applications). Any other
+        error, or an outage that lasts longer, is raised. The RM's proxy is
+        down with the RM, so the AM's document is not read either: the
         hung-AM clock is paused (see ``observe``), not run down.
         """
+        recovering = isinstance(exc, ApplicationUnknown) and self.unreachable_since is not None
+        if not isinstance(exc, ClusterUnreachable) and not recovering:
+            raise exc
+        error = str(exc)
         step = Step()
         if self.unreachable_since is None:
             self.unreachable_since = now
             step.lines.append(f"{error}; following on (the job keeps running), for up to {self.rm_outage_timeout:g}s")
         elif now - self.unreachable_since > self.rm_outage_timeout:
-            raise ClusterUnreachable(
+            raise type(exc)(
                 f"{error}, for {now - self.unreachable_since:.0f}s (rm_outage_timeout {self.rm_outage_timeout:g}s)"
-            )
+            ) from exc
         return step
 
     def observe(self, report: AppReport, document: StateDocument | None, now: float) -> Step:

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
@@ -158,10 +158,15 @@ def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:
     timeout or a 5xx is ``ClusterUnreachable``, which a follower waits out
     (an RM restart or failover) rather than fail the task.
     """
+    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 404:
+        return ApplicationUnknown(
+            f"the ResourceManager at {rm_url} does not know {app_id} (HTTP 404): "
+            "it has forgotten the application, or the id is wrong"
+        )
     if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500:
         return ClusterError(
-            f"the ResourceManager at {rm_url} does not know {app_id} (HTTP {exc.response.status_code}): "
-            "it has forgotten the application, or the id is wrong"
+            f"the ResourceManager at {rm_url} refused the report of {app_id} "
+            f"(HTTP {exc.response.status_code}): {exc.response.text[:200]}"
         )
     return ClusterUnreachable(
         f"no report for {app_id}: ResourceManager at {rm_url} unreachable ({type(exc).__name__}: {exc})"
@@ -204,8 +209,8 @@ async def poll_async(
     if rep is None:
         try:
             rep = await report_async(http, rm_url, app_id)
-        except ClusterUnreachable as exc:
-            step = follower.unreachable(str(exc), now)
+        except ClusterError as exc:
+            step = follower.unreachable(exc, now)  # raises unless it is an outage to wait out
             for line in step.lines:
                 emit(line)
             return step

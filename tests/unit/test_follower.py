@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
 from airflow_provider_tony.yarn.client import TonyClient
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, JobResult, TonyEvent
@@ -330,16 +330,28 @@ def test_an_rm_outage_is_waited_out_and_does_not_count_against_the_am() -> None:
     """A work-preserving RM restart: YARN and its proxy are gone for longer than the hung-AM timeout."""
     f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE, rm_outage_timeout=10 * STALE)
     f.observe(report("RUNNING"), doc(1), T0)
-    first = f.unreachable("no report: ResourceManager unreachable", T0 + 1)
+    down = ClusterUnreachable("no report: ResourceManager unreachable")
+    first = f.unreachable(down, T0 + 1)
     assert first.result is None and len(first.lines) == 1
-    assert f.unreachable("no report: ResourceManager unreachable", T0 + 5 * STALE).lines == []  # said once
+    assert f.unreachable(down, T0 + 4 * STALE).lines == []  # said once
+    # back, but still recovering its applications: "unknown" is part of the outage, not the end
+    assert f.unreachable(ApplicationUnknown("does not know it (HTTP 404)"), T0 + 5 * STALE).result is None
     back = f.observe(report("RUNNING"), doc(1), T0 + 5 * STALE + 1)  # same seq: the AM had no proxy to publish to
     assert back.action is Action.NONE and "answers again after" in back.lines[0]
     # the hung-AM clock runs again from the recovery
     assert f.observe(report("RUNNING"), doc(1), T0 + 6 * STALE + 2).action is Action.KILL_HUNG_AM
     with pytest.raises(ClusterUnreachable, match="rm_outage_timeout 300s"):
-        f.unreachable("x", T0 + 7 * STALE)
-        f.unreachable("x", T0 + 18 * STALE)
+        f.unreachable(down, T0 + 7 * STALE)
+        f.unreachable(down, T0 + 18 * STALE)
+
+
+def test_unknown_application_outside_an_outage_and_other_errors_end_following_at_once() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    with pytest.raises(ApplicationUnknown):
+        f.unreachable(ApplicationUnknown("does not know it (HTTP 404)"), T0 + 1)
+    with pytest.raises(ClusterError, match="refused"):
+        f.unreachable(ClusterError("refused the report (HTTP 403)"), T0 + 2)
 
 
 # --------------------------------------------------------------------------- #
