@@ -2,7 +2,7 @@
 
 They stop NodeManagers and restart daemons, so they get a cluster that no
 other test (or other checkout) uses: its own state directory and port range,
-three NodeManagers, started once for the session and taken down at its end.
+four NodeManagers (three unlabelled, one with the gpu label), started once for the session and taken down at its end.
 The variables are forced, not defaulted: a shell that exported the shared
 cluster's ``TONY_DEVCLUSTER_HOME`` must not point these tests at it. The
 Hadoop jars are shared with the default cluster's cache (read only).
@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
-NODEMANAGERS = 3
+NODEMANAGERS = 4  # three unlabelled nodes for the spread workers, and the gpu-labelled one
 
 _default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
 os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(_default_home / "jars"))

@@ -1,4 +1,6 @@
-"""The Airflow worker dies while the AM restarts the gang: the next try re-attaches to the same application."""
+"""Node loss under Airflow: the worker dies while the AM restarts the gang (the next try
+re-attaches to the same application), and without in-application restarts Airflow's
+retry resumes from the checkpoint in exactly one new application."""
 
 from __future__ import annotations
 
@@ -11,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests._util import rm_app, rm_apps, wait_until
+from tests._util import rm_apps, wait_until
 from tests.chaos.conftest import devcluster
-from tests.chaos.test_node_loss import node_index, step_of
-from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of
+from tests.chaos.test_node_loss import pick_victim, step_of
+from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -52,12 +54,9 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
                 return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
 
             doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
-            am = node_index(rm_app(cluster.rm_url, app_id)["amHostHttpAddress"].split(":")[0])
-            victims = [node_index(t.host) for t in doc.tasks.values() if t.host and node_index(t.host) != am]
-            if not victims:
-                pytest.skip(f"YARN put every worker on the AM's node {am}")
-            devcluster("stop-nm", str(victims[0]))
-            stopped_nodes.append(victims[0])
+            victim, _ = pick_victim(cluster, app_id, doc)
+            devcluster("stop-nm", str(victim))
+            stopped_nodes.append(victim)
             wait_until(lambda: (d := client.am_state(app_id)) and d.restarts, 180, "the AM to restart the gang")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-restart, without any cleanup
@@ -71,3 +70,54 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     assert len(result["restarts"]) == 1 and result["restarts"][0]["resumed_step"] is not None, result
     assert "restart 1" in text, "the restart is not in the Airflow log"
     assert [a["id"] for a in ours()] == [app_id], "a second application was submitted"
+
+
+def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_env, cluster, stopped_nodes) -> None:
+    """``max_restarts: 0``: the node loss fails the try as retryable; the retry submits once and resumes."""
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    dag_id = "tony_chaos_retry"
+    env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS)}
+    before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag(dag_id))}
+
+    def ours(states: str | None = None) -> list[dict[str, Any]]:
+        return [a for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag(dag_id)) if a["id"] not in before]
+
+    run = subprocess.Popen(
+        [AIRFLOW, "dags", "test", dag_id],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        with TonyClient.from_env() as client:
+            first = wait_until(lambda: ours("RUNNING"), 180, "the first application to run")[0]["id"]
+
+            def past_first_checkpoint() -> Any:
+                doc = client.am_state(first)
+                return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
+
+            doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
+            victim, _ = pick_victim(cluster, first, doc)
+            devcluster("stop-nm", str(victim))
+            stopped_nodes.append(victim)
+        text, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+        leftover = ours(ACTIVE)  # nothing left running whatever happened
+        if leftover:
+            with TonyClient.from_env() as client:
+                for app in leftover:
+                    client.kill(app["id"])
+    assert run_state(text) == "success", text[-4000:]
+    apps = sorted(a["id"] for a in ours())
+    assert len(apps) == 2 and apps[0] == first, f"expected the first application and one retry: {apps}"
+    assert "[retryable]" in text and "in-application restart" not in text, text[-4000:]
+    result = result_of(text)
+    assert result["application_id"] == apps[1] and result["restarts"] == [], result
+    restored = result["tasks"]["worker:0"]["restored_step"]
+    assert restored is not None and restored % 10 == 0 and restored >= 10, result["tasks"]
