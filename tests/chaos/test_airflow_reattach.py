@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,27 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 DAGS = Path(__file__).parent / "dags"
 DAG_ID = "tony_chaos_restart"
+
+
+def lose_a_worker_node(
+    client: Any, cluster: Any, running: Callable[[], list[dict[str, Any]]], stopped_nodes: list[int]
+) -> str:
+    """Wait for the DAG's application to train past its first checkpoint, then stop a worker's node.
+
+    Returns the application id. The node is one with a worker but neither the
+    AM nor worker:0 (``pick_victim``); ``stopped_nodes`` starts it again after the test.
+    """
+    app_id: str = wait_until(running, 180, "the application to run")[0]["id"]
+
+    def past_first_checkpoint() -> Any:
+        doc = client.am_state(app_id)
+        return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
+
+    doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
+    victim, _ = pick_victim(cluster, app_id, doc)
+    devcluster("stop-nm", str(victim))
+    stopped_nodes.append(victim)
+    return app_id
 
 
 def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, stopped_nodes) -> None:
@@ -47,16 +69,7 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     app_id = None
     try:
         with TonyClient.from_env() as client:
-            app_id = wait_until(lambda: ours("RUNNING"), 180, "the application to run")[0]["id"]
-
-            def past_first_checkpoint() -> Any:
-                doc = client.am_state(app_id)
-                return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
-
-            doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
-            victim, _ = pick_victim(cluster, app_id, doc)
-            devcluster("stop-nm", str(victim))
-            stopped_nodes.append(victim)
+            app_id = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
             wait_until(lambda: (d := client.am_state(app_id)) and d.restarts, 180, "the AM to restart the gang")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-restart, without any cleanup
@@ -93,16 +106,7 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     )
     try:
         with TonyClient.from_env() as client:
-            first = wait_until(lambda: ours("RUNNING"), 180, "the first application to run")[0]["id"]
-
-            def past_first_checkpoint() -> Any:
-                doc = client.am_state(first)
-                return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
-
-            doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
-            victim, _ = pick_victim(cluster, first, doc)
-            devcluster("stop-nm", str(victim))
-            stopped_nodes.append(victim)
+            first = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
         text, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
