@@ -42,7 +42,7 @@ from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
-from airflow_provider_tony.runtime.web import PAGE_ROUTE, JobWebServer
+from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -108,8 +108,8 @@ class ApplicationMaster:
         """
         try:
             self.web = JobWebServer(self.render_page, self.history_json).start()
-            host = os.environ.get(C.ENV_NM_HOST) or "localhost"
-            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
+            # Loopback only: skein's UI, in this container, is the one client (see web.LOOPBACK).
+            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{LOOPBACK}:{self.web.port}/", link_name="TonY job")
             log.info("job page: %s", page.address)
         except Exception:
             log.exception("could not serve the job page")
