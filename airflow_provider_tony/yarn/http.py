@@ -63,6 +63,14 @@ class HttpSettings:
     timeout: float = 15.0
 
 
+#: Seconds an idle connection to the RM is kept for the next poll. httpx's default (5 s) equals
+#: the default poll interval, so every poll opened (and TLS-handshook, and SPNEGO-negotiated) a new
+#: connection; this is longer than usual poll intervals and shorter than the idle timeout of
+#: Hadoop's web server (``hadoop.http.idle_timeout.ms``, 60 s by default), so the server does not
+#: close a connection just as a poll reuses it.
+KEEPALIVE_S = 30.0
+
+
 def _options(settings: HttpSettings) -> dict[str, Any]:
     # follow_redirects: the RM's proxy may redirect (a standby RM, a trailing slash).
     return {
@@ -71,6 +79,7 @@ def _options(settings: HttpSettings) -> dict[str, Any]:
         "timeout": settings.timeout,
         "follow_redirects": True,
         "headers": {"Accept": "application/json"},
+        "limits": httpx.Limits(keepalive_expiry=KEEPALIVE_S),
     }
 
 

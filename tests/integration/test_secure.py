@@ -277,3 +277,94 @@ def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  #
     restored = result_of(out)["tasks"]["worker:0"]["restored_step"]
     assert restored is not None and 25 <= restored <= 35, restored
     assert "delegation=" not in out and os.environ["TONY_KERBEROS_KEYTAB"] not in out
+
+
+def test_the_job_page_in_chromium_through_the_proxy_with_spnego(krb, tag, tmp_path) -> None:
+    """The job page of a running job, opened by Chromium through the RM's proxy, which speaks SPNEGO here.
+
+    Chromium negotiates with the ticket cache it is given (``KRB5CCNAME``, filled by ``kinit``
+    from the submitting principal's keytab) and the realm's ``KRB5_CONFIG``; without a ticket
+    the same URL is refused, so the page in the screenshot was reached through Kerberos.
+    """
+    import shutil
+    import subprocess
+
+    import httpx
+
+    from tests.integration.test_job_page import CHROMIUM, CURVE, SHOTS
+
+    if not Path(CHROMIUM).exists() or shutil.which("kinit") is None:
+        pytest.skip("needs Chromium at /usr/bin/chromium and MIT kinit")
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-secure-job-page",
+            "python": {"interpreter": sys.executable},
+            "roles": {"worker": {"instances": 2, "memory": "512 MiB", "script": CURVE, "args": ["40", "1.0"]}},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 60,
+            "registration_timeout": 180,
+        }
+    )
+    app_id = krb.submit(spec, extra_tags=[tag])
+    page_url = krb.job_page_url(app_id)
+
+    def history() -> Any:
+        try:
+            h = krb._krb.get_json(page_url + "history", what="the job's history through the RM proxy", timeout=5)
+        except ClusterError:
+            return None
+        return h if len((h.get("metrics") or {}).get("worker:0") or []) >= 3 else None
+
+    wait_until(history, 300, "three progress reports of worker:0 served through the SPNEGO proxy")
+    refused = httpx.get(page_url, timeout=10, follow_redirects=True)
+    assert refused.status_code == 401, f"the proxy let an unauthenticated request in: HTTP {refused.status_code}"
+
+    ccache = tmp_path / "chromium-ccache"
+    env = {**os.environ, "KRB5CCNAME": f"FILE:{ccache}"}
+    subprocess.run(
+        ["kinit", "-kt", os.environ["TONY_KERBEROS_KEYTAB"], os.environ["TONY_KERBEROS_PRINCIPAL"]],
+        env=env,
+        check=True,
+        timeout=30,
+    )
+    host = httpx.URL(page_url).host
+    shot = SHOTS / "job-page-secure.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            env=env,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--auth-server-allowlist={host}",  # Negotiate only with the cluster's hosts
+                "--auth-negotiate-delegate-allowlist=",  # and delegate nothing
+                "--disable-auth-negotiate-cname-lookup",  # the SPN is HTTP/<host in the URL>, as Hadoop's
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            statuses: list[int] = []
+
+            def load() -> bool:
+                response = page.goto(page_url)
+                statuses.append(response.status if response is not None else 0)
+                return statuses[-1] == 200
+
+            # Chromium loads its GSSAPI library on the first Negotiate challenge and answers that
+            # one challenge with ERR_UNSUPPORTED_AUTH_SCHEME (the 401 stands); later ones negotiate.
+            wait_until(load, 60, f"Chromium to negotiate its way to {page_url}")
+            cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+            assert "t=kerberos" in cookies.get("hadoop.auth", ""), f"no Kerberos auth cookie from the RM: {cookies}"
+            page.wait_for_selector('div.chart[data-metric="loss"] svg polyline', timeout=30_000)
+            assert page.locator("#tasks tr[data-task]").count() == 2
+            text = page.inner_text("body")
+            assert "worker:0" in text and "worker:1" in text
+            assert "401" not in page.title() and "Authentication required" not in text
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    print(f"\nsecure job page {page_url} through SPNEGO in Chromium (HTTP statuses {statuses}), screenshot {shot}")

@@ -195,3 +195,14 @@ def test_on_kill_closes_its_hook_even_when_the_kill_fails(monkeypatch: pytest.Mo
         asyncio.run(trigger().on_kill())
     (hook,) = FakeHook.instances
     assert hook.closed == 1
+
+
+def test_followers_keep_their_connection_between_polls_of_the_default_interval() -> None:
+    """httpx drops an idle connection after 5 s by default, the default poll interval: every
+    poll then paid a new connection (TCP, TLS, SPNEGO). Ours outlive a poll interval."""
+    from airflow_provider_tony.operators.tony import TonyOperator
+
+    default_interval = TonyOperator(task_id="t", job={"roles": {"w": {"command": ["true"]}}}).poll_interval
+    for client in (web.http_client(), web.async_http_client()):
+        pool = client._transport._pool  # type: ignore[attr-defined]
+        assert pool._keepalive_expiry > 2 * default_interval

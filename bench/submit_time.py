@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""``TonyOperator.execute`` to submitted: this code against an older revision, side by side in one run.
+
+    python bench/submit_time.py --before /tmp/before [--rounds 5]
+
+``--before`` is a checkout of the revision to compare with (for issue 19, the
+parent of the commit that first followed jobs over HTTP, when the operator
+followed through skein's driver). Each round runs, for each side and each
+mode, a fresh Python process (as an Airflow worker runs a task) with
+``PYTHONPATH`` at that side's code; it builds a ``TonyOperator``, calls
+``execute`` and times it from entry to the moment the application id is known:
+
+* ``deferred``: ``execute`` returns by deferring (``TaskDeferred``), the id in hand;
+* ``polling``: ``execute`` reaches ``poll_until_complete`` (stubbed to stop there).
+
+Imports are timed apart (``import_s``): Airflow imports the operator before
+``execute``. The application is killed after the timing, by the same hook.
+Sides alternate within a round, so load on a shared machine falls on both.
+Results go to ``bench/results/submit_time.json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+
+
+class _Reached(Exception):
+    """Raised by the stubbed ``poll_until_complete``: the application id is known."""
+
+
+class _TI:
+    """The parts of a task instance ``execute`` reads (unique run id: no re-attach)."""
+
+    dag_id, task_id, map_index, try_number = "bench_submit", "train", -1, 1
+
+    def __init__(self) -> None:
+        self.run_id = f"bench__{uuid.uuid4().hex[:12]}"
+        self.xcom: dict[str, Any] = {}
+        self.stats_tags: dict[str, str] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def child(mode: str) -> dict[str, Any]:
+    """One ``execute`` in this process, with whatever code ``PYTHONPATH`` points at."""
+    t0 = time.perf_counter()
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_tony.operators.tony import TonyOperator
+
+    import_s = time.perf_counter() - t0
+    job = {
+        "name": "bench-submit",
+        "python": {"interpreter": sys.executable},
+        "am_memory": 384,
+        "roles": {"worker": {"instances": 1, "memory": "128 MiB", "command": ["true"]}},
+    }
+    op = TonyOperator(task_id="train", job=job, deferrable=mode == "deferred")
+    if mode == "polling":
+
+        def reached(*_args: Any, **_kwargs: Any) -> Any:
+            raise _Reached
+
+        op.poll_until_complete = reached  # type: ignore[method-assign]
+    phases: dict[str, float] = {}
+    hook = op.hook
+    for name in ("find_by_tags", "submit"):  # the two cluster calls of ``submit_job``, timed apart
+        call = getattr(hook, name)
+
+        def timed(*args: Any, _name: str = name, _call: Any = call, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return _call(*args, **kwargs)
+            finally:
+                phases[_name] = phases.get(_name, 0.0) + time.perf_counter() - began
+
+        setattr(hook, name, timed)
+    ti = _TI()
+    start = time.perf_counter()
+    try:
+        op.execute({"ti": ti})
+    except (TaskDeferred, _Reached):
+        pass
+    seconds = time.perf_counter() - start
+    app_id = ti.xcom.get("application_id")
+    if not app_id:
+        raise RuntimeError(f"execute ended without an application id: {ti.xcom}")
+    try:
+        op.hook.kill(app_id)
+    finally:
+        op.hook.close()
+    return {"seconds": seconds, "import_s": import_s, "app_id": app_id, **{f"{k}_s": v for k, v in phases.items()}}
+
+
+def run_child(src: Path, mode: str) -> dict[str, Any]:
+    env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tony-bench-"), "PYTHONPATH": str(src)}
+    cmd = [sys.executable, __file__, "--child", mode]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=src)
+    if out.returncode != 0:
+        raise RuntimeError(f"{mode} with {src} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before", type=Path, help="checkout of the revision to compare with")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child)))
+        return 0
+    if args.before is None:
+        parser.error("--before is required")
+    sides = {"before": args.before.resolve(), "now": REPO}
+    revs = {
+        side: subprocess.run(
+            ["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        for side, src in sides.items()
+    }
+    samples: dict[str, list[dict[str, Any]]] = {}
+    for round_no in range(args.rounds):
+        for mode in ("deferred", "polling"):
+            order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
+            for side in order:
+                got = run_child(sides[side], mode)
+                samples.setdefault(f"{side} {mode}", []).append(got)
+                print(f"round {round_no + 1} {side} {mode}: {got['seconds']:.2f} s", flush=True)
+    rows = {
+        key: {
+            "rounds": len(got),
+            "median_s": round(statistics.median(g["seconds"] for g in got), 2),
+            "min_s": round(min(g["seconds"] for g in got), 2),
+            "max_s": round(max(g["seconds"] for g in got), 2),
+            "import_median_s": round(statistics.median(g["import_s"] for g in got), 2),
+            "find_by_tags_median_s": round(statistics.median(g.get("find_by_tags_s", 0.0) for g in got), 2),
+            "submit_median_s": round(statistics.median(g.get("submit_s", 0.0) for g in got), 2),
+        }
+        for key, got in sorted(samples.items(), key=lambda kv: (kv[0].split()[1], kv[0].split()[0]))
+    }
+    load = os.getloadavg()
+    doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": platform.node(),
+        "cpus": os.cpu_count(),
+        "load_avg_1_5_15_at_end": [round(x, 2) for x in load],
+        "revisions": revs,
+        "note": "execute from entry to the application id known, a fresh process per sample; "
+        "the machine was shared with other work while measured",
+        "results": rows,
+        "samples_s": {k: [round(g["seconds"], 3) for g in v] for k, v in samples.items()},
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "submit_time.json").write_text(json.dumps(doc, indent=2) + "\n")
+    lines = [
+        "| side | mode | rounds | median s | min s | max s | of it: lookup / submit (medians) | import s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, v in rows.items():
+        side, mode = key.split()
+        lines.append(
+            f"| {side} ({revs[side]}) | {mode} | {v['rounds']} | {v['median_s']} | {v['min_s']} | "
+            f"{v['max_s']} | {v['find_by_tags_median_s']} / {v['submit_median_s']} | {v['import_median_s']} |"
+        )
+    (RESULTS / "submit_time.md").write_text(
+        f"{doc['date']}, {doc['cpus']} CPUs, load {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} at the end; "
+        f"{doc['note']}\n\n" + "\n".join(lines) + "\n"
+    )
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
