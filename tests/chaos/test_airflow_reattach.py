@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
+from tests._cluster import devcluster, node_index
 from tests._util import rm_app, rm_apps, wait_until
-from tests.chaos.conftest import devcluster
-from tests.chaos.test_node_loss import node_index, step_of
+from tests.chaos.test_node_loss import step_of
 from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-DAGS = Path(__file__).parent / "dags"
+# The test DAGs' folder (tony_test_dags.py defines this DAG beside the resume one).
+DAGS = Path(__file__).resolve().parents[1] / "integration" / "dags"
 DAG_ID = "tony_chaos_restart"
 
 
