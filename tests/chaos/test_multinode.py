@@ -17,6 +17,7 @@ import pytest
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import CHAOS_NODEMANAGERS
 from tests._util import get_json, wait_until
+from tests.integration.test_runtime import job as runtime_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -50,16 +51,9 @@ def gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    doc = {
-        "name": "pytest-multinode",
-        "roles": roles,
-        "python": {"interpreter": python},
-        "heartbeat_interval": 1,
-        "heartbeat_timeout": 60,
-        "registration_timeout": 240,
-        **extra,
-    }
-    return JobSpec.from_dict(doc)
+    """test_runtime's job with room for three nodes' worth of containers to start on two cores."""
+    settings = {"heartbeat_interval": 1, "heartbeat_timeout": 60, "registration_timeout": 240, **extra}
+    return runtime_job(python, roles, name="pytest-multinode", **settings)
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
