@@ -11,13 +11,15 @@ its end (``make test-chaos`` takes it down again, whatever happened).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests._cluster import devcluster, export_cluster_env, use_chaos_cluster
+from tests._cluster import DEVCLUSTER, devcluster, export_cluster_env, use_chaos_cluster
 
 use_chaos_cluster()
 export_cluster_env()
@@ -45,13 +47,21 @@ def ckpt_dir(hdfs: Any) -> Iterator[str]:
     hdfs.delete(path, recursive=True)
 
 
+@pytest.fixture(autouse=True)
+def every_daemon_up(cluster: Any) -> None:
+    """Each test starts on the whole cluster: whatever an earlier test stopped (a NodeManager, the
+    RM, the NameNode), or failed to start again, is started here (``devcluster up`` starts only
+    what is missing and waits until every NodeManager is active). Lazily, before the next test
+    rather than in the teardown of the one that stopped it: after the session's last test the
+    cluster goes down anyway, so that restart is never paid for, and no stopped node can leak."""
+    if subprocess.run([sys.executable, str(DEVCLUSTER), "status"], capture_output=True, timeout=60).returncode:
+        devcluster("up")
+
+
 @pytest.fixture
-def stopped_nodes() -> Iterator[list[int]]:
-    """NodeManagers a test stopped; started again afterwards, so the next test has every node."""
-    stopped: list[int] = []
-    yield stopped
-    for index in stopped:
-        devcluster("start-nm", str(index))
+def stopped_nodes() -> list[int]:
+    """Where a test notes the NodeManagers it stopped (``every_daemon_up`` starts them again)."""
+    return []
 
 
 # Airflow's metadata database for the re-attach test, as the integration tests make it.
