@@ -244,6 +244,10 @@ class Layout:
         """Where the stand-in ``nvidia-smi`` of a GPU NodeManager lives."""
         return self.nm_home(index) / "gpu-bin"
 
+    def nm_gpu_leases(self, index: int) -> Path:
+        """Where the executors on a GPU NodeManager lease its stand-in GPUs (``TONY_GPU_LEASE_DIR``)."""
+        return self.nm_home(index) / "gpu-leases"
+
     def nm_url_of(self, index: int) -> str:
         return f"http://{self.nm_host(index)}:{self.nm_port('nm_http_port', index)}"
 
@@ -450,9 +454,13 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
             # The DefaultContainerExecutor starts containers with an empty
             # environment (bash then falls back to its built-in PATH), so the
             # node's PATH with the stand-in nvidia-smi is set as admin env.
+            # The stand-in GPUs are this cluster's own, and so are their
+            # leases: another checkout's cluster on this machine has a GPU
+            # node on the same loopback address, which must not share them.
             _prop(
                 "yarn.nodemanager.admin-env",
-                f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin",
+                f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin,"
+                f"TONY_GPU_LEASE_DIR={layout.nm_gpu_leases(index)}",
             ),
         ]
     return "".join(extra)

@@ -79,6 +79,8 @@ def test_three_nodes_get_their_own_hosts_ports_and_dirs(tmp_path: Path, monkeypa
     smi = gpu["yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables"]
     assert os.access(smi, os.X_OK)
     assert f"PATH={Path(smi).parent}:" in gpu["yarn.nodemanager.admin-env"]
+    # this cluster's own leases: another cluster's GPU node on 127.0.0.3 must not share them
+    assert f"TONY_GPU_LEASE_DIR={tmp_path / 'home'}/" in gpu["yarn.nodemanager.admin-env"]
     for i in range(3):
         assert (lay.nm_conf(i) / "resource-types.xml").exists()
         assert props(lay.nm_conf(i) / "yarn-site.xml")["yarn.node-labels.enabled"] == "true"
