@@ -11,7 +11,7 @@ DEVCLUSTER := $(PYTHON) devcluster/devcluster.py
 PYTEST_ARGS ?=
 CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 # Port bases: the open cluster's ($$TONY_DEVCLUSTER_PORT_BASE, devcluster's
-# default 19000), the secure cluster 600 above it and the three-node chaos
+# default 19000), the secure cluster 600 above it and the four-node chaos
 # cluster 900 above it. One cluster uses base+20 to base+97 and the Airflow
 # stack base+380 and base+432, so the three ranges never overlap and a CI run
 # with TONY_DEVCLUSTER_PORT_BASE=20400 uses 20400, 21000 and 21300.
@@ -30,7 +30,7 @@ help:
 	@echo "make test            every test: unit and integration (local cluster), secure, chaos and multi-node"
 	@echo "make test-fast       unit tests only: no cluster, no Java"
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
-	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a three-node cluster (make test runs them too)"
+	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a four-node cluster (make test runs them too)"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
@@ -60,7 +60,7 @@ cluster-env:
 
 # The cluster comes down even when tests fail; pytest's exit code is kept.
 # Then the Kerberos subset runs on the secure profile (its own cluster), then
-# the chaos and multi-node suite on the three-node cluster (its own too); the
+# the chaos and multi-node suite on the four-node cluster (its own too); the
 # first failing part's exit code is the result, and every part runs.
 test: venv cluster-up
 	@rc=0; ( $(CLUSTER_ENV) && $(PY) -m pytest --ignore=tests/chaos $(PYTEST_ARGS) ) || rc=$$?; \
@@ -69,14 +69,14 @@ test: venv cluster-up
 	$(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; exit $$rc
 
 # Node loss, RM and NameNode restarts, GPUs across jobs, placement:
-# tests/chaos/conftest.py starts their three-node cluster (.devcluster-chaos,
+# tests/chaos/conftest.py starts their four-node cluster (.devcluster-chaos,
 # ports from CHAOS_PORT_BASE, the jar cache shared) once for the session;
 # it comes down here whatever happened. pytest's exit code 5 (PYTEST_ARGS
 # deselected every test, e.g. -m 'not slow') is not a failure.
 CHAOS_HOME ?= $(or $(TONY_CHAOS_HOME),$(CURDIR)/.devcluster-chaos)
 CHAOS_ENV = TONY_CHAOS_HOME="$(CHAOS_HOME)" TONY_CHAOS_PORT_BASE=$(CHAOS_PORT_BASE) \
 	TONY_DEVCLUSTER_HOME="$(CHAOS_HOME)" TONY_DEVCLUSTER_PORT_BASE=$(CHAOS_PORT_BASE) \
-	TONY_DEVCLUSTER_NODEMANAGERS=3 TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
+	TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
 test-chaos: venv
 	@export $(CHAOS_ENV); rc=0; \
 	$(PY) -m pytest tests/chaos $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \

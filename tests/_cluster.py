@@ -18,12 +18,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
 
-#: The chaos and multi-node tests' cluster: three NodeManagers (two unlabelled,
-#: the last one labelled ``gpu`` with the stand-in GPUs), its own state dir and
-#: a port base this far above the open cluster's. One cluster uses ports
+#: The chaos and multi-node tests' cluster: four NodeManagers (three unlabelled
+#: for the spread workers, the last one labelled ``gpu`` with the stand-in GPUs),
+#: its own state dir and a port base this far above the open cluster's. One cluster uses ports
 #: base+20 to base+97 and the Airflow stack base+380 and base+432; the secure
 #: cluster sits at base+600 (the Makefile), so the three ranges never overlap.
-CHAOS_NODEMANAGERS = 3
+CHAOS_NODEMANAGERS = 4
 CHAOS_PORT_OFFSET = 900
 DEFAULT_PORT_BASE = 19000
 

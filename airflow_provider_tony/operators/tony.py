@@ -187,10 +187,31 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def render_template(
         self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
     ) -> Any:
-        """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text."""
+        """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text.
+
+        A job file that is missing or not a valid template fails the task at
+        once (no retry can find it) and says where it was looked for.
+        """
         if isinstance(content, str) and content != self._job_file and content.endswith(tuple(self.template_ext)):
             env = jinja_env or self.get_template_env()
             return self._render(env.from_string(content), context)
+        if isinstance(content, str) and content == self._job_file:
+            import jinja2
+
+            try:
+                return super().render_template(content, context, jinja_env, seen_oids)
+            except jinja2.TemplateNotFound as exc:
+                where = self._job_file_path().parent
+                raise AirflowFailException(
+                    f"invalid job, nothing was submitted: job: {content!r} not found (looked beside the DAG file "
+                    f"and in template_searchpath, from {where}); give the file's path relative to the DAG file, "
+                    "or an absolute one"
+                ) from exc
+            except jinja2.TemplateSyntaxError as exc:
+                raise AirflowFailException(
+                    f"invalid job, nothing was submitted: job: {content!r} is not a valid Jinja template "
+                    f"(line {exc.lineno}: {exc.message}); fix the file"
+                ) from exc
         return super().render_template(content, context, jinja_env, seen_oids)
 
     def identity_tags(self, context: Any) -> list[str]:

@@ -27,6 +27,8 @@ from airflow_provider_tony.runtime import hdfs_io, priority
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
+    Drain,
+    Drained,
     EventRecord,
     ExitRecord,
     Heartbeat,
@@ -40,7 +42,7 @@ from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
-from airflow_provider_tony.runtime.web import PAGE_ROUTE, JobWebServer
+from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -94,6 +96,8 @@ class ApplicationMaster:
         self.history_lock = threading.Lock()  # the loop appends, request threads read
         self.last_state_doc: StateDocument | None = None
         self.web: JobWebServer | None = None
+        self.drain_started: float | None = None  # when the pending restart asked the uploader to finish
+        self.service_nodes: dict[str, list[str]] | None = None  # skein service -> the nodes it may use
 
     # ---------------------------------------------------------------- the job page
 
@@ -104,8 +108,8 @@ class ApplicationMaster:
         """
         try:
             self.web = JobWebServer(self.render_page, self.history_json).start()
-            host = os.environ.get(C.ENV_NM_HOST) or "localhost"
-            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{host}:{self.web.port}/", link_name="TonY job")
+            # Loopback only: skein's UI, in this container, is the one client (see web.LOOPBACK).
+            page = self.app.ui.add_page(PAGE_ROUTE, f"http://{LOOPBACK}:{self.web.port}/", link_name="TonY job")
             log.info("job page: %s", page.address)
         except Exception:
             log.exception("could not serve the job page")
@@ -254,7 +258,7 @@ class ApplicationMaster:
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()
         for role in sorted({self.tracker.tasks[t].role for t in remaining}):
-            for service in self.spec.role_services(role):
+            for service in self.spec.all_services(role):
                 try:
                     self.app.scale(service, count=0)
                 except Exception as exc:  # noqa: BLE001 - shutdown kills them anyway
@@ -262,36 +266,99 @@ class ApplicationMaster:
         for task_id in remaining:
             self.tracker.stopped(task_id)
 
+    def drain(self, now: float) -> bool:
+        """Let the checkpoint uploader finish before a restart stops it; True once it may go on.
+
+        The first call asks (a ``Drain`` for this gang); later calls look for
+        the uploader's ``Drained`` answer, its exit record (its own final flush
+        already ran), or the timeout.
+        """
+        task_id = self.tracker.drain_task
+        if task_id is None:
+            self.tracker.drained(None, 0.0)
+            return True
+        if self.drain_started is None:
+            self.drain_started = now
+            self.app.kv[C.KV_DRAIN] = Drain(generation=self.tracker.generation).to_json()
+            log.info("restart: waiting for %s to finish its checkpoint upload", task_id)
+            return False
+        waited = now - self.drain_started
+        raw = self.app.kv.get(C.kv_drained(task_id))
+        answer = None if raw is None else _decode(raw, Drained, C.kv_drained(task_id))
+        if answer is not None and answer.generation == self.tracker.generation:
+            if not answer.complete:
+                log.warning("restart: %s could not upload its newest checkpoint: %s", task_id, answer.error)
+            self.tracker.drained(answer.step, waited)
+            return True
+        if self.app.kv.get(C.kv_exit(task_id)) is not None:
+            self.tracker.drained(None, waited)
+            return True
+        if waited > C.DRAIN_TIMEOUT_S:
+            log.warning("restart: %s did not finish its upload in %gs; restarting anyway", task_id, C.DRAIN_TIMEOUT_S)
+            self.tracker.drained(None, waited)
+            return True
+        return False
+
+    def nodes_of(self, service: str) -> list[str]:
+        """The nodes a skein service was declared with (asked once, from skein's AM)."""
+        if self.service_nodes is None:
+            try:
+                declared = self.app.get_specification().services
+                self.service_nodes = {name: list(svc.nodes) for name, svc in declared.items()}
+            except Exception as exc:  # noqa: BLE001 - then every task keeps its own service
+                log.warning("could not read the application's services: %s", exc)
+                self.service_nodes = {}
+        return self.service_nodes.get(service, [])
+
     def restart_gang(self, now: float) -> None:
         """Carry out the tracker's restart: stop every container, clear the old
         gang's keys, ask skein for a fresh gang and tell each new container
         which task it is. The new executors restore the latest checkpoint.
 
-        YARN places the new containers; a node that left the cluster gets none
-        (skein 0.8.2 has no per-request node blacklist to do more).
+        YARN places the new containers, and a node that stopped heartbeating
+        gets none. A task of a ``spread`` role is pinned to its node: when that
+        node is lost, its new container comes from the role's fallback service
+        (any node the role may use) instead of waiting for the lost node.
         """
         record = self.tracker.restart_pending
         assert record is not None  # called only then
         log.warning("restart %d: %s", record.attempt, record.reason)
-        services = {role: self.spec.role_services(role) for role in sorted(self.spec.roles)}
+        services = {role: self.spec.all_services(role) for role in sorted(self.spec.roles)}
         for role_services in services.values():
             for service in role_services:
                 self.app.scale(service, count=0)
         self.app.kv.discard(C.KV_CLUSTER)
+        self.app.kv.discard(C.KV_DRAIN)
         for prefix in C.KV_GANG_PREFIXES:
             self.app.kv.discard_prefix(prefix)
         self.published_addresses = set()
+        self.drain_started = None
         generation = self.tracker.generation + 1
         slots: dict[str, str] = {}
-        for role, role_services in services.items():
-            for service in role_services:
+        lost = self.tracker.lost_hosts
+        for role in services:
+            fallback = self.spec.fallback_service(role)
+            moved: list[str] = []
+            for service in self.spec.role_services(role):
                 if service == role:  # one service for the role: its instance order is the task order
                     started = self.app.scale(service, count=self.spec.roles[role].instances)
                     for index, container in enumerate(sorted(started, key=lambda c: c.instance)):
                         slots[container.id] = f"{role}:{index}"
-                else:  # a spread role: one single-task service per task, named after it
-                    for container in self.app.scale(service, count=1):
-                        slots[container.id] = task_of_container(service, 0)
+                    continue
+                # a spread role: one single-task service per task, named after it
+                task_id = task_of_container(service, 0)
+                pinned = self.nodes_of(service)
+                if fallback is not None and pinned and set(pinned) <= lost:
+                    moved.append(task_id)
+                    record.moved[task_id] = pinned[0]
+                    continue
+                for container in self.app.scale(service, count=1):
+                    slots[container.id] = task_id
+            if moved and fallback is not None:
+                started = self.app.scale(fallback, count=len(moved))
+                for task_id, container in zip(moved, sorted(started, key=lambda c: c.instance), strict=True):
+                    slots[container.id] = task_id
+                log.warning("restart %d: %s moved off lost node(s) %s", record.attempt, moved, sorted(lost))
         # Before the slots are written: a new executor's registration is then never ignored.
         self.tracker.begin_generation(slots, now)
         for container_id, task_id in slots.items():
@@ -315,8 +382,9 @@ class ApplicationMaster:
             if verdict is not None:
                 return verdict
             if self.tracker.restart_pending is not None:
-                self.publish_state(now, force=True)  # followers see RESTARTING before the gang goes
-                self.restart_gang(now)
+                self.publish_state(now, force=self.drain_started is None)  # followers see RESTARTING at once
+                if self.drain(now):
+                    self.restart_gang(now)
             self.publish_state(now)
             time.sleep(self.tick())
 

@@ -413,6 +413,10 @@ class CheckpointSync(threading.Thread):
                 )
                 return
 
+    def newest_uploaded(self) -> int | None:
+        """The newest step this uploader put on HDFS, or resumed from; None before any."""
+        return self.uploaded_step if self.uploaded_step >= 0 else None
+
     def flush(self, timeout: float) -> bool:
         """After the user code ended: upload what is left, retrying until ``timeout``."""
         self.stop_event.set()

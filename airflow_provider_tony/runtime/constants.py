@@ -53,8 +53,18 @@ KV_EXIT_PREFIX = "tony/exit/"
 KV_EVENT_PREFIX = "tony/event/"  # checkpoint restores/uploads reported by executors
 # Written by the AM for each container of a restarted gang: its task id and generation.
 KV_SLOT_PREFIX = "tony/slot/"
+# Before a gang restart the AM asks the checkpoint uploader to finish (a Drain with the
+# gang's generation); the uploader answers under its task id once its last upload is done.
+KV_DRAIN = "tony/drain"
+KV_DRAINED_PREFIX = "tony/drained/"
+# The uploader looks for the request every DRAIN_POLL_S and tries its upload for
+# at most DRAIN_UPLOAD_S; the AM waits at most DRAIN_TIMEOUT_S for the answer,
+# so a restart is not held up long by an upload that cannot finish (HDFS trouble).
+DRAIN_POLL_S = 1.0
+DRAIN_UPLOAD_S = 50.0
+DRAIN_TIMEOUT_S = 60.0
 # Per-task keys of one gang: the AM clears them (and the cluster spec) when it restarts the gang.
-KV_GANG_PREFIXES = (KV_REGISTER_PREFIX, KV_HEARTBEAT_PREFIX, KV_EXIT_PREFIX)
+KV_GANG_PREFIXES = (KV_REGISTER_PREFIX, KV_HEARTBEAT_PREFIX, KV_EXIT_PREFIX, KV_DRAINED_PREFIX)
 
 
 def kv_register(task_id: str) -> str:
@@ -67,6 +77,10 @@ def kv_heartbeat(task_id: str) -> str:
 
 def kv_exit(task_id: str) -> str:
     return KV_EXIT_PREFIX + task_id
+
+
+def kv_drained(task_id: str) -> str:
+    return KV_DRAINED_PREFIX + task_id
 
 
 def kv_slot(container: str) -> str:

@@ -26,6 +26,18 @@ class ClusterError(TonyError):
     """The YARN cluster or HDFS could not be reached or refused a request."""
 
 
+class ClusterUnreachable(ClusterError):
+    """The ResourceManager did not answer (down, restarting, failing over): worth asking again."""
+
+
+class ApplicationUnknown(ClusterError):
+    """The ResourceManager answered that it does not know the application (HTTP 404).
+
+    Final, except just after an outage: a restarted RM serves its REST API
+    before it has recovered its applications from the state store.
+    """
+
+
 class JobFailed(TonyError):
     """The YARN application ended without success; ``diagnostics`` says why."""
 

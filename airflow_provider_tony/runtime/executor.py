@@ -31,7 +31,15 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
-from airflow_provider_tony.runtime.messages import ClusterDocument, EventRecord, ExitRecord, Registration, Slot
+from airflow_provider_tony.runtime.messages import (
+    ClusterDocument,
+    Drain,
+    Drained,
+    EventRecord,
+    ExitRecord,
+    Registration,
+    Slot,
+)
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import tf_config_env
@@ -72,8 +80,9 @@ def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT
     container = env[C.ENV_SKEIN_CONTAINER_ID]
     service, _, instance = container.rpartition("_")
     role, index = task_identity(env)
-    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task service.
-    first_gang = int(instance) < (spec.roles[role].instances if service == role else 1)
+    # The first gang: instances 0..n-1 of a role's service, or instance 0 of a spread role's per-task
+    # service. A spread role's fallback service (``worker.elsewhere``) names no role: restarts only.
+    first_gang = role in spec.roles and int(instance) < (spec.roles[role].instances if service == role else 1)
     deadline = time.monotonic() + wait_s
     while True:
         raw = app.kv.get(C.kv_slot(container))
@@ -205,6 +214,63 @@ class Heartbeat(threading.Thread):
                 log.warning("heartbeat failed: %s", exc)
             self.wake.wait(self.interval)
             self.wake.clear()
+
+
+class DrainWatch(threading.Thread):
+    """The uploader's side of a gang restart: on the AM's ``Drain``, finish uploading, then answer.
+
+    The AM stops every container of a gang it restarts, and YARN kills a
+    container within a fraction of a second. Without this, the checkpoint the
+    script saved last (not yet picked up, or half uploaded) is lost with the
+    gang, and the new gang redoes up to two checkpoint intervals. Training goes
+    on meanwhile; the AM waits for the ``Drained`` answer (bounded) before it
+    stops the gang. Polled with a get every ``interval`` (no skein watch: see
+    ``wait_for_cluster``).
+    """
+
+    def __init__(
+        self, app: Any, task_id: str, generation: int, sync: checkpoint.CheckpointSync, interval: float, timeout: float
+    ) -> None:
+        super().__init__(name="tony-drain-watch", daemon=True)
+        self.app = app
+        self.task_id = task_id
+        self.generation = generation
+        self.sync = sync
+        self.interval = interval
+        self.timeout = timeout
+        self.stop_event = threading.Event()
+
+    def requested(self) -> bool:
+        raw = self.app.kv.get(C.KV_DRAIN)
+        if raw is None:
+            return False
+        try:
+            return Drain.from_json(raw).generation == self.generation
+        except Exception:  # noqa: BLE001 - a garbled request is no request
+            return False
+
+    def answer(self) -> Drained:
+        complete = self.sync.flush(timeout=self.timeout)
+        drained = Drained(
+            generation=self.generation,
+            step=self.sync.newest_uploaded(),
+            complete=complete,
+            error="" if complete else self.sync.last_error,
+        )
+        self.app.kv[C.kv_drained(self.task_id)] = drained.to_json()
+        return drained
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                if not self.requested():
+                    continue
+                drained = self.answer()
+            except Exception as exc:  # noqa: BLE001 - the AM stops waiting after its timeout
+                log.warning("drain: %s", exc)
+                continue
+            log.info("%s drained for the restart: checkpoint step %s on HDFS", self.task_id, drained.step)
+            return
 
 
 def wait_for_cluster(app: Any, task_id: str, generation: int = 0) -> ClusterDocument:
@@ -481,6 +547,7 @@ def main() -> int:
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it
     sync = None
+    drain_watch = None
     if hdfs is not None and is_decider:
         assert spec.checkpoint.dir is not None  # hdfs is set only when it is
         sync = checkpoint.CheckpointSync(
@@ -505,9 +572,13 @@ def main() -> int:
             push=True,
         )
         tb_sync.start()
+        drain_watch = DrainWatch(app, task_id, generation, sync, interval=C.DRAIN_POLL_S, timeout=C.DRAIN_UPLOAD_S)
+        drain_watch.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
     if sync is not None:
+        assert drain_watch is not None  # started with the sync
+        drain_watch.stop_event.set()  # the flush below is the last upload; the AM sees the exit record
         # A failed script's last complete checkpoint is worth saving too (bounded wait).
         window = spec.checkpoint.upload_failure_window
         window = window if code == 0 else min(30.0, window)

@@ -53,6 +53,8 @@ __all__ = [
     "STATE_DOCUMENT_VERSION",
     "AppState",
     "ClusterDocument",
+    "Drain",
+    "Drained",
     "EventRecord",
     "ExitRecord",
     "Heartbeat",
@@ -275,6 +277,28 @@ class Slot(Message):
 
 
 @dataclass
+class Drain(Message):
+    """The AM's request, before it stops a gang, that its checkpoint uploader finish first.
+
+    Without it a checkpoint saved just before a failure, still on the
+    uploader's local disk or half uploaded, dies with the gang and the new gang
+    redoes two checkpoint intervals instead of at most one.
+    """
+
+    generation: int = 0
+
+
+@dataclass
+class Drained(Message):
+    """The uploader's answer to a ``Drain``: the newest checkpoint step now on HDFS."""
+
+    generation: int = 0
+    step: int | None = None  # None: no checkpoint uploaded by this gang
+    complete: bool = True  # False: the newest local checkpoint could not be uploaded in time
+    error: str = ""
+
+
+@dataclass
 class RestartRecord(Message):
     """One in-application restart of the gang: what failed, when, where it resumed."""
 
@@ -287,6 +311,9 @@ class RestartRecord(Message):
     last_step: int | None = None  # the decider's last reported step before the failure
     resumed_step: int | None = None  # checkpoint step the new gang restored (None: from scratch / not yet)
     resumed_at: float | None = None  # seconds after the AM started when every task ran user code again
+    drained_step: int | None = None  # newest checkpoint the uploader had on HDFS when the gang was stopped
+    drain_seconds: float | None = None  # how long the AM waited for that upload (None: nothing to wait for)
+    moved: dict[str, str] = field(default_factory=dict)  # task id -> the lost host its new container avoided
 
 
 @dataclass

@@ -418,6 +418,8 @@ _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
 #: Joins a role and a task index into the name of a one-task skein service
 #: (``worker.2``); role names cannot contain it, so the two never collide.
 PLACED_SERVICE_SEP = "."
+# ``worker.elsewhere``: not a task index, so no first-gang container maps to a task through it.
+FALLBACK_SERVICE_SUFFIX = "elsewhere"
 
 
 @dataclass
@@ -917,6 +919,24 @@ class JobSpec(_Spec):
         if placement is not None and placement.spread:
             return [f"{role}{PLACED_SERVICE_SEP}{i}" for i in range(self.roles[role].instances)]
         return [role]
+
+    def fallback_service(self, role: str) -> str | None:
+        """The spread role's service for a task whose node was lost (None for other roles).
+
+        Declared at submit with no containers; a restarted gang asks it for a
+        task whose own single-node service points at a lost node, so the task
+        runs elsewhere instead of waiting for that node. It may use any node
+        the role may use (its ``placement.nodes``, else its ``node_label``'s).
+        """
+        placement = self.roles[role].placement
+        if placement is None or not placement.spread:
+            return None
+        return f"{role}{PLACED_SERVICE_SEP}{FALLBACK_SERVICE_SUFFIX}"
+
+    def all_services(self, role: str) -> list[str]:
+        """Every skein service of ``role``: ``role_services`` and the fallback, if any."""
+        fallback = self.fallback_service(role)
+        return [*self.role_services(role), *([fallback] if fallback else [])]
 
     def decider_task(self) -> str:
         """The task whose result decides success under the ``chief`` policy."""

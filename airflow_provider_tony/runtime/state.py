@@ -137,6 +137,13 @@ class JobTracker:
         self.restart_pending: RestartRecord | None = None
         # skein container id ("worker_2") -> its task in a restarted gang.
         self.slots: dict[str, str] = {}
+        # Hosts a failed task was lost on (no exit record, heartbeats stopped) or
+        # killed on by a signal (a NodeManager that shuts down SIGTERMs its
+        # containers): a restarted gang's spread tasks pinned there go elsewhere.
+        self.lost_hosts: set[str] = set()
+        # The checkpoint uploader the AM lets finish before it stops the gang
+        # (None: no uploader alive to wait for).
+        self.drain_task: str | None = None
         self.tasks: dict[str, Task] = self._new_tasks()
 
     def _new_tasks(self) -> dict[str, Task]:
@@ -348,6 +355,9 @@ class JobTracker:
         )
         self.restarts.append(record)
         self.restart_pending = record
+        if failed.host and (failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES):
+            self.lost_hosts.add(failed.host)
+        self.drain_task = self._uploader_alive(failed)
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
@@ -357,6 +367,33 @@ class JobTracker:
             "replacing every task, resuming from the latest checkpoint"
         )
 
+    def _uploader_alive(self, failed: Task) -> str | None:
+        """The task that uploads checkpoints, if it still runs user code on a live node.
+
+        Only the decider uploads (the executor's rule); it is worth waiting for
+        only while it runs and is not itself the failure or on the lost node.
+        """
+        uploader = self.tasks.get(self.spec.decider_task())
+        if (
+            self.spec.checkpoint.dir is None
+            or uploader is None
+            or uploader is failed
+            or uploader.state is not TaskState.RUNNING
+            or uploader.host in self.lost_hosts
+        ):
+            return None
+        return uploader.task_id
+
+    def drained(self, step: int | None, seconds: float) -> None:
+        """The uploader finished (or the AM stopped waiting): the pending restart may go on."""
+        record = self.restart_pending
+        if record is None:
+            return
+        record.drained_step = step
+        record.drain_seconds = round(seconds, 3)
+        if step is not None:
+            self.events.append(f"restart {record.attempt}: checkpoint step {step} on HDFS before the gang was stopped")
+
     def begin_generation(self, slots: dict[str, str], now: float) -> None:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
         self.generation += 1
@@ -365,6 +402,7 @@ class JobTracker:
         self.tasks = self._new_tasks()
         self.cluster_published_at = None
         self.restart_pending = None
+        self.drain_task = None
         self.events.append(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )

@@ -52,6 +52,12 @@ def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
     return f"{tracking_url.rstrip('/')}{PROXY_PREFIX}/{route}/"
 
 
+# The page is for skein's web UI (in the AM container, on this host) to proxy,
+# behind the ResourceManager's proxy and its authentication; nothing else needs
+# to reach the port, so it is not opened to the network.
+LOOPBACK = "127.0.0.1"
+
+
 class JobWebServer:
     """Serves what the AM last published; ``acknowledged`` is set by a client's GET of ``ack``.
 
@@ -66,7 +72,7 @@ class JobWebServer:
         render: Callable[[], str],
         history: Callable[[], bytes],
         *,
-        host: str = "0.0.0.0",  # noqa: S104
+        host: str = LOOPBACK,
         port: int = 0,
     ) -> None:
         self.render = render

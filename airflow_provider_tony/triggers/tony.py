@@ -18,7 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.yarn import http as web
-from airflow_provider_tony.yarn.follower import Follower, TonyEvent
+from airflow_provider_tony.yarn.follower import RM_OUTAGE_TIMEOUT_S, Follower, TonyEvent
 
 
 def _cluster_of(conn_id: str) -> tuple[str, web.HttpSettings]:
@@ -44,10 +44,19 @@ class TonyTrigger(BaseTrigger):
     :param poll_interval: seconds between polls.
     :param startup_timeout: seconds the application may stay ACCEPTED.
     :param am_stale_timeout: seconds without a new AM state while RUNNING before it counts as hung.
+    :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (restart, failover)
+        before following gives up; the default keeps triggers serialized without it working.
     """
 
     def __init__(
-        self, *, app_id: str, yarn_conn_id: str, poll_interval: float, startup_timeout: float, am_stale_timeout: float
+        self,
+        *,
+        app_id: str,
+        yarn_conn_id: str,
+        poll_interval: float,
+        startup_timeout: float,
+        am_stale_timeout: float,
+        rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
     ) -> None:
         super().__init__()
         self.app_id = app_id
@@ -55,6 +64,7 @@ class TonyTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.startup_timeout = float(startup_timeout)
         self.am_stale_timeout = float(am_stale_timeout)
+        self.rm_outage_timeout = float(rm_outage_timeout)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -65,6 +75,7 @@ class TonyTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "startup_timeout": self.startup_timeout,
                 "am_stale_timeout": self.am_stale_timeout,
+                "rm_outage_timeout": self.rm_outage_timeout,
             },
         )
 
@@ -75,7 +86,12 @@ class TonyTrigger(BaseTrigger):
         except Exception as exc:  # noqa: BLE001 - reported, the operator decides
             yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
             return
-        follower = Follower(self.app_id, startup_timeout=self.startup_timeout, am_stale_timeout=self.am_stale_timeout)
+        follower = Follower(
+            self.app_id,
+            startup_timeout=self.startup_timeout,
+            am_stale_timeout=self.am_stale_timeout,
+            rm_outage_timeout=self.rm_outage_timeout,
+        )
         async with web.async_http_client(settings) as http:
             while True:
                 try:

@@ -183,6 +183,10 @@ def build_application_spec(
                 )
             for service_name, host in zip(spec.role_services(name), hosts, strict=True):
                 services[service_name] = service(1, [host])
+            # Empty until a restart moves a task off a lost node (runtime/am.py).
+            fallback = spec.fallback_service(name)
+            assert fallback is not None  # a spread role has one
+            services[fallback] = service(0, placement.nodes)
         else:
             services[name] = service(role.instances, placement.nodes if placement is not None else [])
     acls = skein.ACLs()

@@ -637,7 +637,12 @@ class TonyClient:
         doc = self.am_state(app_id) if follower.wants_document_first else None
         rep = follower.report_from_document(doc, now)
         if rep is None:
-            rep = self.report(app_id)
+            try:
+                rep = self.report(app_id)
+            except ClusterError as exc:
+                for line in follower.unreachable(exc, now).lines:  # raises unless it is an outage to wait out
+                    emit(line)
+                return None
             if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
                 doc = self.am_state(app_id)
         step = follower.observe(rep, doc, now)

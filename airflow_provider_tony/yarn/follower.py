@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Message, StateDocument
 from airflow_provider_tony.yarn import logformat
 
@@ -102,6 +103,10 @@ class Step:
     new_document: StateDocument | None = None  # a state document not seen before (for callbacks)
 
 
+# An RM restart with work-preserving recovery, or a failover, takes seconds to a few minutes.
+RM_OUTAGE_TIMEOUT_S = 600.0
+
+
 class Follower:
     """Memory of one application while it is followed, and the rules applied to it.
 
@@ -113,15 +118,26 @@ class Follower:
         when the application is first seen RUNNING, not when following began.
     :param report_max_age: while the AM serves a live document, YARN's report is asked for at
         least this often (see ``report_from_document``).
+    :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (a restart, a
+        failover) before following gives up with ``ClusterUnreachable``. The job keeps running
+        meanwhile (work-preserving recovery); the outage counts toward neither timeout above.
     """
 
     def __init__(
-        self, app_id: str, *, startup_timeout: float, am_stale_timeout: float, report_max_age: float = 60.0
+        self,
+        app_id: str,
+        *,
+        startup_timeout: float,
+        am_stale_timeout: float,
+        report_max_age: float = 60.0,
+        rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
     ) -> None:
         self.app_id = app_id
         self.startup_timeout = startup_timeout
         self.am_stale_timeout = am_stale_timeout
         self.report_max_age = report_max_age
+        self.rm_outage_timeout = rm_outage_timeout
+        self.unreachable_since: float | None = None  # the RM stopped answering (None: it answers)
         self.last_state: str | None = None
         self.last_report: AppReport | None = None
         self.reported_at: float | None = None  # when the last report came from YARN itself
@@ -160,9 +176,39 @@ class Follower:
             return None
         return rep
 
+    def unreachable(self, exc: ClusterError, now: float) -> Step:
+        """YARN's report could not be had: follow on through an outage, up to ``rm_outage_timeout``.
+
+        An outage is an RM that does not answer (``ClusterUnreachable``), or
+        that answers "unknown application" right after one (a restarted RM
+        serves REST before it has recovered its applications). Any other
+        error, or an outage that lasts longer, is raised. The RM's proxy is
+        down with the RM, so the AM's document is not read either: the
+        hung-AM clock is paused (see ``observe``), not run down.
+        """
+        recovering = isinstance(exc, ApplicationUnknown) and self.unreachable_since is not None
+        if not isinstance(exc, ClusterUnreachable) and not recovering:
+            raise exc
+        error = str(exc)
+        step = Step()
+        if self.unreachable_since is None:
+            self.unreachable_since = now
+            step.lines.append(f"{error}; following on (the job keeps running), for up to {self.rm_outage_timeout:g}s")
+        elif now - self.unreachable_since > self.rm_outage_timeout:
+            raise type(exc)(
+                f"{error}, for {now - self.unreachable_since:.0f}s (rm_outage_timeout {self.rm_outage_timeout:g}s)"
+            ) from exc
+        return step
+
     def observe(self, report: AppReport, document: StateDocument | None, now: float) -> Step:
         """One look: ``document`` is the AM's state document, None when it could not be read."""
         step = Step()
+        if self.unreachable_since is not None:  # the RM answers again: the outage was nobody's fault
+            outage = now - self.unreachable_since
+            step.lines.append(f"the ResourceManager answers again after {outage:.0f}s")
+            self.unreachable_since = None
+            self.fresh_at = None if self.fresh_at is None else now
+            self.queued_since = None if self.queued_since is None else self.queued_since + outage
         if report is not self.last_report:  # a fresh one from YARN, not ``report_from_document``'s
             self.last_report, self.reported_at = report, now
         if report.state != self.last_state:

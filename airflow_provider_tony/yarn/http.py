@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
@@ -152,13 +152,23 @@ def parse_history(response: httpx.Response) -> JobHistory | None:
 
 
 def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:
-    """The one wording of "the RM could not be asked", for both clients."""
+    """The one wording of "the RM could not be asked", for both clients.
+
+    A 404 is an answer (the RM forgot the application); no connection, a
+    timeout or a 5xx is ``ClusterUnreachable``, which a follower waits out
+    (an RM restart or failover) rather than fail the task.
+    """
     if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 404:
-        return ClusterError(
+        return ApplicationUnknown(
             f"the ResourceManager at {rm_url} does not know {app_id} (HTTP 404): "
             "it has forgotten the application, or the id is wrong"
         )
-    return ClusterError(
+    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500:
+        return ClusterError(
+            f"the ResourceManager at {rm_url} refused the report of {app_id} "
+            f"(HTTP {exc.response.status_code}): {exc.response.text[:200]}"
+        )
+    return ClusterUnreachable(
         f"no report for {app_id}: ResourceManager at {rm_url} unreachable ({type(exc).__name__}: {exc})"
     )
 
@@ -197,7 +207,13 @@ async def poll_async(
     doc = await state_async(http, rm_url, app_id) if follower.wants_document_first else None
     rep = follower.report_from_document(doc, now)
     if rep is None:
-        rep = await report_async(http, rm_url, app_id)
+        try:
+            rep = await report_async(http, rm_url, app_id)
+        except ClusterError as exc:
+            step = follower.unreachable(exc, now)  # raises unless it is an outage to wait out
+            for line in step.lines:
+                emit(line)
+            return step
         if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
             doc = await state_async(http, rm_url, app_id)
     step = follower.observe(rep, doc, now)

@@ -1,11 +1,12 @@
-"""Chaos and multi-node tests run on a three-node cluster of their own, never on the shared one.
+"""Chaos and multi-node tests run on a four-node cluster of their own, never on the shared one.
 
 They stop NodeManagers and restart daemons, or need several nodes and the
 ``gpu`` node, so they get a cluster that no other test (or other checkout)
 uses: its own state directory and port range (``tests._cluster.use_chaos_cluster``:
 the open cluster's port base + 900 unless ``TONY_CHAOS_PORT_BASE`` says
-otherwise), three NodeManagers, started once for the session and taken down at
-its end (``make test-chaos`` takes it down again, whatever happened).
+otherwise), four NodeManagers (three unlabelled, one with the ``gpu`` label),
+started once for the session and taken down at its end (``make test-chaos``
+takes it down again, whatever happened).
 """
 
 from __future__ import annotations

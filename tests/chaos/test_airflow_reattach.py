@@ -1,4 +1,6 @@
-"""The Airflow worker dies while the AM restarts the gang: the next try re-attaches to the same application."""
+"""Node loss under Airflow: the worker dies while the AM restarts the gang (the next try
+re-attaches to the same application), and without in-application restarts Airflow's
+retry resumes from the checkpoint in exactly one new application."""
 
 from __future__ import annotations
 
@@ -6,21 +8,43 @@ import os
 import signal
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._cluster import devcluster, node_index
-from tests._util import rm_app, rm_apps, wait_until
-from tests.chaos.test_node_loss import step_of
-from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of
+from tests._cluster import devcluster
+from tests._util import rm_apps, wait_until
+from tests.chaos.test_node_loss import pick_victim, step_of
+from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 # The test DAGs' folder (tony_test_dags.py defines this DAG beside the resume one).
 DAGS = Path(__file__).resolve().parents[1] / "integration" / "dags"
 DAG_ID = "tony_chaos_restart"
+
+
+def lose_a_worker_node(
+    client: Any, cluster: Any, running: Callable[[], list[dict[str, Any]]], stopped_nodes: list[int]
+) -> str:
+    """Wait for the DAG's application to train past its first checkpoint, then stop a worker's node.
+
+    Returns the application id. The node is one with a worker but neither the
+    AM nor worker:0 (``pick_victim``); ``stopped_nodes`` starts it again after the test.
+    """
+    app_id: str = wait_until(running, 180, "the application to run")[0]["id"]
+
+    def past_first_checkpoint() -> Any:
+        doc = client.am_state(app_id)
+        return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
+
+    doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
+    victim, _ = pick_victim(cluster, app_id, doc)
+    devcluster("stop-nm", str(victim))
+    stopped_nodes.append(victim)
+    return app_id
 
 
 def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, stopped_nodes) -> None:
@@ -46,19 +70,7 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     app_id = None
     try:
         with TonyClient.from_env() as client:
-            app_id = wait_until(lambda: ours("RUNNING"), 180, "the application to run")[0]["id"]
-
-            def past_first_checkpoint() -> Any:
-                doc = client.am_state(app_id)
-                return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
-
-            doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
-            am = node_index(rm_app(cluster.rm_url, app_id)["amHostHttpAddress"].split(":")[0])
-            victims = [node_index(t.host) for t in doc.tasks.values() if t.host and node_index(t.host) != am]
-            if not victims:
-                pytest.skip(f"YARN put every worker on the AM's node {am}")
-            devcluster("stop-nm", str(victims[0]))
-            stopped_nodes.append(victims[0])
+            app_id = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
             wait_until(lambda: (d := client.am_state(app_id)) and d.restarts, 180, "the AM to restart the gang")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-restart, without any cleanup
@@ -72,3 +84,45 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     assert len(result["restarts"]) == 1 and result["restarts"][0]["resumed_step"] is not None, result
     assert "restart 1" in text, "the restart is not in the Airflow log"
     assert [a["id"] for a in ours()] == [app_id], "a second application was submitted"
+
+
+def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_env, cluster, stopped_nodes) -> None:
+    """``max_restarts: 0``: the node loss fails the try as retryable; the retry submits once and resumes."""
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    dag_id = "tony_chaos_retry"
+    env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS)}
+    before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag(dag_id))}
+
+    def ours(states: str | None = None) -> list[dict[str, Any]]:
+        return [a for a in rm_apps(cluster.rm_url, states=states, tag=dag_tag(dag_id)) if a["id"] not in before]
+
+    run = subprocess.Popen(
+        [AIRFLOW, "dags", "test", dag_id],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        with TonyClient.from_env() as client:
+            first = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
+        text, _ = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+        leftover = ours(ACTIVE)  # nothing left running whatever happened
+        if leftover:
+            with TonyClient.from_env() as client:
+                for app in leftover:
+                    client.kill(app["id"])
+    assert run_state(text) == "success", text[-4000:]
+    apps = sorted(a["id"] for a in ours())
+    assert len(apps) == 2 and apps[0] == first, f"expected the first application and one retry: {apps}"
+    assert "[retryable]" in text and "in-application restart" not in text, text[-4000:]
+    result = result_of(text)
+    assert result["application_id"] == apps[1] and result["restarts"] == [], result
+    restored = result["tasks"]["worker:0"]["restored_step"]
+    assert restored is not None and restored % 10 == 0 and restored >= 10, result["tasks"]

@@ -1,7 +1,7 @@
 """Jobs on the multi-node local cluster: GPUs across applications, placement.
 
 They run in the chaos session (``make test-chaos``, part of ``make test``) on
-its three-node cluster: two unlabelled nodes and a last one labelled ``gpu``
+its four-node cluster: three unlabelled nodes and a last one labelled ``gpu``
 with 4 stand-in GPUs. There a cluster that is not that shape is a failure,
 not a skip: a skipped test here would prove nothing.
 """
@@ -51,7 +51,7 @@ def gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    """test_runtime's job with room for three nodes' worth of containers to start on two cores."""
+    """test_runtime's job with room for several nodes' worth of containers to start on two cores."""
     settings = {"heartbeat_interval": 1, "heartbeat_timeout": 60, "registration_timeout": 240, **extra}
     return runtime_job(python, roles, name="pytest-multinode", **settings)
 
@@ -101,12 +101,12 @@ def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python
 
 
 def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, nodes, tmp_path: Path) -> None:
-    """Four spread workers go round-robin over the two unlabelled nodes, each exactly where the plan
-    put it; the ps goes to the one host it lists. Unplaced, YARN puts containers wherever a node
+    """Four spread workers go round-robin over the unlabelled nodes (one gets two), each exactly
+    where the plan put it; the ps goes to the one host it lists. Unplaced, YARN puts containers wherever a node
     heartbeats with room (the labelled node included), which matches this exact layout by chance
     only rarely."""
     unlabelled = sorted(n["nodeHostName"] for n in nodes if not n.get("nodeLabels"))
-    assert len(unlabelled) == 2, f"the chaos cluster has two unlabelled nodes, not {unlabelled}"
+    assert len(unlabelled) == CHAOS_NODEMANAGERS - 1, f"all but the gpu node are unlabelled: {unlabelled}"
     out = tmp_path / "records"
     out.mkdir()
     role = {"memory": "256 MiB", "script": HOLD, "args": [str(out)]}
@@ -126,7 +126,7 @@ def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, n
             interval=1.0,
         )
         hosts = {rec["task"]: rec["host"] for rec in records}
-        expected = {f"worker:{i}": unlabelled[i % 2] for i in range(4)} | {"ps:0": unlabelled[1]}
+        expected = {f"worker:{i}": unlabelled[i % len(unlabelled)] for i in range(4)} | {"ps:0": unlabelled[1]}
         assert hosts == expected
     finally:
         (out / "release").touch()

@@ -39,19 +39,26 @@ def step_of(doc: StateDocument | None, task_id: str) -> int:
     return task.progress.step or 0 if task is not None and task.progress is not None else 0
 
 
+def pick_victim(cluster: Any, app_id: str, doc: StateDocument) -> tuple[int, str]:
+    """A node that runs a worker but neither the AM (its loss ends the application) nor
+    worker:0 (the checkpoint uploader: its unsent checkpoint would go with it)."""
+    am = am_node(cluster, app_id)
+    keep = {am, *(node_index(t.host) for tid, t in doc.tasks.items() if tid == "worker:0" and t.host)}
+    for task_id, task in sorted(doc.tasks.items()):
+        if task.host is not None and node_index(task.host) not in keep:
+            return node_index(task.host), task_id
+    raise AssertionError(f"no worker away from the AM (node {am}) and worker:0: {doc.tasks}")
+
+
 def start_and_pick_victim(
     tony_client: Any, cluster: Any, hdfs: Any, spec: JobSpec, ckpt: str, app_tag: str
 ) -> tuple[str, int, str]:
-    """Submit, wait for a checkpoint on HDFS, and choose a node that runs a worker but not the AM."""
+    """Submit, wait for a checkpoint on HDFS, and choose the node to lose."""
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint upload")
     doc = tony_client.am_state(app_id)
     assert doc is not None
-    am = am_node(cluster, app_id)
-    for task_id, task in sorted(doc.tasks.items()):
-        if task.host is not None and node_index(task.host) != am:
-            return app_id, node_index(task.host), task_id
-    pytest.skip(f"YARN put every worker on the AM's node {am}: no node to lose without losing the AM")
+    return app_id, *pick_victim(cluster, app_id, doc)
 
 
 def test_node_loss_restarts_the_gang_in_the_same_application(
@@ -72,15 +79,17 @@ def test_node_loss_restarts_the_gang_in_the_same_application(
     assert doc.generation == 1 and record.failed_task in doc.tasks
     assert node_index(record.host or "") == victim, record
     assert all(node_index(t.host) != victim for t in doc.tasks.values() if t.host), "a task on the lost node"
+    # the lost node's task came from the role's fallback service, not its own (pinned to the lost node)
+    assert set(record.moved) == {task_id} and node_index(record.moved[task_id]) == victim, record
     assert record.resumed_step is not None and record.resumed_step % EVERY == 0, record
-    # last_step is worker:0's step as the AM last heard it (a beat behind at most): a negative
-    # difference means the newest checkpoint was newer than the AM's view, not that steps were skipped.
-    # The bound: the gang resumes from the newest checkpoint saved before the failure, or from the one
-    # before it when that one's upload was still in flight as the gang was stopped (one interval plus
-    # an upload: the AM does not wait for the upload before it replaces the gang).
+    # The AM let worker:0 finish uploading before it stopped the gang: the step it drained is the one resumed.
+    assert record.drained_step == record.resumed_step, record
+    # last_step is worker:0's step as the AM last heard it, and the script saves before it reports a
+    # step: the newest checkpoint on HDFS is then at most one interval behind it. A negative difference
+    # means worker:0 saved a newer one after the AM last heard from it, not that steps were skipped.
     assert record.last_step is not None
     redone = record.last_step - record.resumed_step
-    assert redone <= 2 * EVERY, f"{redone} steps redone; more than one checkpoint upload lost: {record}"
+    assert redone < EVERY, f"{redone} steps redone: more than one checkpoint interval ({EVERY}): {record}"
 
     result = tony_client.wait(app_id, poll_interval=1.0)
     assert result.succeeded, result.diagnostics
@@ -88,8 +97,8 @@ def test_node_loss_restarts_the_gang_in_the_same_application(
     assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id], "a second application"
     print(
         f"\nnode {victim} lost: restart at {record.at:.1f}s, resumed at {record.resumed_at:.1f}s "
-        f"({record.resumed_at - record.at:.1f}s later) from step {record.resumed_step}, "
-        f"{max(redone, 0)} steps redone"
+        f"({record.resumed_at - record.at:.1f}s later, {record.drain_seconds}s waiting for the upload) "
+        f"from step {record.resumed_step}, {max(redone, 0)} steps redone"
     )
 
 

@@ -68,6 +68,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = rest[:at] + first + rest[at:]
 
 
+def admin_login(url: str, home: Path) -> tuple[str, str]:
+    """The README's login: user ``admin``, the password from the stack's ``passwords.json``; (password, API token)."""
+    password = json.loads((home / "passwords.json").read_text())["admin"]
+    req = urllib.request.Request(
+        f"{url}/auth/token",
+        data=json.dumps({"username": "admin", "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return password, json.load(resp)["access_token"]
+
+
 @pytest.fixture(scope="session")
 def airflow_stack(cluster) -> Iterator[Stack]:
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
@@ -80,14 +92,7 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         exports = subprocess.run([*STACK, "env"], capture_output=True, text=True, check=True).stdout
         port = next(line.split("=", 1)[1] for line in exports.splitlines() if "AIRFLOW__API__PORT" in line)
         url = f"http://127.0.0.1:{port.strip(chr(39))}"
-        password = json.loads((home / "passwords.json").read_text())["admin"]
-        req = urllib.request.Request(
-            f"{url}/auth/token",
-            data=json.dumps({"username": "admin", "password": password}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            token = json.load(resp)["access_token"]
+        password, token = admin_login(url, home)
         yield Stack(url=url, user="admin", password=password, token=token)
     finally:
         pids = [int(p.read_text()) for p in (home / "run").glob("*.pid")]

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests._util import wait_until
+from tests.e2e.conftest import admin_login
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 
@@ -109,14 +110,7 @@ def test_readme_airflow_ui_commands_work_as_written(cluster) -> None:
         health = get(f"{url}/api/v2/monitor/health")
         assert {name: health[name]["status"] for name in SERVICES} == dict.fromkeys(SERVICES, "healthy"), health
         # The README's login: user admin, password from the file it names.
-        password = json.loads((home / "passwords.json").read_text())["admin"]
-        req = urllib.request.Request(
-            f"{url}/auth/token",
-            data=json.dumps({"username": "admin", "password": password}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            token = json.load(resp)["access_token"]
+        _, token = admin_login(url, home)
         dags = wait_until(
             lambda: (
                 {d["dag_id"] for d in get(f"{url}/api/v2/dags?limit=100", token)["dags"]}

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
 from airflow_provider_tony.yarn.client import TonyClient
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, JobResult, TonyEvent
@@ -298,11 +298,60 @@ def wait_for_result(client: TonyClient, f: Follower) -> JobResult:
     raise AssertionError("no result")
 
 
-def test_transport_errors_become_cluster_errors_in_one_place() -> None:
+def test_transport_errors_become_cluster_errors_in_one_place_once_the_outage_lasts() -> None:
     fake = FakeCluster(["RUNNING"], [None])
     fake.fail_report = httpx.ConnectError("connection refused")
-    with pytest.raises(ClusterError, match=f"no report for {APP}: .* unreachable .*connection refused"):
-        client_with(fake).poll(follower(), emit=lambda _l: None)
+    client, lines = client_with(fake), []
+    f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE, rm_outage_timeout=0.0)
+    assert client.poll(f, emit=lines.append) is None  # the first miss only starts the outage clock
+    assert "unreachable" in lines[0] and "following on" in lines[0]
+    with pytest.raises(ClusterUnreachable, match=f"no report for {APP}: .* unreachable .*connection refused"):
+        for _ in range(1000):  # poll reads the monotonic clock: the next look past zero seconds raises
+            client.poll(f, emit=lines.append)
+    assert issubclass(ClusterUnreachable, ClusterError)
+
+
+@pytest.mark.parametrize(
+    ("error", "unreachable"),
+    [
+        (httpx.ConnectError("refused"), True),
+        (httpx.ReadTimeout("slow"), True),
+        (httpx.HTTPStatusError("503", request=httpx.Request("GET", "http://rm"), response=httpx.Response(503)), True),
+        (httpx.HTTPStatusError("404", request=httpx.Request("GET", "http://rm"), response=httpx.Response(404)), False),
+    ],
+)
+def test_only_a_silent_or_failing_rm_is_unreachable_a_404_is_an_answer(error: Exception, unreachable: bool) -> None:
+    from airflow_provider_tony.yarn.http import rm_error
+
+    assert isinstance(rm_error("http://rm", APP, error), ClusterUnreachable) is unreachable
+
+
+def test_an_rm_outage_is_waited_out_and_does_not_count_against_the_am() -> None:
+    """A work-preserving RM restart: YARN and its proxy are gone for longer than the hung-AM timeout."""
+    f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE, rm_outage_timeout=10 * STALE)
+    f.observe(report("RUNNING"), doc(1), T0)
+    down = ClusterUnreachable("no report: ResourceManager unreachable")
+    first = f.unreachable(down, T0 + 1)
+    assert first.result is None and len(first.lines) == 1
+    assert f.unreachable(down, T0 + 4 * STALE).lines == []  # said once
+    # back, but still recovering its applications: "unknown" is part of the outage, not the end
+    assert f.unreachable(ApplicationUnknown("does not know it (HTTP 404)"), T0 + 5 * STALE).result is None
+    back = f.observe(report("RUNNING"), doc(1), T0 + 5 * STALE + 1)  # same seq: the AM had no proxy to publish to
+    assert back.action is Action.NONE and "answers again after" in back.lines[0]
+    # the hung-AM clock runs again from the recovery
+    assert f.observe(report("RUNNING"), doc(1), T0 + 6 * STALE + 2).action is Action.KILL_HUNG_AM
+    with pytest.raises(ClusterUnreachable, match="rm_outage_timeout 300s"):
+        f.unreachable(down, T0 + 7 * STALE)
+        f.unreachable(down, T0 + 18 * STALE)
+
+
+def test_unknown_application_outside_an_outage_and_other_errors_end_following_at_once() -> None:
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    with pytest.raises(ApplicationUnknown):
+        f.unreachable(ApplicationUnknown("does not know it (HTTP 404)"), T0 + 1)
+    with pytest.raises(ClusterError, match="refused"):
+        f.unreachable(ClusterError("refused the report (HTTP 403)"), T0 + 2)
 
 
 # --------------------------------------------------------------------------- #

@@ -153,3 +153,14 @@ def test_text_that_is_not_a_number_is_left_for_validation() -> None:
     with pytest.raises(SpecError) as err:
         JobSpec.from_dict(data)
     assert err.value.field == "roles.worker.instances"
+
+
+def test_a_missing_or_broken_job_file_fails_at_once_and_says_where(tmp_path: Path, job_dir: Path) -> None:
+    """No retry can find a file that is not there: AirflowFailException, not a retried error."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    with pytest.raises(AirflowFailException, match=r"job: 'training/nope.yaml' not found .*relative to the DAG file"):
+        in_dag(tmp_path, "training/nope.yaml").render_template_fields(context())
+    (job_dir / "broken.yaml").write_text("name: {{ params.tag \nroles: {}\n")
+    with pytest.raises(AirflowFailException, match=r"'training/broken.yaml' is not a valid Jinja template \(line"):
+        in_dag(tmp_path, "training/broken.yaml").render_template_fields(context())

@@ -21,6 +21,8 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.messages import (
     STATE_DOCUMENT_VERSION,
     ClusterDocument,
+    Drain,
+    Drained,
     EventRecord,
     ExitRecord,
     Heartbeat,
@@ -62,6 +64,9 @@ RESTART = RestartRecord(
     last_step=47,
     resumed_step=40,
     resumed_at=30.0,
+    drained_step=50,
+    drain_seconds=1.5,
+    moved={"worker:1": "127.0.0.3"},
 )
 FULL: list[Message] = [
     PROGRESS,
@@ -81,6 +86,8 @@ FULL: list[Message] = [
         addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1}, generation=2
     ),
     Slot(task_id="worker:1", generation=3),
+    Drain(generation=2),
+    Drained(generation=2, step=50, complete=False, error="HDFS unreachable"),
     RESTART,
     SUMMARY,
     StateDocument(

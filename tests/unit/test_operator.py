@@ -194,6 +194,9 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "last_step": None,
                 "resumed_step": 30,
                 "resumed_at": 55.0,
+                "drained_step": None,
+                "drain_seconds": None,
+                "moved": {},
             }
         ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
@@ -257,6 +260,7 @@ def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_
             "poll_interval": 7.0,
             "startup_timeout": 600.0,
             "am_stale_timeout": 90.0,
+            "rm_outage_timeout": 600.0,
         },
     )
     assert hook.client.waited == [], "a deferred task does not poll in the worker"

@@ -20,6 +20,7 @@ IMPORT_NAME = {
     "hdfs": "hdfs",
     "requests": "requests",
     "httpx": "httpx",
+    "jinja2": "jinja2",
     "gssapi": "gssapi",
     "requests-gssapi": "requests_gssapi",
 }

@@ -98,10 +98,12 @@ def test_plan_placement_without_candidate_nodes_says_what_to_do() -> None:
 def test_spread_role_becomes_one_pinned_service_per_task() -> None:
     s = spec(worker={"instances": 2, "placement": "spread"}, ps={"instances": 2, "placement": ["h1", "h2"]})
     app = build_application_spec(s, python="/usr/bin/python3", placement_plan=plan_placement(s, HOSTS))
-    assert sorted(app.services) == ["ps", "worker.0", "worker.1"]
+    assert sorted(app.services) == ["ps", "worker.0", "worker.1", "worker.elsewhere"]
     assert app.services["worker.0"].nodes == ["127.0.0.2"] and app.services["worker.0"].instances == 1
     assert app.services["worker.1"].nodes == ["localhost"]
     assert app.services["ps"].nodes == ["h1", "h2"] and app.services["ps"].instances == 2
+    # for a restart that moves a task off a lost node: empty at first, any node the role may use
+    assert app.services["worker.elsewhere"].instances == 0 and app.services["worker.elsewhere"].nodes == []
     assert all(not svc.relax_locality for svc in app.services.values())
 
 

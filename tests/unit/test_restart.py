@@ -13,10 +13,12 @@ import pytest
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.am import ApplicationMaster
-from airflow_provider_tony.runtime.executor import find_slot
+from airflow_provider_tony.runtime.executor import DrainWatch, find_slot
 from airflow_provider_tony.runtime.messages import (
     AppState,
     ClusterDocument,
+    Drain,
+    Drained,
     ExitRecord,
     Heartbeat,
     Progress,
@@ -187,18 +189,23 @@ class FakeKV(dict[str, bytes]):
 
 
 class FakeApp:
-    """skein's scale: instance numbers go on across scale-downs, as skein's do."""
+    """skein's scale: instance numbers go on across scale-downs, as skein's do;
+    ``get_specification`` gives each service's declared nodes."""
 
-    def __init__(self, first_instances: dict[str, int]) -> None:
+    def __init__(self, first_instances: dict[str, int], nodes: dict[str, list[str]] | None = None) -> None:
         self.kv = FakeKV()
         self.next_instance = dict(first_instances)  # service -> its next instance number
         self.calls: list[tuple[str, int]] = []
+        self.nodes = nodes or {}
+
+    def get_specification(self) -> Any:
+        return SimpleNamespace(services={name: SimpleNamespace(nodes=n) for name, n in self.nodes.items()})
 
     def scale(self, role: str, count: int) -> list[Any]:
         self.calls.append((role, count))
         if count == 0:
             return []
-        first = self.next_instance[role]
+        first = self.next_instance.setdefault(role, 0)
         self.next_instance[role] += count
         return [SimpleNamespace(id=f"{role}_{i}", instance=i) for i in range(first + count - 1, first - 1, -1)]
 
@@ -245,8 +252,170 @@ def test_a_spread_role_restarts_service_by_service() -> None:
     lose(am.tracker, "worker:1", T0 + 5)
     am.tracker.check(T0 + 5)
     am.restart_gang(T0 + 5)
-    assert app.calls == [("worker.0", 0), ("worker.1", 0), ("worker.0", 1), ("worker.1", 1)]
+    assert app.calls == [("worker.0", 0), ("worker.1", 0), ("worker.elsewhere", 0), ("worker.0", 1), ("worker.1", 1)]
     slots = {k: Slot.from_json(v).task_id for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
     assert slots == {C.kv_slot("worker.0_1"): "worker:0", C.kv_slot("worker.1_1"): "worker:1"}
     assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_1"}) == ("worker", 1, 1)
     assert find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.1_0"}) == ("worker", 1, 0)
+
+
+def test_a_spread_task_pinned_to_a_lost_node_restarts_on_the_roles_fallback_service() -> None:
+    spec = make_spec({"worker": {"instances": 3, "placement": "spread"}}, max_restarts=2)
+    nodes = {"worker.0": ["n1"], "worker.1": ["n2"], "worker.2": ["n3"], "worker.elsewhere": []}
+    app = FakeApp({"worker.0": 1, "worker.1": 1, "worker.2": 1}, nodes)
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    for i, host in enumerate(("n1", "n2", "n3")):
+        am.tracker.register(f"worker:{i}", Registration(host=host, port=3000 + i), T0 + 1)
+    am.tracker.cluster_doc(T0 + 1)
+    lose(am.tracker, "worker:1", T0 + 5)  # n2 is gone
+    am.tracker.check(T0 + 5)
+    assert am.tracker.lost_hosts == {"n2"}
+    am.restart_gang(T0 + 5)
+    # worker:1 does not wait for n2: it comes from the fallback; the others keep their nodes
+    assert ("worker.1", 1) not in app.calls and ("worker.elsewhere", 1) in app.calls
+    slots = {k: Slot.from_json(v).task_id for k, v in app.kv.items() if k.startswith(C.KV_SLOT_PREFIX)}
+    assert slots[C.kv_slot("worker.elsewhere_0")] == "worker:1"
+    assert slots[C.kv_slot("worker.0_1")] == "worker:0" and slots[C.kv_slot("worker.2_1")] == "worker:2"
+    assert am.tracker.restarts[0].moved == {"worker:1": "n2"}
+    assert am.tracker.task_of_container("worker.elsewhere", 0) == "worker:1"
+    # the fallback container's executor learns its task from the slot, as any restarted one
+    env = {C.ENV_SKEIN_CONTAINER_ID: "worker.elsewhere_0"}
+    assert find_slot(app, spec, env) == ("worker", 1, 1)
+    with pytest.raises(RuntimeError, match="worker.elsewhere_5 has no slot"):
+        find_slot(app, spec, {C.ENV_SKEIN_CONTAINER_ID: "worker.elsewhere_5"}, wait_s=0.0)
+    # then n1 is lost too: worker:0 moves, and worker:1's own service still points at n2, so it moves again
+    run_gang(am.tracker, T0 + 10)
+    for task_id, host in (("worker:0", "n1"), ("worker:1", "n3"), ("worker:2", "n3")):
+        am.tracker.tasks[task_id].host = host
+    lose(am.tracker, "worker:0", T0 + 20)
+    am.tracker.check(T0 + 20)
+    app.calls.clear()
+    am.restart_gang(T0 + 20)
+    assert ("worker.elsewhere", 2) in app.calls and ("worker.1", 1) not in app.calls and ("worker.2", 1) in app.calls
+    assert am.tracker.restarts[1].moved == {"worker:0": "n1", "worker:1": "n2"}
+
+
+@pytest.mark.parametrize(("exit_code", "suspect"), [(143, True), (137, True), (75, False)])
+def test_a_node_is_suspect_when_its_task_was_killed_by_a_signal_not_when_it_exited(
+    exit_code: int, suspect: bool
+) -> None:
+    """A NodeManager that shuts down SIGTERMs its containers; exit 75 is the script's own choice."""
+    tr = make_tracker(WORKERS, max_restarts=1)
+    run_gang(tr, T0 + 1, host="h1")
+    tr.exited("worker:1", exit_code, ["Killed"], T0 + 5)
+    tr.check(T0 + 5)
+    assert tr.restart_pending is not None and tr.lost_hosts == ({"h1"} if suspect else set())
+
+
+# --------------------------------------------------------------------------- #
+# the uploader finishes before the gang is stopped (drain)
+# --------------------------------------------------------------------------- #
+
+
+def drain_am(**options: Any) -> tuple[ApplicationMaster, FakeApp]:
+    spec = make_spec(WORKERS, max_restarts=1, **{"checkpoint": {"dir": "/ckpt"}, **options})
+    app = FakeApp({"chief": 1, "worker": 2})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    run_gang(am.tracker, T0 + 1)
+    for task_id, host in (("chief:0", "h0"), ("worker:0", "h1"), ("worker:1", "h2")):
+        am.tracker.tasks[task_id].host = host
+    return am, app
+
+
+def test_the_am_asks_the_uploader_to_finish_and_waits_for_its_answer() -> None:
+    am, app = drain_am()
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    assert am.tracker.drain_task == "chief:0"  # the uploader (the decider) is alive
+    assert am.drain(T0 + 5) is False and Drain.from_json(app.kv[C.KV_DRAIN]).generation == 0
+    assert am.drain(T0 + 6) is False  # no answer yet: the gang is not stopped
+    app.kv[C.kv_drained("chief:0")] = Drained(generation=0, step=50).to_json()
+    assert am.drain(T0 + 8) is True
+    record = am.tracker.restart_pending
+    assert record is not None and record.drained_step == 50 and record.drain_seconds == 3.0
+    am.restart_gang(T0 + 8)
+    # the request and the answer belong to the old gang: cleared with it
+    assert C.KV_DRAIN not in app.kv and C.kv_drained("chief:0") not in app.kv
+    assert am.tracker.restarts[0].drained_step == 50 and am.drain_started is None
+
+
+def test_the_wait_for_the_uploader_is_bounded() -> None:
+    am, app = drain_am()
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.drain(T0 + 5)
+    app.kv[C.kv_drained("chief:0")] = Drained(generation=7, step=99).to_json()  # another gang's answer
+    assert am.drain(T0 + 5 + C.DRAIN_TIMEOUT_S) is False
+    assert am.drain(T0 + 5.01 + C.DRAIN_TIMEOUT_S) is True
+    assert am.tracker.restart_pending is not None and am.tracker.restart_pending.drained_step is None
+
+
+def test_an_uploader_that_exited_ends_the_wait() -> None:
+    am, app = drain_am()
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.drain(T0 + 5)
+    app.kv[C.kv_exit("chief:0")] = ExitRecord(exit_code=0).to_json()  # its own final flush ran
+    assert am.drain(T0 + 6) is True
+
+
+@pytest.mark.parametrize(
+    ("failure", "why"),
+    [
+        ("chief:0", "the uploader itself failed"),
+        ("worker:0", "the uploader's node is the lost one"),
+    ],
+)
+def test_no_wait_when_the_uploader_cannot_upload(failure: str, why: str) -> None:
+    am, app = drain_am()
+    if failure == "worker:0":  # chief:0 and worker:0 on one node, which is lost
+        am.tracker.tasks["worker:0"].host = am.tracker.tasks["chief:0"].host
+    lose(am.tracker, failure, T0 + 5)
+    am.tracker.check(T0 + 5)
+    assert am.tracker.drain_task is None, why
+    assert am.drain(T0 + 5) is True and C.KV_DRAIN not in app.kv
+
+
+def test_no_wait_without_checkpoints() -> None:
+    spec = make_spec(WORKERS, max_restarts=1)
+    am = ApplicationMaster(FakeApp({"chief": 1, "worker": 2}), spec, "application_1_0001")
+    run_gang(am.tracker, T0 + 1)
+    am.tracker.tasks["worker:1"].host = "h2"
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    assert am.tracker.drain_task is None and am.drain(T0 + 5) is True
+
+
+class FakeSync:
+    def __init__(self, step: int, complete: bool = True) -> None:
+        self.step, self.complete, self.flushed, self.last_error = step, complete, 0, "" if complete else "HDFS down"
+
+    def flush(self, timeout: float) -> bool:
+        self.flushed += 1
+        return self.complete
+
+    def newest_uploaded(self) -> int | None:
+        return self.step
+
+
+def test_the_uploader_answers_a_drain_of_its_own_gang_only_after_flushing() -> None:
+    app = FakeApp({})
+    sync = FakeSync(step=60)
+    watch = DrainWatch(app, "worker:0", 2, sync, interval=0.01, timeout=5.0)  # type: ignore[arg-type]
+    assert watch.requested() is False
+    app.kv[C.KV_DRAIN] = Drain(generation=1).to_json()  # an older gang's request
+    assert watch.requested() is False
+    app.kv[C.KV_DRAIN] = b"{not json"
+    assert watch.requested() is False
+    app.kv[C.KV_DRAIN] = Drain(generation=2).to_json()
+    assert watch.requested() is True
+    watch.start()
+    watch.join(timeout=10)
+    assert not watch.is_alive() and sync.flushed == 1
+    assert Drained.from_json(app.kv[C.kv_drained("worker:0")]) == Drained(generation=2, step=60, complete=True)
+
+
+def test_an_upload_that_could_not_finish_is_said_so() -> None:
+    app = FakeApp({})
+    answer = DrainWatch(app, "chief:0", 0, FakeSync(step=40, complete=False), 0.01, 1.0).answer()  # type: ignore[arg-type]
+    assert answer.step == 40 and answer.complete is False and answer.error == "HDFS down"

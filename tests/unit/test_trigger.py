@@ -121,6 +121,7 @@ def test_serialize_round_trips_with_non_default_values() -> None:
         "poll_interval": 7.25,
         "startup_timeout": 321.0,
         "am_stale_timeout": 45.5,
+        "rm_outage_timeout": 600.0,
     }
 
 
@@ -138,11 +139,11 @@ def test_follows_over_http_acks_the_verdict_and_yields_one_done_event_without_a_
     assert FakeHook.instances == [], "following must not create a hook (a skein driver JVM)"
 
 
-def test_a_transport_error_is_one_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_transport_error_that_outlasts_the_outage_timeout_is_one_error_event(monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = FakeCluster(["RUNNING"])
     cluster.fail = httpx.ConnectError("connection refused")
     with_cluster(monkeypatch, cluster)
-    events = asyncio.run(events_of(trigger()))
+    events = asyncio.run(asyncio.wait_for(events_of(trigger(rm_outage_timeout=0.0, poll_interval=0.01)), 30))
     assert len(events) == 1
     event = TonyEvent.from_dict(events[0], "event")
     assert (event.status, event.app_id, event.result) == (TonyEvent.ERROR, APP, None)

@@ -61,8 +61,10 @@ def retried_dag(dag_id: str, job: dict) -> None:
 
 # Resume through an Airflow retry: the first try dies mid-training (tests/integration/test_checkpoints.py).
 retried_dag("tony_test_resume", resume_job())
-# Three workers that may restart their gang inside the application (tests/chaos/test_airflow_reattach.py).
+# Node loss under Airflow (tests/chaos/test_airflow_reattach.py): three spread workers whose gang
+# restarts inside the application, and the same job without, for Airflow's retry to resume.
 retried_dag("tony_chaos_restart", chaos_job(max_restarts=2))
+retried_dag("tony_chaos_retry", chaos_job(max_restarts=0))
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite
 # retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).

@@ -16,9 +16,11 @@ from typing import Any
 
 COUNT_STEPS = str(Path(__file__).resolve().parents[1] / "jobs" / "count_steps.py")
 
-#: The node-loss job: with three nodes, at least one of the three workers lands
-#: away from the AM in practice. STEPS * SLEEP keeps it training long enough for
-#: a fault after the first checkpoint; EVERY bounds the steps a restart redoes.
+#: The node-loss job: one worker per unlabelled node (``spread`` over the chaos
+#: cluster's three), so some node runs a worker but neither the AM nor worker:0
+#: (the checkpoint uploader) whatever YARN does. STEPS * SLEEP keeps it training
+#: long enough for a fault after the first checkpoint; EVERY bounds the steps a
+#: restart redoes.
 CHAOS_WORKERS, CHAOS_STEPS, CHAOS_EVERY, CHAOS_SLEEP = 3, 150, 10, 0.2
 
 #: The resume job: S steps, a checkpoint every C, the first try dies after K.
@@ -29,6 +31,7 @@ def count_steps_job(
     args: list[str],
     *,
     instances: int = 1,
+    placement: str | None = None,
     memory: str,
     heartbeat_interval: float,
     heartbeat_timeout: float,
@@ -36,8 +39,9 @@ def count_steps_job(
     **extra: Any,
 ) -> dict[str, Any]:
     """A job of ``instances`` workers running count_steps.py with ``args`` under this interpreter."""
+    worker = {"instances": instances, "memory": memory, "script": COUNT_STEPS, "args": args}
     return {
-        "roles": {"worker": {"instances": instances, "memory": memory, "script": COUNT_STEPS, "args": args}},
+        "roles": {"worker": {**worker, **({"placement": placement} if placement else {})}},
         "python": {"interpreter": sys.executable},
         "heartbeat_interval": heartbeat_interval,
         "heartbeat_timeout": heartbeat_timeout,
@@ -51,6 +55,7 @@ def chaos_job(max_restarts: int, ckpt: str | None = None, **extra: Any) -> dict[
     return count_steps_job(
         ["--steps", str(CHAOS_STEPS), "--every", str(CHAOS_EVERY), "--sleep", str(CHAOS_SLEEP)],
         instances=CHAOS_WORKERS,
+        placement="spread",
         memory="768 MiB",
         heartbeat_interval=1.0,
         heartbeat_timeout=30,
