@@ -3,8 +3,9 @@
 With ``max_restarts`` the AM replaces the whole gang inside the same YARN
 application and every task resumes from the latest complete checkpoint; with
 ``max_restarts: 0`` the job fails at once, as retryable, for Airflow's retry.
-Each test is bounded by its waits, restarts any NodeManager it stopped, and
-its applications are killed by the ``app_tag`` fixture.
+Each test is bounded by its waits, a NodeManager it stopped is started again
+before the next test (``every_daemon_up``), and its applications are killed by
+the ``app_tag`` fixture.
 """
 
 from __future__ import annotations
