@@ -781,7 +781,7 @@ def _rm_post(layout: Layout, path: str, body: dict) -> None:
 
 
 def ensure_gpu_label(layout: Layout) -> None:
-    """Create the ``gpu`` node label and put it on the GPU NodeManager.
+    """Create the ``gpu`` node label and put it on the GPU NodeManager, and on no other node.
 
     Idempotent: the labels are kept in the RM's file store under the state
     directory, so a restarted RM already has them.
@@ -793,9 +793,15 @@ def ensure_gpu_label(layout: Layout) -> None:
     if GPU_LABEL not in names:
         _rm_post(layout, "add-node-labels", {"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": False}]})
     node_id = layout.nm_id(layout.gpu_node)
-    if GPU_LABEL not in (rm_nodes(layout).get(node_id, {}).get("nodeLabels") or []):
+    nodes = rm_nodes(layout)
+    if GPU_LABEL not in (nodes.get(node_id, {}).get("nodeLabels") or []):
         # This endpoint takes the labels as a query parameter, not a body.
         _rm_post(layout, f"nodes/{node_id}/replace-labels?labels={GPU_LABEL}", {})
+    # Only that node: a home first started with fewer NodeManagers had its GPU node at
+    # another index, and the RM's label store still puts `gpu` there (no labels = none).
+    for other, node in nodes.items():
+        if other != node_id and GPU_LABEL in (node.get("nodeLabels") or []):
+            _rm_post(layout, f"nodes/{other}/replace-labels", {})
 
 
 def _as_list(value: object) -> list:
