@@ -4,13 +4,12 @@
     python bench/node_loss.py [--repeat 1] [--keep-cluster]
 
 Runs on a multi-node cluster of its own (the chaos tests' one: state in
-``.devcluster-chaos``, ports from the open cluster's base + 900, three
+``.devcluster-chaos``, ports from the open cluster's base + 900, four
 NodeManagers; started here if it is not up, and taken down at the end unless
-``--keep-cluster``). For each
-path, the same job (three workers counting steps with real TensorFlow,
-checkpoints to HDFS every 10 steps) is started, a node that runs a worker but
-not the AM is stopped once a checkpoint is on HDFS, and the clock runs until
-worker:0 reports a step again:
+``--keep-cluster``). For each path, the same job as the chaos tests' (three
+spread workers counting steps with real TensorFlow, checkpoints to HDFS every
+10 steps) is started, a node that runs a worker but not the AM is stopped once
+a checkpoint is on HDFS, and the clock runs until worker:0 reports a step again:
 
 * ``in_application``: ``max_restarts: 1``; the AM replaces the gang in the
   same YARN application.
