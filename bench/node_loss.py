@@ -4,12 +4,12 @@
     python bench/node_loss.py [--repeat 1] [--keep-cluster]
 
 Runs on a multi-node cluster of its own (the chaos tests' one: state in
-``.devcluster-chaos``, ports from 19900, three NodeManagers; started here if
-it is not up, and taken down at the end unless ``--keep-cluster``). For each
-path, the same job (three workers counting steps with real TensorFlow,
-checkpoints to HDFS every 10 steps) is started, a node that runs a worker but
-not the AM is stopped once a checkpoint is on HDFS, and the clock runs until
-worker:0 reports a step again:
+``.devcluster-chaos``, ports from the open cluster's base + 900, four
+NodeManagers; started here if it is not up, and taken down at the end unless
+``--keep-cluster``). For each path, the same job as the chaos tests' (three
+spread workers counting steps with real TensorFlow, checkpoints to HDFS every
+10 steps) is started, a node that runs a worker but not the AM is stopped once
+a checkpoint is on HDFS, and the clock runs until worker:0 reports a step again:
 
 * ``in_application``: ``max_restarts: 1``; the AM replaces the gang in the
   same YARN application.
@@ -31,7 +31,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -40,64 +39,29 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
-COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
 RESULTS = REPO / "bench" / "results"
-STEPS, EVERY, SLEEP, WORKERS = 150, 10, 0.2, 3
+
+from tests._cluster import devcluster, export_cluster_env, node_index, use_chaos_cluster  # noqa: E402
+from tests._util import wait_until  # noqa: E402
+from tests.integration.dags.training_jobs import (  # noqa: E402 - the chaos tests' job
+    CHAOS_EVERY,
+    CHAOS_STEPS,
+    CHAOS_WORKERS,
+    chaos_job,
+)
 
 
 def chaos_env() -> None:
-    """The chaos cluster's variables, forced (never the shared cluster's), then its exports."""
-    default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
-    os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(default_home / "jars"))
-    os.environ["TONY_DEVCLUSTER_HOME"] = os.environ.get("TONY_CHAOS_HOME", str(REPO / ".devcluster-chaos"))
-    os.environ["TONY_DEVCLUSTER_PORT_BASE"] = os.environ.get("TONY_CHAOS_PORT_BASE", "19900")
-    os.environ["TONY_DEVCLUSTER_NODEMANAGERS"] = "3"
-    os.environ.setdefault("TONY_DEVCLUSTER_NM_MEMORY_MB", "8192")
+    """The chaos cluster's variables (forced, never the shared cluster's), the cluster up, its exports."""
+    use_chaos_cluster()
     devcluster("up")
-    from tests._cluster import export_cluster_env
-
     export_cluster_env()
-
-
-def devcluster(*args: str) -> None:
-    subprocess.run([sys.executable, str(DEVCLUSTER), *args], check=True, capture_output=True, timeout=300)
-
-
-def wait(check: Any, timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(interval)
-    raise TimeoutError(f"no {what} within {timeout:g}s")
-
-
-def node_index(host: str) -> int:
-    return 0 if host == "localhost" else int(host.rsplit(".", 1)[1]) - 1
 
 
 def job(ckpt: str, max_restarts: int) -> Any:
     from airflow_provider_tony.runtime.spec import JobSpec
 
-    return JobSpec.from_dict(
-        {
-            "name": "bench-node-loss",
-            "roles": {
-                "worker": {
-                    "instances": WORKERS,
-                    "memory": "768 MiB",
-                    "script": str(COUNT),
-                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
-                }
-            },
-            "python": {"interpreter": sys.executable},
-            "heartbeat_interval": 1.0,
-            "heartbeat_timeout": 30,
-            "max_restarts": max_restarts,
-            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
-        }
-    )
+    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, name="bench-node-loss"))
 
 
 def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
@@ -120,7 +84,7 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
     try:
         app_id = client.submit(job(ckpt, 1 if path == "in_application" else 0))
         apps.append(app_id)
-        wait(lambda: remote_checkpoints(hdfs, ckpt), 300, "first checkpoint")
+        wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "first checkpoint")
         doc = client.am_state(app_id)
         am = node_index(rm_app(rm_url, app_id)["amHostHttpAddress"].split(":")[0])
         hosts = [node_index(t.host) for t in doc.tasks.values() if t.host]
@@ -130,7 +94,7 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
         lost, lost_wall = time.monotonic(), time.time()
         devcluster("stop-nm", str(victim))
         if path == "in_application":
-            got = wait(lambda: (s := decider_step(client, app_id)) and s[0] == 1 and s, 600, "training resumed")
+            got = wait_until(lambda: (s := decider_step(client, app_id)) and s[0] == 1 and s, 600, "training resumed")
             resumed_s = time.monotonic() - lost
             final = client.wait(app_id, poll_interval=1.0)
             record = final.am_state.restarts[0] if final.am_state and final.am_state.restarts else None
@@ -149,7 +113,7 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             last_step = decider_step_of(first)
             retry = client.submit(job(ckpt, 0), attempt=2)
             apps.append(retry)
-            got = wait(lambda: decider_step(client, retry), 600, "training resumed in the new application")
+            got = wait_until(lambda: decider_step(client, retry), 600, "training resumed in the new application")
             resumed_s = time.monotonic() - lost
             final = client.wait(retry, poll_interval=1.0)
             restored = final.am_state.task("worker:0").restored_step if final.am_state else None
@@ -207,7 +171,7 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": platform.node(),
         "cpus": os.cpu_count(),
-        "job": f"{WORKERS} workers, {STEPS} steps, checkpoint every {EVERY}",
+        "job": f"{CHAOS_WORKERS} workers, {CHAOS_STEPS} steps, checkpoint every {CHAOS_EVERY}",
         "paths": summary,
         "retry_over_in_application": round(b / a, 2) if a and b else None,
     }

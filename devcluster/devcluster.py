@@ -244,6 +244,10 @@ class Layout:
         """Where the stand-in ``nvidia-smi`` of a GPU NodeManager lives."""
         return self.nm_home(index) / "gpu-bin"
 
+    def nm_gpu_leases(self, index: int) -> Path:
+        """Where the executors on a GPU NodeManager lease its stand-in GPUs (``TONY_GPU_LEASE_DIR``)."""
+        return self.nm_home(index) / "gpu-leases"
+
     def nm_url_of(self, index: int) -> str:
         return f"http://{self.nm_host(index)}:{self.nm_port('nm_http_port', index)}"
 
@@ -450,9 +454,13 @@ def _extra_yarn_properties(layout: Layout, index: int) -> str:
             # The DefaultContainerExecutor starts containers with an empty
             # environment (bash then falls back to its built-in PATH), so the
             # node's PATH with the stand-in nvidia-smi is set as admin env.
+            # The stand-in GPUs are this cluster's own, and so are their
+            # leases: another checkout's cluster on this machine has a GPU
+            # node on the same loopback address, which must not share them.
             _prop(
                 "yarn.nodemanager.admin-env",
-                f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin",
+                f"MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,PATH={layout.nm_gpu_bin(index)}:/usr/local/bin:/usr/bin:/bin,"
+                f"TONY_GPU_LEASE_DIR={layout.nm_gpu_leases(index)}",
             ),
         ]
     return "".join(extra)
@@ -773,7 +781,7 @@ def _rm_post(layout: Layout, path: str, body: dict) -> None:
 
 
 def ensure_gpu_label(layout: Layout) -> None:
-    """Create the ``gpu`` node label and put it on the GPU NodeManager.
+    """Create the ``gpu`` node label and put it on the GPU NodeManager, and on no other node.
 
     Idempotent: the labels are kept in the RM's file store under the state
     directory, so a restarted RM already has them.
@@ -785,9 +793,15 @@ def ensure_gpu_label(layout: Layout) -> None:
     if GPU_LABEL not in names:
         _rm_post(layout, "add-node-labels", {"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": False}]})
     node_id = layout.nm_id(layout.gpu_node)
-    if GPU_LABEL not in (rm_nodes(layout).get(node_id, {}).get("nodeLabels") or []):
+    nodes = rm_nodes(layout)
+    if GPU_LABEL not in (nodes.get(node_id, {}).get("nodeLabels") or []):
         # This endpoint takes the labels as a query parameter, not a body.
         _rm_post(layout, f"nodes/{node_id}/replace-labels?labels={GPU_LABEL}", {})
+    # Only that node: a home first started with fewer NodeManagers had its GPU node at
+    # another index, and the RM's label store still puts `gpu` there (no labels = none).
+    for other, node in nodes.items():
+        if other != node_id and GPU_LABEL in (node.get("nodeLabels") or []):
+            _rm_post(layout, f"nodes/{other}/replace-labels", {})
 
 
 def _as_list(value: object) -> list:
@@ -940,19 +954,29 @@ def _descendants_in(layout: Layout) -> list[int]:
 
 
 def _stop_pid(pid: int, grace: float = 15.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    _stop_pids([pid], grace)
+
+
+def _stop_pids(pids: list[int], grace: float = 15.0) -> None:
+    """SIGTERM them all at once, then SIGKILL whatever is left after ``grace`` seconds.
+
+    Together, not one after the other: a NodeManager that ran containers
+    takes about 13 s to stop (it waits for its applications, then for its
+    scheduled log deletions), and a three-node cluster would pay that thrice.
+    """
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not is_alive(pid):
-            return
+    while time.monotonic() < deadline and any(is_alive(pid) for pid in pids):
         time.sleep(0.2)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for pid in [pid for pid in pids if is_alive(pid)]:  # the gone ones' pids may be reused by now
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def is_alive(pid: int) -> bool:
@@ -970,15 +994,17 @@ def down(layout: Layout) -> None:
     extra = tuple(
         nodemanager(int(name.rpartition("-")[2])) for name in sorted(started) if name.rpartition("-")[2].isdigit()
     )
-    for daemon in reversed(DAEMONS + extra):
-        pid = running_pid(layout, daemon)
-        if pid is not None:
-            _stop_pid(pid)
-            print(f"stopped {daemon.name} (pid {pid})", file=sys.stderr)
-        _pid_file(layout, daemon).unlink(missing_ok=True)
+    # The NodeManagers together, then the RM, the DataNode and the NameNode.
+    nodemanagers = [d for d in DAEMONS + extra if d.node is not None]
+    for group in [nodemanagers, *([d] for d in reversed(DAEMONS) if d.node is None)]:
+        running = {daemon: pid for daemon in group if (pid := running_pid(layout, daemon)) is not None}
+        _stop_pids(list(running.values()))
+        for daemon in group:
+            if daemon in running:
+                print(f"stopped {daemon.name} (pid {running[daemon]})", file=sys.stderr)
+            _pid_file(layout, daemon).unlink(missing_ok=True)
     leftovers = _descendants_in(layout)
-    for pid in leftovers:
-        _stop_pid(pid, grace=3.0)
+    _stop_pids(leftovers, grace=3.0)
     if leftovers:
         print(f"stopped {len(leftovers)} leftover container process(es)", file=sys.stderr)
     kdc_pid = _kdc_pid(layout)

@@ -1,11 +1,12 @@
-"""Chaos tests run on a multi-node cluster of their own, never on the shared one.
+"""Chaos and multi-node tests run on a four-node cluster of their own, never on the shared one.
 
-They stop NodeManagers and restart daemons, so they get a cluster that no
-other test (or other checkout) uses: its own state directory and port range,
-four NodeManagers (three unlabelled, one with the gpu label), started once for the session and taken down at its end.
-The variables are forced, not defaulted: a shell that exported the shared
-cluster's ``TONY_DEVCLUSTER_HOME`` must not point these tests at it. The
-Hadoop jars are shared with the default cluster's cache (read only).
+They stop NodeManagers and restart daemons, or need several nodes and the
+``gpu`` node, so they get a cluster that no other test (or other checkout)
+uses: its own state directory and port range (``tests._cluster.use_chaos_cluster``:
+the open cluster's port base + 900 unless ``TONY_CHAOS_PORT_BASE`` says
+otherwise), four NodeManagers (three unlabelled, one with the ``gpu`` label),
+started once for the session and taken down at its end (``make test-chaos``
+takes it down again, whatever happened).
 """
 
 from __future__ import annotations
@@ -15,30 +16,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
-NODEMANAGERS = 4  # three unlabelled nodes for the spread workers, and the gpu-labelled one
+from tests._cluster import DEVCLUSTER, devcluster, export_cluster_env, use_chaos_cluster
 
-_default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
-os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(_default_home / "jars"))
-os.environ["TONY_DEVCLUSTER_HOME"] = os.environ.get("TONY_CHAOS_HOME", str(REPO / ".devcluster-chaos"))
-os.environ["TONY_DEVCLUSTER_PORT_BASE"] = os.environ.get("TONY_CHAOS_PORT_BASE", "19900")
-os.environ["TONY_DEVCLUSTER_NODEMANAGERS"] = str(NODEMANAGERS)
-os.environ.setdefault("TONY_DEVCLUSTER_NM_MEMORY_MB", "8192")
-
-from tests._cluster import export_cluster_env  # noqa: E402 - after the variables are set
-
+use_chaos_cluster()
 export_cluster_env()
-
-
-def devcluster(*args: str, timeout: float = 300) -> None:
-    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"devcluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,13 +48,21 @@ def ckpt_dir(hdfs: Any) -> Iterator[str]:
     hdfs.delete(path, recursive=True)
 
 
+@pytest.fixture(autouse=True)
+def every_daemon_up(cluster: Any) -> None:
+    """Each test starts on the whole cluster: whatever an earlier test stopped (a NodeManager, the
+    RM, the NameNode), or failed to start again, is started here (``devcluster up`` starts only
+    what is missing and waits until every NodeManager is active). Lazily, before the next test
+    rather than in the teardown of the one that stopped it: after the session's last test the
+    cluster goes down anyway, so that restart is never paid for, and no stopped node can leak."""
+    if subprocess.run([sys.executable, str(DEVCLUSTER), "status"], capture_output=True, timeout=60).returncode:
+        devcluster("up")
+
+
 @pytest.fixture
-def stopped_nodes() -> Iterator[list[int]]:
-    """NodeManagers a test stopped; started again afterwards, so the next test has every node."""
-    stopped: list[int] = []
-    yield stopped
-    for index in stopped:
-        devcluster("start-nm", str(index))
+def stopped_nodes() -> list[int]:
+    """Where a test notes the NodeManagers it stopped (``every_daemon_up`` starts them again)."""
+    return []
 
 
 # Airflow's metadata database for the re-attach test, as the integration tests make it.

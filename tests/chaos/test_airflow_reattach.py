@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
+from tests._cluster import devcluster
 from tests._util import rm_apps, wait_until
-from tests.chaos.conftest import devcluster
 from tests.chaos.test_node_loss import pick_victim, step_of
 from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-DAGS = Path(__file__).parent / "dags"
+# The test DAGs' folder (tony_test_dags.py defines this DAG beside the resume one).
+DAGS = Path(__file__).resolve().parents[1] / "integration" / "dags"
 DAG_ID = "tony_chaos_restart"
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.yarn.follower import JobResult
+from tests._cluster import devcluster
 from tests._util import rm_apps, wait_until
-from tests.chaos.conftest import devcluster
 from tests.chaos.test_node_loss import EVERY, STEPS, count_job, step_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -3,14 +3,13 @@
 With ``max_restarts`` the AM replaces the whole gang inside the same YARN
 application and every task resumes from the latest complete checkpoint; with
 ``max_restarts: 0`` the job fails at once, as retryable, for Airflow's retry.
-Each test is bounded by its waits, restarts any NodeManager it stopped, and
-its applications are killed by the ``app_tag`` fixture.
+Each test is bounded by its waits, a NodeManager it stopped is started again
+before the next test (``every_daemon_up``), and its applications are killed by
+the ``app_tag`` fixture.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,43 +17,18 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
+from tests._cluster import devcluster, node_index
 from tests._util import rm_app, rm_apps, wait_until
-from tests.chaos.conftest import devcluster
+from tests.integration.dags.training_jobs import CHAOS_EVERY as EVERY
+from tests.integration.dags.training_jobs import CHAOS_STEPS as STEPS
+from tests.integration.dags.training_jobs import chaos_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-JOBS = Path(__file__).resolve().parents[1] / "integration" / "jobs"
-# One worker per unlabelled node (spread over the chaos cluster's three): some node then
-# runs a worker but neither the AM nor worker:0 (the checkpoint uploader) whatever YARN does.
-WORKERS = 3
-STEPS, EVERY, SLEEP = 150, 10, 0.2
-
 
 def count_job(ckpt: str, max_restarts: int) -> JobSpec:
-    return JobSpec.from_dict(
-        {
-            "name": "pytest-chaos",
-            "roles": {
-                "worker": {
-                    "instances": WORKERS,
-                    "memory": "768 MiB",
-                    "script": str(JOBS / "count_steps.py"),
-                    "args": ["--steps", str(STEPS), "--every", str(EVERY), "--sleep", str(SLEEP)],
-                    "placement": "spread",
-                }
-            },
-            "python": {"interpreter": sys.executable},
-            "heartbeat_interval": 1.0,
-            "heartbeat_timeout": 30,
-            "max_restarts": max_restarts,
-            "checkpoint": {"dir": ckpt, "poll_interval": 0.5, "keep": 20},
-        }
-    )
-
-
-def node_index(host: str) -> int:
-    """devcluster's NodeManager I listens on localhost (0) or 127.0.0.<I+1>."""
-    return 0 if host == "localhost" else int(host.rsplit(".", 1)[1]) - 1
+    """The node-loss job (three workers counting steps), as bench/node_loss.py and the chaos DAG run it."""
+    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, name="pytest-chaos"))
 
 
 def am_node(cluster: Any, app_id: str) -> int:

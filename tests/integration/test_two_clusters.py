@@ -1,7 +1,7 @@
 """One process (a triggerer) follows jobs on two ``tony_yarn`` connections, each on its own cluster.
 
-The second cluster is a second local Hadoop (its own HDFS and YARN) on port base
-19800, sharing the first one's jar cache; it is started here when it is not up
+The second cluster is a second local Hadoop (its own HDFS and YARN) on the open
+cluster's port base + 800, sharing the first one's jar cache; it is started here when it is not up
 yet and stopped afterwards in that case. Each connection names its own Hadoop
 conf dir, ``yarn`` and skein credentials folder; nothing is set process-wide,
 so the two skein drivers must each start against their own cluster although
@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from tests._cluster import DEFAULT_PORT_BASE
 from tests._util import rm_apps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -29,7 +30,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
 BEHAVE = str(Path(__file__).resolve().parent / "jobs" / "behave.py")
-SECOND_PORT_BASE = "19800"
+# 800 above the open cluster's base: clear of the secure (+600) and chaos (+900) clusters' ports.
+SECOND_PORT_BASE = str(int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", DEFAULT_PORT_BASE)) + 800)
 
 
 def _exports(text: str) -> dict[str, str]:

@@ -79,6 +79,8 @@ def test_three_nodes_get_their_own_hosts_ports_and_dirs(tmp_path: Path, monkeypa
     smi = gpu["yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables"]
     assert os.access(smi, os.X_OK)
     assert f"PATH={Path(smi).parent}:" in gpu["yarn.nodemanager.admin-env"]
+    # this cluster's own leases: another cluster's GPU node on 127.0.0.3 must not share them
+    assert f"TONY_GPU_LEASE_DIR={tmp_path / 'home'}/" in gpu["yarn.nodemanager.admin-env"]
     for i in range(3):
         assert (lay.nm_conf(i) / "resource-types.xml").exists()
         assert props(lay.nm_conf(i) / "yarn-site.xml")["yarn.node-labels.enabled"] == "true"
@@ -130,3 +132,38 @@ def test_bad_settings_are_refused_with_the_fix(
     monkeypatch.setenv(name, value)
     with pytest.raises(dc.ClusterError, match=words):
         dc.Layout.from_env()
+
+
+def _ports(base: int, nodemanagers: int) -> set[int]:
+    """Every port a cluster at ``base`` listens on (the KDC's included), and its Airflow stack's."""
+    fixed = {base + offset for key, offset in dc.PORT_OFFSETS.items() if key not in dc.NM_PORT_KEYS}
+    per_node = {
+        base + dc.PORT_OFFSETS[key] + dc.NM_PORT_STRIDE * index
+        for key in dc.NM_PORT_KEYS
+        for index in range(nodemanagers)
+    }
+    return fixed | per_node | {base + 380, base + 432}  # devcluster/airflow_stack.py's API and PostgreSQL
+
+
+def test_the_clusters_of_one_make_test_never_share_a_port() -> None:
+    """`make test` runs the open, secure and chaos clusters (and test_two_clusters' second one) from one
+    port base; the Makefile and the chaos conftest must agree on the offsets, and the ranges never meet."""
+    from tests._cluster import CHAOS_NODEMANAGERS, CHAOS_PORT_OFFSET
+    from tests.integration.test_two_clusters import SECOND_PORT_BASE
+
+    makefile = (REPO / "Makefile").read_text()
+    secure = int(re.search(r"^SECURE_PORT_BASE \?= .*\+ (\d+)", makefile, re.M).group(1))
+    chaos = int(re.search(r"^CHAOS_PORT_BASE \?= .*\+ (\d+)", makefile, re.M).group(1))
+    assert chaos == CHAOS_PORT_OFFSET, "the Makefile and tests/_cluster.py disagree on the chaos port base"
+    second = int(SECOND_PORT_BASE) - int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000"))
+    base = 20400
+    clusters = {
+        "open": _ports(base, 1),
+        "secure": _ports(base + secure, 1),
+        "second": _ports(base + second, 1),
+        "chaos": _ports(base + chaos, max(CHAOS_NODEMANAGERS, dc.MAX_NODEMANAGERS)),
+    }
+    names = sorted(clusters)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not clusters[a] & clusters[b], f"{a} and {b} share ports {sorted(clusters[a] & clusters[b])}"

@@ -1,4 +1,4 @@
-"""DAGs only the tests run: a failing job and a job that runs until it is killed.
+"""DAGs only the tests run: failing jobs, jobs that run until they are killed, resuming jobs.
 
 ``deferrable`` follows ``[operators] default_deferrable`` (set per test run
 through ``AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE``), so one DAG serves both modes.
@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pendulum
 from airflow.sdk import DAG
+
+# Beside this file: Airflow puts the DAG folder on sys.path, the repository root is not there.
+from training_jobs import chaos_job, resume_job
 
 from airflow_provider_tony.operators.tony import TonyOperator
 
@@ -43,32 +46,25 @@ with DAG("tony_test_medium", schedule=None, start_date=START, catchup=False):
         task_id="train", job=behave_job("sleep", "--seconds", "25", success_policy="all_workers"), poll_interval=1.0
     )
 
-COUNT_STEPS = str(Path(__file__).resolve().parent.parent / "jobs" / "count_steps.py")
-# Resume: S=60 steps, a checkpoint every C=10, the first try dies after K=35.
-with DAG(
-    "tony_test_resume",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
-):
-    TonyOperator(
-        task_id="train",
-        poll_interval=1.0,
-        job={
-            "roles": {
-                "worker": {
-                    "memory": "1 GiB",
-                    "script": COUNT_STEPS,
-                    "args": ["--steps", "60", "--every", "10", "--fail-at", "35"],
-                }
-            },
-            "python": {"interpreter": sys.executable},
-            "heartbeat_interval": 0.5,
-            "heartbeat_timeout": 20,
-            "checkpoint": {"poll_interval": 0.5},
-        },
-    )
+
+def retried_dag(dag_id: str, job: dict) -> None:
+    """A DAG whose one task ``train`` runs ``job`` with one Airflow retry a second later."""
+    with DAG(
+        dag_id,
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
+    ):
+        TonyOperator(task_id="train", poll_interval=1.0, job=job)
+
+
+# Resume through an Airflow retry: the first try dies mid-training (tests/integration/test_checkpoints.py).
+retried_dag("tony_test_resume", resume_job())
+# Node loss under Airflow (tests/chaos/test_airflow_reattach.py): three spread workers whose gang
+# restarts inside the application, and the same job without, for Airflow's retry to resume.
+retried_dag("tony_chaos_restart", chaos_job(max_restarts=2))
+retried_dag("tony_chaos_retry", chaos_job(max_restarts=0))
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite
 # retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).

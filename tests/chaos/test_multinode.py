@@ -1,12 +1,9 @@
 """Jobs on the multi-node local cluster: GPUs across applications, placement.
 
-These need ``TONY_DEVCLUSTER_NODEMANAGERS`` >= 2 (the last node carries the
-``gpu`` label and 4 stand-in GPUs) and skip on the default single-node
-cluster. Run them on a cluster of their own, for example:
-
-    TONY_DEVCLUSTER_HOME=$PWD/.devcluster-3n TONY_DEVCLUSTER_PORT_BASE=19700 \\
-    TONY_DEVCLUSTER_NODEMANAGERS=3 TONY_DEVCLUSTER_JARS=$PWD/.devcluster/jars \\
-        python -m pytest tests/integration/test_multinode.py
+They run in the chaos session (``make test-chaos``, part of ``make test``) on
+its four-node cluster: three unlabelled nodes and a last one labelled ``gpu``
+with 4 stand-in GPUs. There a cluster that is not that shape is a failure,
+not a skip: a skipped test here would prove nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +15,13 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.spec import JobSpec
+from tests._cluster import CHAOS_NODEMANAGERS
 from tests._util import get_json, wait_until
+from tests.integration.test_runtime import job as runtime_job
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-HOLD = str(Path(__file__).parent / "jobs" / "hold_gpus.py")
+HOLD = str(Path(__file__).resolve().parents[1] / "integration" / "jobs" / "hold_gpus.py")
 
 
 def _nodes(rm_url: str) -> list[dict[str, Any]]:
@@ -37,32 +36,24 @@ def _gpus(node: dict[str, Any]) -> int:
 @pytest.fixture(scope="module")
 def nodes(cluster) -> list[dict[str, Any]]:
     running = [n for n in _nodes(cluster.rm_url) if n["state"] == "RUNNING"]
-    if len(running) < 2:
-        pytest.skip(
-            "needs a multi-node cluster: start one with TONY_DEVCLUSTER_NODEMANAGERS=3 (see this module's docstring)"
-        )
+    assert len(running) == CHAOS_NODEMANAGERS, (
+        f"the chaos cluster runs {CHAOS_NODEMANAGERS} NodeManagers; the RM lists these RUNNING: "
+        f"{[n['id'] for n in running]} (a node a previous test stopped and did not start again?)"
+    )
     return running
 
 
 @pytest.fixture(scope="module")
 def gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     node = next((n for n in nodes if "gpu" in (n.get("nodeLabels") or []) and _gpus(n) >= 4), None)
-    if node is None:
-        pytest.skip("needs a node labelled gpu with 4 GPUs (the multi-node devcluster's last node)")
+    assert node is not None, f"no node labelled gpu with 4 GPUs (the devcluster's last node): {nodes}"
     return node
 
 
 def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    doc = {
-        "name": "pytest-multinode",
-        "roles": roles,
-        "python": {"interpreter": python},
-        "heartbeat_interval": 1,
-        "heartbeat_timeout": 60,
-        "registration_timeout": 240,
-        **extra,
-    }
-    return JobSpec.from_dict(doc)
+    """test_runtime's job with room for several nodes' worth of containers to start on two cores."""
+    settings = {"heartbeat_interval": 1, "heartbeat_timeout": 60, "registration_timeout": 240, **extra}
+    return runtime_job(python, roles, name="pytest-multinode", **settings)
 
 
 def _records(out: Path) -> list[dict[str, Any]]:
@@ -79,7 +70,6 @@ def _records_while_running(rm_url: str, apps: list[str], out: Path, count: int) 
     return records if len(records) == count else None
 
 
-@pytest.mark.slow
 def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python_exe, gpu_node, tmp_path: Path) -> None:
     """Each AM divides GPUs only within its job; the node-local leases keep two jobs apart."""
     out = tmp_path / "records"
@@ -110,15 +100,13 @@ def test_two_jobs_on_one_gpu_node_get_disjoint_gpus(tony_client, app_tag, python
         assert result.succeeded, result.diagnostics
 
 
-@pytest.mark.slow
 def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, nodes, tmp_path: Path) -> None:
-    """Four spread workers go round-robin over the two unlabelled nodes, each exactly where the plan
-    put it; the ps goes to the one host it lists. Unplaced, YARN puts containers wherever a node
+    """Four spread workers go round-robin over the unlabelled nodes (one gets two), each exactly
+    where the plan put it; the ps goes to the one host it lists. Unplaced, YARN puts containers wherever a node
     heartbeats with room (the labelled node included), which matches this exact layout by chance
     only rarely."""
     unlabelled = sorted(n["nodeHostName"] for n in nodes if not n.get("nodeLabels"))
-    if len(unlabelled) != 2:
-        pytest.skip("needs exactly two unlabelled nodes (TONY_DEVCLUSTER_NODEMANAGERS=3)")
+    assert len(unlabelled) == CHAOS_NODEMANAGERS - 1, f"all but the gpu node are unlabelled: {unlabelled}"
     out = tmp_path / "records"
     out.mkdir()
     role = {"memory": "256 MiB", "script": HOLD, "args": [str(out)]}
@@ -138,7 +126,7 @@ def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, n
             interval=1.0,
         )
         hosts = {rec["task"]: rec["host"] for rec in records}
-        expected = {f"worker:{i}": unlabelled[i % 2] for i in range(4)} | {"ps:0": unlabelled[1]}
+        expected = {f"worker:{i}": unlabelled[i % len(unlabelled)] for i in range(4)} | {"ps:0": unlabelled[1]}
         assert hosts == expected
     finally:
         (out / "release").touch()

@@ -1,0 +1,76 @@
+"""The counting jobs (``jobs/count_steps.py``) that tests, test DAGs and ``bench/node_loss.py`` run.
+
+One definition of each job, so that a DAG, a test that submits directly and
+the benchmark cannot drift apart. It lives beside the test DAGs because a DAG
+file can import only from its own folder (Airflow puts the DAG folder on
+``sys.path``; the repository root is not there); tests and the benchmark
+import it as ``tests.integration.dags.training_jobs``. Plain dictionaries:
+``JobSpec.from_dict`` or ``TonyOperator(job=...)`` take them as they are.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+COUNT_STEPS = str(Path(__file__).resolve().parents[1] / "jobs" / "count_steps.py")
+
+#: The node-loss job: one worker per unlabelled node (``spread`` over the chaos
+#: cluster's three), so some node runs a worker but neither the AM nor worker:0
+#: (the checkpoint uploader) whatever YARN does. STEPS * SLEEP keeps it training
+#: long enough for a fault after the first checkpoint; EVERY bounds the steps a
+#: restart redoes.
+CHAOS_WORKERS, CHAOS_STEPS, CHAOS_EVERY, CHAOS_SLEEP = 3, 150, 10, 0.2
+
+#: The resume job: S steps, a checkpoint every C, the first try dies after K.
+RESUME_STEPS, RESUME_EVERY, RESUME_FAIL_AT = 60, 10, 35
+
+
+def count_steps_job(
+    args: list[str],
+    *,
+    instances: int = 1,
+    placement: str | None = None,
+    memory: str,
+    heartbeat_interval: float,
+    heartbeat_timeout: float,
+    checkpoint: dict[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    """A job of ``instances`` workers running count_steps.py with ``args`` under this interpreter."""
+    worker = {"instances": instances, "memory": memory, "script": COUNT_STEPS, "args": args}
+    return {
+        "roles": {"worker": {**worker, **({"placement": placement} if placement else {})}},
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": heartbeat_interval,
+        "heartbeat_timeout": heartbeat_timeout,
+        "checkpoint": checkpoint,
+        **extra,
+    }
+
+
+def chaos_job(max_restarts: int, ckpt: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The node-loss job; ``ckpt`` None leaves the checkpoint dir to the operator (a DAG's job)."""
+    return count_steps_job(
+        ["--steps", str(CHAOS_STEPS), "--every", str(CHAOS_EVERY), "--sleep", str(CHAOS_SLEEP)],
+        instances=CHAOS_WORKERS,
+        placement="spread",
+        memory="768 MiB",
+        heartbeat_interval=1.0,
+        heartbeat_timeout=30,
+        max_restarts=max_restarts,
+        checkpoint={"poll_interval": 0.5, "keep": 20, **({"dir": ckpt} if ckpt else {})},
+        **extra,
+    )
+
+
+def resume_job() -> dict[str, Any]:
+    """One worker whose first try exits retryably after step RESUME_FAIL_AT."""
+    return count_steps_job(
+        ["--steps", str(RESUME_STEPS), "--every", str(RESUME_EVERY), "--fail-at", str(RESUME_FAIL_AT)],
+        memory="1 GiB",
+        heartbeat_interval=0.5,
+        heartbeat_timeout=20,
+        checkpoint={"poll_interval": 0.5},
+    )
