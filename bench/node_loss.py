@@ -35,13 +35,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 RESULTS = REPO / "bench" / "results"
 
-from tests._cluster import devcluster, export_cluster_env, node_index, use_chaos_cluster  # noqa: E402
+from tests._cluster import devcluster, export_cluster_env, use_chaos_cluster  # noqa: E402
 from tests._util import wait_until  # noqa: E402
 from tests.integration.dags.training_jobs import (  # noqa: E402 - the chaos tests' job
     CHAOS_EVERY,
@@ -75,7 +76,7 @@ def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
 
 def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
     from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-    from tests._util import rm_app
+    from tests.chaos.test_node_loss import pick_victim
 
     hdfs = client.hdfs()
     ckpt = f"/tmp/bench-node-loss-{uuid.uuid4().hex[:8]}"
@@ -86,11 +87,8 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
         apps.append(app_id)
         wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "first checkpoint")
         doc = client.am_state(app_id)
-        am = node_index(rm_app(rm_url, app_id)["amHostHttpAddress"].split(":")[0])
-        hosts = [node_index(t.host) for t in doc.tasks.values() if t.host]
-        victim = next((h for h in hosts if h != am), None)
-        if victim is None:
-            return {"skipped": f"every worker on the AM's node {am}"}
+        # The chaos test's choice: a worker's node, neither the AM's nor worker:0's (the uploader).
+        victim, _ = pick_victim(SimpleNamespace(rm_url=rm_url), app_id, doc)
         lost, lost_wall = time.monotonic(), time.time()
         devcluster("stop-nm", str(victim))
         if path == "in_application":

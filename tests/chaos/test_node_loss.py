@@ -1,8 +1,9 @@
 """A NodeManager that runs a task stops mid-training: real daemons, real TensorFlow, real HDFS.
 
 With ``max_restarts`` the AM replaces the whole gang inside the same YARN
-application and every task resumes from the latest complete checkpoint; with
-``max_restarts: 0`` the job fails at once, as retryable, for Airflow's retry.
+application and every task resumes from the latest complete checkpoint. (With
+``max_restarts: 0`` the job fails as retryable and Airflow's retry resumes it in
+one new application: ``test_airflow_reattach.py``, through Airflow itself.)
 Each test is bounded by its waits, a NodeManager it stopped is started again
 before the next test (``every_daemon_up``), and its applications are killed by
 the ``app_tag`` fixture.
@@ -101,19 +102,3 @@ def test_node_loss_restarts_the_gang_in_the_same_application(
         f"({record.resumed_at - record.at:.1f}s later, {record.drain_seconds}s waiting for the upload) "
         f"from step {record.resumed_step}, {max(redone, 0)} steps redone"
     )
-
-
-def test_without_restarts_node_loss_fails_as_retryable(
-    tony_client, cluster, hdfs, ckpt_dir, app_tag, stopped_nodes
-) -> None:
-    spec = count_job(ckpt_dir, max_restarts=0)
-    app_id, victim, _ = start_and_pick_victim(tony_client, cluster, hdfs, spec, ckpt_dir, app_tag)
-    devcluster("stop-nm", str(victim))
-    stopped_nodes.append(victim)
-    result = tony_client.wait(app_id, poll_interval=1.0)
-    assert not result.succeeded and result.retryable, result.diagnostics
-    assert "in-application restart" not in result.diagnostics, result.diagnostics
-    assert result.am_state is None or result.am_state.restarts == []
-    assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag)] == [app_id]
-    # what Airflow's retry would resume from: a complete checkpoint on HDFS
-    assert remote_checkpoints(hdfs, ckpt_dir)
