@@ -253,7 +253,7 @@ def main() -> int:
         "seconds": args.seconds,
         "poll_interval_s": args.poll_interval,
         "note": "whole process trees (a skein driver JVM counts with its Python process); "
-        "the machine was shared with other work while measured",
+        f"load average {os.getloadavg()[0]:.1f} when written",
         "results": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
