@@ -374,6 +374,8 @@ def test_no_wait_when_the_uploader_cannot_upload(failure: str, why: str) -> None
     am.tracker.check(T0 + 5)
     assert am.tracker.drain_task is None, why
     assert am.drain(T0 + 5) is True and C.KV_DRAIN not in app.kv
+    record = am.tracker.restart_pending
+    assert record is not None and record.drain_seconds is None and record.drained_step is None
 
 
 def test_no_wait_without_checkpoints() -> None:
