@@ -103,33 +103,28 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(
     with hdfs.read(beside) as reader:
         assert JobHistory.from_json(reader.read()).state.application_id == app_id
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_tony.cli", "status", "--html", app_id],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = _tony("status", "--html", app_id)
     assert out.startswith("<!doctype html>") and app_id in out and 'data-metric="accuracy"' in out
     # An id YARN never knew (as after it forgot one): the stored history answers.
     forgotten = app_id.rsplit("_", 1)[0] + "_9999"
     hdfs.write(f"{tony_client.history_dir}/{forgotten}.json", data=stored.to_json(), overwrite=True)
     try:
-        status = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "airflow_provider_tony.cli", "status", forgotten],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=120,
-                check=True,
-            ).stdout
-        )
+        status = json.loads(_tony("status", forgotten))
     finally:
         hdfs.delete(f"{tony_client.history_dir}/{forgotten}.json")
     assert status["application_id"] == app_id and status["app_state"] == "SUCCEEDED"
+
+
+def _tony(*args: str) -> str:
+    """The ``tony`` command's output, run as a user would (its own process, this checkout)."""
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+        check=True,
+    ).stdout
 
 
 def _screenshot(url: str, path: Path) -> None:
