@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -45,3 +46,43 @@ def rm_apps(rm_url: str, states: str | None = None, tag: str | None = None) -> l
 
 def rm_app(rm_url: str, app_id: str) -> dict:
     return get_json(f"{rm_url}/ws/v1/cluster/apps/{app_id}")["app"]
+
+
+OTHER_USER = "nobody"
+
+
+def can_act_as_other_user() -> bool:
+    """Whether this test process may run commands as a second local user (root with runuser)."""
+    import os
+    import shutil
+
+    return os.geteuid() == 0 and shutil.which("runuser") is not None
+
+
+def as_other_user(code: str, *args: str) -> None:
+    """Run Python ``code`` (``sys.argv[1:]`` = ``args``) as another local user, ``nobody``.
+
+    The system interpreter runs it with ``-I`` (no site, no environment), so
+    the other user needs nothing of ours. Arguments travel as argv, never
+    through a shell.
+    """
+    import subprocess
+
+    done = subprocess.run(
+        ["runuser", "-u", OTHER_USER, "--", "/usr/bin/python3", "-I", "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"as {OTHER_USER}: {done.stderr[-2000:]}")
+
+
+def shared_tmp() -> Path:
+    """A fresh world-writable, sticky directory like /tmp that the other user can reach."""
+    import os
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="tony-shared-", dir="/tmp"))  # noqa: S108 - a second /tmp on purpose
+    os.chmod(path, 0o1777)
+    return path

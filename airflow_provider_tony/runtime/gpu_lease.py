@@ -29,6 +29,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -79,8 +80,37 @@ def lease_dir(env: dict[str, str], host: str) -> Path:
     return Path(root) / safe_host
 
 
+def check_lease_dir(path: Path, euid: int | None = None) -> None:
+    """Refuse a lease directory another user could tamper with.
+
+    Every lock file lives in it, so whoever may delete or swap them may take a
+    GPU that another task holds. A directory (no symlink) owned by us or by
+    root is trusted; if others may write to it, only with the sticky bit (then
+    nobody removes another user's lock file, as in /tmp).
+    """
+    me = os.geteuid() if euid is None else euid
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise GpuLeaseError(f"the GPU lease directory {path} is a symlink or not a directory; remove it")
+    if st.st_uid not in (me, 0):
+        raise GpuLeaseError(
+            f"the GPU lease directory {path} belongs to uid {st.st_uid}, neither this user ({me}) nor root, "
+            "so its owner could delete the lock files of other users' tasks; remove it, or have the node's "
+            f"admin create it as root with mode 1777 (or point {ENV_LEASE_DIR} at such a directory)"
+        )
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise GpuLeaseError(
+            f"the GPU lease directory {path} has mode {oct(st.st_mode & 0o7777)}: writable by others without "
+            "the sticky bit, anyone could delete another task's lock file; chmod it 1777 or 0755"
+        )
+
+
 def _make_shared_dir(path: Path) -> None:
-    """Create ``path`` so that every user's containers may add lock files (like /tmp)."""
+    """Create ``path`` so that every user's containers may add lock files (like /tmp);
+    refuse an existing one (or a parent of ours) another user could tamper with."""
     for part in [*reversed(path.parents), path]:
         if part.exists():
             continue
@@ -89,6 +119,9 @@ def _make_shared_dir(path: Path) -> None:
             part.chmod(0o1777)
         except FileExistsError:
             pass
+    root = path.parent
+    for part in (root, path):
+        check_lease_dir(part)
 
 
 class GpuLeases:
@@ -127,15 +160,29 @@ class GpuLeases:
         path = self._path(device)
         while True:
             try:
-                return os.open(path, os.O_RDWR)
+                return self._checked(path, os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK))
             except FileNotFoundError:
                 pass
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # a symlink: we would truncate and write its target
+                    raise GpuLeaseError(
+                        f"the GPU lease file {path} is a symlink; someone planted it: remove it"
+                    ) from None
+                raise
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
             except FileExistsError:
                 continue  # another container created it just now: open theirs
             os.fchmod(fd, 0o666)  # not the umask's 0644: other users' containers lease it too
             return fd
+
+    @staticmethod
+    def _checked(path: Path, fd: int) -> int:
+        """``fd`` if it is a regular file (a FIFO or device planted under the name is refused)."""
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise GpuLeaseError(f"the GPU lease file {path} is not a regular file; remove it")
+        return fd
 
     def _try_one(self, device: str) -> bool:
         fd = self._open(device)
@@ -178,12 +225,16 @@ class GpuLeases:
             path = self._path(device)
             if not path.exists():
                 continue
-            fd = os.open(path, os.O_RDONLY)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                held[device] = "an unreadable lease file"
+                continue
             try:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except OSError:
-                    held[device] = path.read_text(errors="replace").strip() or "another process"
+                    held[device] = _owner_text(os.pread(fd, 256, 0)) or "another process"
                 else:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
@@ -237,6 +288,12 @@ class GpuLeases:
         for fd in self._held.values():
             os.close(fd)  # closing the last descriptor drops the lock
         self._held.clear()
+
+
+def _owner_text(raw: bytes) -> str:
+    """A lease file's owner line as diagnostics: printable, one line, short (another user writes it)."""
+    text = raw.decode(errors="replace").strip()
+    return "".join(c if c.isprintable() else "?" for c in text)[:120]
 
 
 def _describe(holders: dict[str, str]) -> str:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
+import os
 import shlex
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -24,6 +27,8 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import ARCHIVE_ALIAS, JobSpec, RoleSpec
 from airflow_provider_tony.runtime.transport import encode_spec
 from airflow_provider_tony.yarn.jvm import java_tool_options
+
+log = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(airflow_provider_tony.__file__).resolve().parent
 
@@ -39,16 +44,82 @@ def runtime_zip_bytes() -> bytes:
     return buf.getvalue()
 
 
+def _private_dir(path: Path) -> bool:
+    """Whether ``path`` is a real directory (no symlink) of this user that no one else may enter."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0
+
+
+_FALLBACK_DIR: Path | None = None
+
+
+def runtime_cache_dir() -> Path:
+    """This user's own directory for the runtime zip: ``<tmp>/tony-<uid>``, mode 0700.
+
+    The temporary directory is shared by every local user: a name another user
+    can compute (the old ``tony-runtime-<hash>``) lets them plant a zip that
+    then runs in the AM and every executor with the job's tokens. A directory
+    that exists but is not ours, not 0700 or a symlink is never used: a fresh
+    private one from ``mkdtemp`` (random name, 0700) serves this process instead.
+    """
+    global _FALLBACK_DIR
+    path = Path(tempfile.gettempdir()) / f"tony-{os.geteuid()}"
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        log.warning("cannot create %s (%s): using a private temporary directory", path, exc)
+    if _private_dir(path):
+        return path
+    if _FALLBACK_DIR is None or not _private_dir(_FALLBACK_DIR):
+        log.warning(
+            "%s is not a private directory of this user (owner, mode 0700, no symlink): "
+            "not used for the runtime zip; remove it if you did not create it",
+            path,
+        )
+        _FALLBACK_DIR = Path(tempfile.mkdtemp(prefix=f"tony-{os.geteuid()}-"))
+    return _FALLBACK_DIR
+
+
+def _file_digest(path: Path) -> str | None:
+    """The sha256 of a regular file of this user at ``path`` (opened without following a symlink)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
 def runtime_zip_path() -> Path:
-    """Written once per content hash, so repeated submits reuse one file."""
+    """The runtime zip in this user's private directory, written once per content hash.
+
+    An existing file is reused only when its content hash is the one named in
+    its file name (so a half-written or altered file is replaced); it is
+    written to a fresh ``mkstemp`` name (O_EXCL, no symlink followed) and
+    renamed into place.
+    """
     data = runtime_zip_bytes()
-    digest = hashlib.sha256(data).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"tony-runtime-{digest}" / C.RUNTIME_ZIP
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+    digest = hashlib.sha256(data).hexdigest()
+    directory = runtime_cache_dir()
+    path = directory / f"tony_runtime-{digest[:16]}.zip"
+    if _file_digest(path) == digest:
+        return path
+    fd, tmp = tempfile.mkstemp(prefix=".tony_runtime-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
