@@ -46,7 +46,6 @@ ENV_YARN_CONTAINER_ID = "CONTAINER_ID"
 KV_PREFIX = "tony/"
 KV_STATE = "tony/state"  # the AM's JSON state document
 KV_CLUSTER = "tony/cluster"  # published once every rendezvous task registered
-KV_FINAL_ACK = "tony/final-ack"  # a client read the final state; the AM may stop
 KV_REGISTER_PREFIX = "tony/register/"
 KV_HEARTBEAT_PREFIX = "tony/hb/"
 KV_EXIT_PREFIX = "tony/exit/"
@@ -94,6 +93,9 @@ def task_id_of(key: str, prefix: str) -> str:
 
 # Files inside every container's working directory.
 RUNTIME_ZIP = "tony_runtime.zip"
+#: The YARN application type of what this provider submits (skein's driver sets it); re-attaching
+#: accepts no other.
+YARN_APPLICATION_TYPE = "skein"
 TENSORBOARD_SUBDIR = "tensorboard"  # under checkpoint.dir on HDFS
 # The tensorboard role's page in skein's web UI, served through the ResourceManager's
 # web proxy at <rm>/proxy/<app id>/pages/<route>/ (a container's host:port is

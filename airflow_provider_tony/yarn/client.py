@@ -8,6 +8,7 @@ where skein and HTTP errors become this provider's own exceptions.
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import hashlib
 import json
 import logging
@@ -29,9 +30,9 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
-from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
+from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
@@ -45,6 +46,7 @@ from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
+from airflow_provider_tony.yarn.logformat import shown
 
 log = logging.getLogger(__name__)
 
@@ -456,24 +458,31 @@ class TonyClient:
             if client.status(path, strict=False) is None:
                 return None
             with client.read(path) as reader:
-                return JobHistory.from_json(reader.read())
+                raw = reader.read(MAX_HISTORY_BYTES + 1)
+        try:
+            return JobHistory.from_json(raw, max_bytes=MAX_HISTORY_BYTES)
+        except SpecError as exc:  # written by the job's AM: a malformed or oversized one counts as none
+            log.warning("ignoring %s: %s", path, exc)
+            return None
 
-    def tensorboard_url(self, am_state: StateDocument | None) -> str:
+    def tensorboard_url(self, app_id: str, am_state: StateDocument | None) -> str:
         """The job's TensorBoard through the ResourceManager's web proxy, or "" while it does not serve.
 
         The AM registers the ``tensorboard`` role's port as a page of skein's
         web UI before its state shows the port; the RM proxies the AM's UI, so
         a browser that reaches the RM reaches TensorBoard, where a container's
-        host and port usually are not reachable.
+        host and port usually are not reachable. The link is built from
+        ``app_id``, the application this client follows, never from the
+        document's own ``application_id`` (the AM's container writes that).
         """
         task = am_state.task(f"{C.TENSORBOARD_ROLE}:0") if am_state is not None else None
         if am_state is None or task is None or not (task.host and task.port and task.state == "RUNNING"):
             return ""
-        return self.tensorboard_page_url(am_state.application_id)
+        return self.tensorboard_page_url(app_id)
 
     def tensorboard_page_url(self, app_id: str) -> str:
         """Where the application's TensorBoard page is (or will be) served through the RM's proxy."""
-        return f"{self.rm_url}/proxy/{app_id}/{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}/"
+        return f"{self.rm_url}/proxy/{urllib.parse.quote(app_id, safe='')}/{C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}/"
 
     def am_state(self, app_id: str) -> StateDocument | None:
         """The AM's state document over HTTP, or None while it is not (or no longer) served."""
@@ -492,15 +501,56 @@ class TonyClient:
         with _cluster_errors(f"could not kill {app_id}"):
             self.skein.kill_application(app_id)
 
+    @property
+    def yarn_user(self) -> str:
+        """The user YARN runs this client's applications as (what the RM reports as their ``user``).
+
+        With Kerberos, the principal's short name (the ticket cache's principal
+        when none is configured); otherwise Hadoop's simple-auth user:
+        ``HADOOP_USER_NAME``, else the login user, as skein's driver submits.
+        """
+        if self._krb is not None:
+            name = self._principal or str(self._krb.credentials().name)
+            return name.split("@", 1)[0].split("/", 1)[0]
+        return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+
     def find_by_tags(self, tags: Iterable[str], *, active_only: bool = True) -> list[AppReport]:
-        """Applications carrying every tag, newest first (RM REST: tags filter any-of)."""
+        """This client's user's TonY applications carrying every tag, newest first.
+
+        Tags are chosen by the submitter and readable by every cluster user, so
+        another user can submit an application with our tags (a SUCCEEDED one
+        would make a task succeed without training). Only applications of
+        :attr:`yarn_user` and of this provider's application type count: on a
+        Kerberized cluster YARN authenticates that user, so nobody else can
+        forge it. (On a cluster without authentication anyone may claim any
+        user for every YARN and HDFS call: nothing can be proven there.)
+        """
         wanted = {t.lower() for t in tags}  # YARN lower-cases tags
+        user = self.yarn_user
         query = "&".join(
-            [f"applicationTags={urllib.parse.quote(','.join(sorted(wanted)))}"]
+            [
+                f"applicationTags={urllib.parse.quote(','.join(sorted(wanted)))}",
+                f"user={urllib.parse.quote(user)}",
+                f"applicationTypes={C.YARN_APPLICATION_TYPE}",
+            ]
             + ([f"states={','.join(ACTIVE_YARN_STATES)}"] if active_only else [])
         )
         apps = (self._rm_get(f"apps?{query}").get("apps") or {}).get("app") or []
-        found = [a for a in apps if wanted <= set((a.get("applicationTags") or "").split(","))]
+        found = []
+        for a in apps:
+            if not wanted <= set((a.get("applicationTags") or "").split(",")):
+                continue
+            if a.get("user") != user or str(a.get("applicationType") or "").lower() != C.YARN_APPLICATION_TYPE:
+                log.warning(
+                    "ignoring %s: it carries this task's tags but was submitted by %r as type %r, not by %r as %r",
+                    shown(a.get("id"), 60),
+                    shown(a.get("user"), 60),
+                    shown(a.get("applicationType"), 60),
+                    user,
+                    C.YARN_APPLICATION_TYPE,
+                )
+                continue
+            found.append(a)
         return [
             AppReport(
                 app_id=a["id"],
