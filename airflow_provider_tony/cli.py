@@ -33,6 +33,7 @@ from airflow_provider_tony import __version__
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
+from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.source import paths_beside_job_file
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def submit(args: argparse.Namespace) -> int:
             client.kill(app_id)
             print(f"interrupted: killed {app_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
-    print(f"{app_id} {result.final_status}: {result.diagnostics}", flush=True)
+    print(f"{app_id} {shown(result.final_status, 40)}: {shown(result.diagnostics, 16000)}", flush=True)
     return 0 if result.succeeded else EXIT_JOB_FAILED
 
 
@@ -208,16 +209,16 @@ def status(args: argparse.Namespace) -> int:
             return 0
         doc = client.am_state(args.app_id)
         if doc is not None:
-            shown = doc.to_dict()
+            as_dict = doc.to_dict()
         else:
             try:
-                shown = client.report(args.app_id).to_dict()
+                as_dict = client.report(args.app_id).to_dict()
             except TonyError:  # YARN has forgotten it: the final state the AM left on HDFS
                 stored = client.stored_history(args.app_id)
                 if stored is None or stored.state is None:
                     raise
-                shown = stored.state.to_dict()
-        print(json.dumps(shown, indent=2, sort_keys=True))
+                as_dict = stored.state.to_dict()
+        print(json.dumps(as_dict, indent=2, sort_keys=True))
     return 0
 
 
@@ -261,9 +262,12 @@ def logs(args: argparse.Namespace) -> int:
             for name, text in sorted(client.container_logs(cid, host).items()):
                 if args.file and name != args.file:
                     continue
-                label = f"{names[cid]} " if cid in names else ""
-                print(f"==== {label}{cid} on {host}: {name} ====")
-                print(text, end="" if text.endswith("\n") or not text else "\n")
+                label = f"{shown(names[cid], 100)} " if cid in names else ""
+                print(f"==== {label}{shown(cid, 100)} on {shown(host, 255)}: {shown(name, 255)} ====")
+                # The training code wrote these: no terminal escapes or other control characters
+                # reach the terminal (tabs stay, lines stay lines).
+                for line in text.splitlines():
+                    print(shown(line, len(line), tabs=True))
     return 0
 
 
@@ -308,7 +312,7 @@ def convert(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     for key, why in unmapped:
-        print(f"not converted: {key}: {why}", file=sys.stderr)
+        print(f"not converted: {shown(key)}: {shown(why)}", file=sys.stderr)
     try:
         JobSpec.from_dict(job)
     except SpecError as exc:  # still written: the user completes it

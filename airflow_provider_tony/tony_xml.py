@@ -26,6 +26,7 @@ import yaml
 
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec
+from airflow_provider_tony.yarn.logformat import shown
 
 __all__ = ["convert_tony_xml", "job_from_tony_xml", "read_tony_xml", "to_yaml"]
 
@@ -362,9 +363,15 @@ def job_from_tony_xml(path: str | os.PathLike[str], **options: str | None) -> Jo
     return JobSpec.from_dict(job)
 
 
+def _comment(text: str) -> str:
+    """``text`` fit for one YAML comment line: every line break or control character
+    (a property name from someone else's tony.xml may hold ``\\nfiles:``) is escaped."""
+    return shown(text, 1000)
+
+
 def to_yaml(job: dict[str, Any], unmapped: Unmapped) -> str:
     """The JobSpec YAML, headed by a comment listing what was not converted."""
     head = "# Converted from a TonY configuration.\n"
     if unmapped:
-        head += "# Not converted:\n" + "".join(f"#   {key}: {why}\n" for key, why in unmapped)
+        head += "# Not converted:\n" + "".join(f"#   {_comment(key)}: {_comment(why)}\n" for key, why in unmapped)
     return head + yaml.safe_dump(job, sort_keys=False, default_flow_style=False)

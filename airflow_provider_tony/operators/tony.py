@@ -16,6 +16,7 @@ import copy
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,12 +34,15 @@ from airflow_provider_tony.links import (
 )
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
-from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
-from airflow_provider_tony.yarn.logformat import log_groups
+from airflow_provider_tony.yarn.logformat import log_groups, shown
 from airflow_provider_tony.yarn.source import paths_beside_job_file
+
+#: The largest XCom result (JSON): whatever the job's containers wrote, downstream reads stay small.
+XCOM_MAX_BYTES = 60 * 1024
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -315,7 +319,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.log.info("YARN application page: %s", url)
 
     def _on_state(self, context: Any, doc: StateDocument | None) -> None:
-        url = self.hook.get_conn().tensorboard_url(doc)
+        url = self.hook.get_conn().tensorboard_url(self._app_id, doc) if self._app_id else ""
         if url and url != self._tensorboard_url:
             self._tensorboard_url = url
             context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=url)
@@ -449,12 +453,15 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def _finish(self, result: JobResult) -> None:
         self._result = result
         if result.succeeded:
-            self.log.info("%s SUCCEEDED: %s", result.app_id, result.diagnostics)
+            self.log.info("%s SUCCEEDED: %s", result.app_id, shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS))
             return
-        self.log.error("%s %s: %s", result.app_id, result.final_status, result.diagnostics)
+        self.log.error(
+            "%s %s: %s", result.app_id, shown(result.final_status, 40), shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS)
+        )
         self._copy_failed_logs(result)
         message = (
-            f"TonY job {result.app_id} {result.final_status}: {result.diagnostics}\n"
+            f"TonY job {result.app_id} {shown(result.final_status, 40)}: "
+            f"{shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS)}\n"
             f"Logs: yarn logs -applicationId {result.app_id}"
         )
         if self.fail_fast_on_permanent and not result.retryable:
@@ -499,6 +506,22 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return value
 
     def _xcom_result(self, result: JobResult) -> dict[str, Any]:
+        """The XCom, within ``XCOM_MAX_BYTES`` whatever the job's containers wrote: past it,
+        per-task details become counts and the lists keep their newest entries."""
+        value = self._full_xcom_result(result)
+        if len(json.dumps(value, default=str)) <= XCOM_MAX_BYTES:
+            return value
+        tasks = value["tasks"]
+        value["tasks"] = {"count": len(tasks), "by_state": dict(Counter(str(t["state"]) for t in tasks.values()))}
+        value["events"] = value["events"][-20:]
+        value["restarts"] = value["restarts"][-10:]
+        value["diagnostics"] = value["diagnostics"][:4000]
+        if len(json.dumps(value, default=str)) > XCOM_MAX_BYTES:
+            value["metrics"], value["events"], value["restarts"] = {}, [], []
+        self.log.warning("the job's result was too large for an XCom: per-task details are summarised")
+        return value
+
+    def _full_xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or StateDocument()
         tasks = {
             tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}

@@ -242,7 +242,7 @@ class ApplicationMaster:
             self.app.kv[C.KV_STATE] = raw
             self.last_state_doc = doc
             if self.web is not None:
-                self.web.publish(raw)
+                self.web.publish(raw, final=doc.final)
             if doc.progress != self.last_progress:
                 self.app.set_progress(doc.progress)
                 self.last_progress = doc.progress
@@ -250,10 +250,16 @@ class ApplicationMaster:
             self.last_publish = now
 
     def acknowledged(self) -> bool:
-        """A client read the final state: over HTTP, or through the store (older clients)."""
-        if self.web is not None and self.web.acknowledged.is_set():
-            return True
-        return self.app.kv.get(C.KV_FINAL_ACK) is not None
+        """A client read the final state (its GET of ``ack``, accepted only after the verdict).
+
+        The key-value store's ``tony/final-ack`` (what clients before the HTTP
+        route wrote) no longer counts: every container of the job, the training
+        code included, can write the store, so it proves no reader; an old
+        client's AM just waits out the linger.
+        """
+        if self.last_state_doc is None or not self.last_state_doc.final:
+            return False
+        return self.web is not None and self.web.acknowledged.is_set()
 
     def stop_remaining(self) -> None:
         remaining = self.tracker.to_stop()

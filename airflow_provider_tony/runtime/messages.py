@@ -79,6 +79,75 @@ MILESTONE_VERDICT = "verdict"
 
 _M = TypeVar("_M", bound="Message")
 
+# Caps on what a container writes (the training code is not trusted: see SECURITY.md).
+# Applied when a message is built or read, so a hostile script can neither make its
+# executor's key-value put exceed skein's gRPC limit nor flood the AM, the Airflow
+# side (trigger event, XCom, task log) or the job page.
+#: A serialised state document (or any message but the history) larger than this is refused.
+MAX_DOCUMENT_BYTES = 8 << 20
+#: The history adds each task's metric points (for the job page).
+MAX_HISTORY_BYTES = 16 << 20
+MAX_PROGRESS_BYTES = 64 << 10
+MAX_METRICS = 64  # metrics per report: the rest are dropped
+MAX_NAME_CHARS = 100  # a metric name, a task id, a host
+MAX_VALUE_CHARS = 200  # a metric's text value
+MAX_TEXT_CHARS = 1000  # an event, a stderr line, a task's message
+MAX_STDERR_LINES = 60
+MAX_EVENTS = 200  # the newest are kept
+MAX_TASKS = 4096
+MAX_HISTORY_POINTS = 2000  # per task on the job page
+MAX_DIAGNOSTICS_CHARS = 16000
+
+
+def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
+    """``value`` as a string of at most ``limit`` characters (longer ones end in an ellipsis)."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _int_or_none(value: Any) -> int | None:
+    """An int from an int, an integral float or a digit string; None for anything else (``step="ten"``)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
+        return int(value)
+    return None
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _metric_value(value: Any) -> Any:
+    """A metric as JSON has it: numbers and booleans as they are, anything else as short text."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    return _text(value, MAX_VALUE_CHARS)
+
+
+def _mapping(value: Any, where: str) -> Mapping[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(where, f"{type(value).__name__} where a JSON object belongs")
+    return value
+
+
+def _sequence(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise SpecError(where, f"{type(value).__name__} where a JSON list belongs")
+    return list(value)
+
 
 class TaskState(str, enum.Enum):
     PENDING = "PENDING"  # no registration yet (container requested or starting)
@@ -124,11 +193,13 @@ class Message(_Spec):
         known = _field_names(cls)
         try:
             return cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError as exc:  # a required field is missing
+        except SpecError:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # missing or mistyped fields
             raise SpecError(
                 field or cls.__name__,
-                f"{cls.__name__} message is incomplete ({exc}); "
-                "it was written by an incompatible version of the provider",
+                f"{cls.__name__} message is incomplete or mistyped ({_text(exc, 300)}); "
+                "it was written by an incompatible version of the provider, or by something else",
             ) from None
 
     def to_json(self) -> bytes:
@@ -136,7 +207,10 @@ class Message(_Spec):
         return json.dumps(self.to_dict(), separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls: type[_M], raw: bytes | str) -> _M:
+    def from_json(cls: type[_M], raw: bytes | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> _M:
+        """The message from its JSON; refused (``SpecError``) when larger than ``max_bytes``."""
+        if len(raw) > max_bytes:
+            raise SpecError(cls.__name__, f"{len(raw)} bytes, more than the {max_bytes} allowed; ignored")
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -186,7 +260,20 @@ class Progress(Message):
     metrics: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
-        self.metrics = dict(self.metrics or {})
+        """Types and sizes enforced: the training script wrote this (``step="ten"`` becomes None,
+        the first ``MAX_METRICS`` metrics are kept, names and texts are cut short)."""
+        self.step = _int_or_none(self.step)
+        self.epoch = _int_or_none(self.epoch)
+        self.total_steps = _int_or_none(self.total_steps)
+        self.time = _float_or_none(self.time)
+        metrics = self.metrics if isinstance(self.metrics, Mapping) else {}
+        if len(metrics) <= MAX_METRICS and all(
+            isinstance(k, str) and len(k) <= MAX_NAME_CHARS and isinstance(v, (int, float, bool, type(None)))
+            for k, v in metrics.items()
+        ):
+            self.metrics = {k: _metric_value(v) for k, v in metrics.items()}  # the usual case, fast
+        else:
+            self.metrics = {_text(k, MAX_NAME_CHARS): _metric_value(v) for k, v in list(metrics.items())[:MAX_METRICS]}
 
     def key(self) -> tuple[Any, ...]:
         """What identifies one report: a new step, epoch or report time means progress."""
@@ -246,7 +333,8 @@ class ExitRecord(Message):
 
     def validate(self) -> None:
         self.exit_code = int(self.exit_code)
-        self.stderr_tail = [str(line) for line in self.stderr_tail or []]
+        tail = _sequence(self.stderr_tail, "stderr_tail")[-MAX_STDERR_LINES:]
+        self.stderr_tail = [_text(line) for line in tail]
         self.progress = _nested(self.progress, Progress, "progress")
 
 
@@ -255,6 +343,9 @@ class EventRecord(Message):
     """A line for the AM's event list: checkpoint restores and uploads, model export."""
 
     message: str = ""
+
+    def validate(self) -> None:
+        self.message = _text(self.message)
 
 
 @dataclass
@@ -315,6 +406,13 @@ class RestartRecord(Message):
     drain_seconds: float | None = None  # how long the AM waited for that upload (None: nothing to wait for)
     moved: dict[str, str] = field(default_factory=dict)  # task id -> the lost host its new container avoided
 
+    def validate(self) -> None:
+        self.failed_task = _text(self.failed_task, MAX_NAME_CHARS)
+        self.reason = _text(self.reason)
+        self.host = None if self.host is None else _text(self.host, 255)
+        moved = list(_mapping(self.moved, "moved").items())[:MAX_TASKS]
+        self.moved = {_text(k, MAX_NAME_CHARS): _text(v, 255) for k, v in moved}
+
 
 @dataclass
 class TaskSummary(Message):
@@ -336,8 +434,19 @@ class TaskSummary(Message):
     restored_step: int | None = None
 
     def validate(self) -> None:
-        self.state = str(self.state.value if isinstance(self.state, TaskState) else self.state)
+        self.state = _text(self.state.value if isinstance(self.state, TaskState) else self.state, 40)
+        self.role = _text(self.role, MAX_NAME_CHARS)
+        self.index = int(self.index)
+        self.host = None if self.host is None else _text(self.host, 255)
+        self.port = _int_or_none(self.port)
+        self.container_id = None if self.container_id is None else _text(self.container_id, MAX_NAME_CHARS)
+        self.gpus = [_text(g, 20) for g in _sequence(self.gpus, "gpus")[:64]]
+        self.seconds_since_heartbeat = _float_or_none(self.seconds_since_heartbeat)
+        self.exit_code = _int_or_none(self.exit_code)
         self.progress = _nested(self.progress, Progress, "progress")
+        self.stderr_tail = [_text(line) for line in _sequence(self.stderr_tail, "stderr_tail")[-MAX_STDERR_LINES:]]
+        self.message = _text(self.message)
+        self.restored_step = _int_or_none(self.restored_step)
 
     @property
     def failed(self) -> bool:
@@ -367,15 +476,29 @@ class StateDocument(Message):
     version: int = STATE_DOCUMENT_VERSION
 
     def validate(self) -> None:
-        self.app_state = str(self.app_state.value if isinstance(self.app_state, AppState) else self.app_state)
+        """Types and caps enforced (``MAX_TASKS``, ``MAX_EVENTS``, text lengths): the Airflow side
+        reads this from a container; a document that breaks them raises ``SpecError``."""
+        self.application_id = _text(self.application_id, MAX_NAME_CHARS)
+        self.app_state = _text(self.app_state.value if isinstance(self.app_state, AppState) else self.app_state, 40)
+        self.am_heartbeat = _float_or_none(self.am_heartbeat)
+        self.elapsed = float(self.elapsed)
+        self.final = bool(self.final)
+        self.diagnostics = _text(self.diagnostics, MAX_DIAGNOSTICS_CHARS)
+        self.progress = float(self.progress)
+        tasks = _mapping(self.tasks, "tasks")
+        if len(tasks) > MAX_TASKS:
+            raise SpecError("tasks", f"{len(tasks)} tasks, more than the {MAX_TASKS} a document may hold")
         self.tasks = {
-            str(tid): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary() for tid, t in (self.tasks or {}).items()
+            _text(tid, MAX_NAME_CHARS): _nested(t, TaskSummary, f"tasks.{tid}") or TaskSummary()
+            for tid, t in tasks.items()
         }
-        self.restarts = [
-            _nested(r, RestartRecord, f"restarts.{i}") or RestartRecord() for i, r in enumerate(self.restarts or [])
-        ]
-        self.events = [str(e) for e in self.events or []]
-        self.timeline = dict(self.timeline or {})
+        restarts = _sequence(self.restarts, "restarts")[-MAX_EVENTS:]
+        self.restarts = [_nested(r, RestartRecord, "restarts") or RestartRecord() for r in restarts]
+        self.events = [_text(e) for e in _sequence(self.events, "events")[-MAX_EVENTS:]]
+        self.timeline = {
+            _text(k, MAX_NAME_CHARS): float(v) for k, v in list(_mapping(self.timeline, "timeline").items())[:64]
+        }
+        self.am_started_wall = _float_or_none(self.am_started_wall)
 
     def task(self, task_id: str) -> TaskSummary | None:
         return self.tasks.get(task_id)
@@ -410,7 +533,17 @@ class JobHistory(Message):
 
     def validate(self) -> None:
         self.state = _nested(self.state, StateDocument, "state")
+        metrics = _mapping(self.metrics, "metrics")
+        if len(metrics) > MAX_TASKS:
+            raise SpecError("metrics", f"{len(metrics)} tasks, more than the {MAX_TASKS} a history may hold")
         self.metrics = {
-            str(tid): [_nested(p, Progress, f"metrics.{tid}") or Progress() for p in points or []]
-            for tid, points in (self.metrics or {}).items()
+            _text(tid, MAX_NAME_CHARS): [
+                _nested(p, Progress, "metrics") or Progress()
+                for p in _sequence(points, "metrics")[-MAX_HISTORY_POINTS:]
+            ]
+            for tid, points in metrics.items()
         }
+        self.name = _text(self.name, 300)
+        self.user = _text(self.user, MAX_NAME_CHARS)
+        self.nm_http_port = _text(self.nm_http_port, 10)
+        self.attempt = _int_or_none(self.attempt) or 1

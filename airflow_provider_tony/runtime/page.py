@@ -85,7 +85,7 @@ def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
         )
         links.append(f'<a href="{_e(url)}">logs</a>')
     if task.role == "tensorboard" and task.host and task.port and task.state == "RUNNING":
-        links.append(f'<a href="http://{_e(task.host)}:{task.port}/">TensorBoard</a>')
+        links.append(f'<a href="http://{_e(task.host)}:{_e(task.port)}/">TensorBoard</a>')
     return " ".join(links) or '<span class="muted">-</span>'
 
 
@@ -186,7 +186,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
     tensorboard = ""
     tb = state.task("tensorboard:0") if state else None
     if tb is not None and tb.host and tb.port and tb.state == "RUNNING":
-        tensorboard = f' &middot; <a href="http://{_e(tb.host)}:{tb.port}/">TensorBoard</a>'
+        tensorboard = f' &middot; <a href="http://{_e(tb.host)}:{_e(tb.port)}/">TensorBoard</a>'
     am_age = ""
     if state and state.am_heartbeat is not None and now_wall is not None and not final:
         am_age = f" &middot; AM heartbeat {_age(max(0.0, now_wall - state.am_heartbeat))}"
@@ -200,7 +200,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f'<h1>TonY job {_e(history.name)} <span class="muted">{_e(app_id)}</span></h1>'
         f'<p><span class="state" id="app-state" style="background:{colour}">{_e(app_state)}</span> '
         f'<span class="bar" title="{pct:.0f}%"><span style="width:{pct:.1f}%"></span></span> {pct:.0f}%'
-        f" &middot; Airflow try {history.attempt}"
+        f" &middot; Airflow try {_e(history.attempt)}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
         f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
         f"{diagnostics}<h2>Tasks</h2>{_tasks_table(history)}"

@@ -14,11 +14,19 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_tony.runtime.constants import ENV_PROGRESS_FILE
-from airflow_provider_tony.runtime.messages import Progress
+from airflow_provider_tony.runtime.messages import (
+    MAX_METRICS,
+    MAX_NAME_CHARS,
+    MAX_PROGRESS_BYTES,
+    MAX_VALUE_CHARS,
+    Progress,
+    _int_or_none,
+)
 
 
 def _clean(value: Any) -> Any:
@@ -32,17 +40,40 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(what: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(f"tony progress.report: {what}", stacklevel=3)
+
+
 def report(step: int | None = None, epoch: int | None = None, total_steps: int | None = None, **metrics: Any) -> bool:
-    """Record the latest step/epoch/metrics; returns False outside TonY."""
+    """Record the latest step/epoch/metrics; returns False outside TonY.
+
+    What travels to the AM is bounded (``MAX_METRICS`` metrics, names of
+    ``MAX_NAME_CHARS`` and text values of ``MAX_VALUE_CHARS`` characters,
+    integer step/epoch): the rest is dropped or cut with a warning, so a
+    report can never grow the executor's messages past what skein carries.
+    """
     path = os.environ.get(ENV_PROGRESS_FILE)
     if not path:
         return False
+    if len(metrics) > MAX_METRICS:
+        _warn_once(f"{len(metrics)} metrics reported, only the first {MAX_METRICS} are kept")
+    cleaned = {k: _clean(v) for k, v in list(metrics.items())[:MAX_METRICS]}
+    if any(len(k) > MAX_NAME_CHARS or (isinstance(v, str) and len(v) > MAX_VALUE_CHARS) for k, v in cleaned.items()):
+        _warn_once(f"metric names over {MAX_NAME_CHARS} or values over {MAX_VALUE_CHARS} characters are cut short")
+    for name, value in (("step", step), ("epoch", epoch), ("total_steps", total_steps)):
+        if value is not None and _int_or_none(_clean(value)) is None:
+            _warn_once(f"{name}={value!r} is not an integer: reported as none")
     doc = Progress(
-        step=step,
-        epoch=epoch,
-        total_steps=total_steps,
+        step=_clean(step),
+        epoch=_clean(epoch),
+        total_steps=_clean(total_steps),
         time=time.time(),
-        metrics={k: _clean(v) for k, v in metrics.items()},
+        metrics=cleaned,
     )
     tmp = Path(path + ".tmp")
     tmp.write_bytes(doc.to_json())
@@ -53,8 +84,9 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
 def read(path: str | os.PathLike[str]) -> Progress | None:
     """What the executor forwards to the AM; None until the script reports."""
     try:
-        return Progress.from_json(Path(path).read_bytes())
-    except (OSError, ValueError):  # not yet written (SpecError is a ValueError)
+        with open(path, "rb") as fh:  # the script may write this file itself: read a bounded amount
+            return Progress.from_json(fh.read(MAX_PROGRESS_BYTES + 1), max_bytes=MAX_PROGRESS_BYTES)
+    except (OSError, ValueError):  # not yet written, or too large (SpecError is a ValueError)
         return None
 
 

@@ -17,7 +17,15 @@ Routes (relative, so they work behind any proxy prefix):
 
 ``ack`` is a GET although it changes something: the ResourceManager's web
 proxy in front of skein's web UI answers any other method with HTTP 405. It
-is harmless to repeat (it only shortens the AM's wait for a reader).
+is harmless to repeat (it only shortens the AM's wait for a reader), and it
+counts only once the published document holds the verdict: before that, any
+process that reaches the port (on the AM's host, or through the proxy) could
+otherwise end the AM's wait for a reader early (HTTP 409).
+
+Every answer carries ``X-Content-Type-Options: nosniff`` and a
+Content-Security-Policy that allows no script, no fetch and no embedding:
+the page shows what training code wrote (escaped), and should an escape ever
+be missed, the browser still runs nothing.
 
 The AM hands the server the state document's bytes (``publish``); the
 history is built on request under the AM's history lock, which its loop holds
@@ -57,6 +65,12 @@ def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
 # to reach the port, so it is not opened to the network.
 LOOPBACK = "127.0.0.1"
 
+#: The page needs its inline style and nothing else: no script, no fetch, no frame, no form.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
 
 class JobWebServer:
     """Serves what the AM last published; ``acknowledged`` is set by a client's GET of ``ack``.
@@ -78,6 +92,7 @@ class JobWebServer:
         self.render = render
         self.history = history
         self.state_json = b"{}"
+        self.final = False  # the published document holds the verdict: ``ack`` counts from then on
         self.acknowledged = threading.Event()
         server = self
         self._httpd = ThreadingHTTPServer((host, port), _handler(server))
@@ -92,9 +107,11 @@ class JobWebServer:
         self._thread.start()
         return self
 
-    def publish(self, state_json: bytes) -> None:
-        """Replace the state document served (one reference: a reader sees a whole document)."""
+    def publish(self, state_json: bytes, *, final: bool = False) -> None:
+        """Replace the state document served (one reference: a reader sees a whole document);
+        ``final`` says it holds the verdict (only then is an ``ack`` accepted)."""
         self.state_json = state_json
+        self.final = final
 
     def stop(self) -> None:
         self._httpd.shutdown()
@@ -110,6 +127,8 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
             self.end_headers()
             self.wfile.write(body)
 
@@ -128,6 +147,9 @@ def _handler(server: JobWebServer) -> type[BaseHTTPRequestHandler]:
             elif route in ("history", "history.json"):
                 self._send(200, server.history(), "application/json")
             elif route == "ack":
+                if not server.final:
+                    self._send(409, b"no verdict yet: nothing to acknowledge", "text/plain")
+                    return
                 server.acknowledged.set()
                 self._send(200, b"ok", "text/plain")
             else:

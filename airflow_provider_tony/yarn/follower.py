@@ -267,7 +267,7 @@ class Follower:
         for event in doc.artefact_events():  # restores, checkpoint uploads, model export
             if event not in self.events_seen:
                 self.events_seen.add(event)
-                lines.append(event)
+                lines.append(logformat.shown(event))
         lines.extend(logformat.task_state_lines(doc, self.task_states))
         lines.append(logformat.summary_line(doc))
         return lines

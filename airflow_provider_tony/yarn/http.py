@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
-from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
+from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable, SpecError
+from airflow_provider_tony.runtime.messages import MAX_DOCUMENT_BYTES, MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
 
@@ -141,23 +141,30 @@ def parse_state(response: httpx.Response) -> StateDocument | None:
     """
     if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
         raise StateUnavailable(f"HTTP {response.status_code} from {response.url}")
+    if len(response.content) > MAX_DOCUMENT_BYTES:  # the AM is not trusted to keep it small
+        raise StateUnavailable(f"a {len(response.content)}-byte document from {response.url}: too large, ignored")
     try:
         data = json.loads(response.content)
     except ValueError as exc:
         raise StateUnavailable(f"not JSON from {response.url}: {exc}") from None
     if not isinstance(data, dict) or not data:
         return None
-    return StateDocument.from_dict(data, "state")
+    try:
+        return StateDocument.from_dict(data, "state")
+    except SpecError as exc:  # mistyped or over the caps: no document (the stale-AM rule judges it)
+        raise StateUnavailable(f"a malformed state document from {response.url}: {exc}") from None
 
 
 def parse_history(response: httpx.Response) -> JobHistory | None:
     if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
         return None
+    if len(response.content) > MAX_HISTORY_BYTES:
+        return None
     try:
         data = json.loads(response.content)
-    except ValueError:
+        return JobHistory.from_dict(data, "history") if isinstance(data, dict) and data else None
+    except (ValueError, SpecError):  # SpecError is a ValueError: malformed counts as none
         return None
-    return JobHistory.from_dict(data, "history") if isinstance(data, dict) and data else None
 
 
 def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:

@@ -87,8 +87,12 @@ def test_tensorboard_links_go_through_the_resourcemanagers_proxy() -> None:
     client = TonyClient(rm_url="http://rm:8088/")
     serving = TaskSummary(state="RUNNING", role="tensorboard", host="node2", port=6006)
     doc = StateDocument(application_id="application_1_0001", tasks={"tensorboard:0": serving})
-    assert client.tensorboard_url(doc) == "http://rm:8088/proxy/application_1_0001/pages/tensorboard/"
+    assert (
+        client.tensorboard_url("application_1_0001", doc)
+        == "http://rm:8088/proxy/application_1_0001/pages/tensorboard/"
+    )
     pending = StateDocument(
         application_id="application_1_0001", tasks={"tensorboard:0": TaskSummary(state="PENDING", role="tensorboard")}
     )
-    assert client.tensorboard_url(pending) == "" and client.tensorboard_url(None) == ""
+    app = "application_1_0001"
+    assert client.tensorboard_url(app, pending) == "" and client.tensorboard_url(app, None) == ""

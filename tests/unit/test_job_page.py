@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
 import httpx
@@ -174,6 +175,11 @@ def test_the_server_serves_what_was_published_and_records_the_ack() -> None:
         with urllib.request.urlopen(base) as resp:
             assert resp.read() == b"<p>page</p>"
         assert not server.acknowledged.is_set()
+        # Before the verdict an ack proves no reader (any process reaching the port could send it).
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "ack")
+        assert refused.value.code == 409 and not server.acknowledged.is_set()
+        server.publish(b'{"seq": 4, "final": true}', final=True)
         urllib.request.urlopen(base + "ack").close()
         assert server.acknowledged.is_set()
     finally:

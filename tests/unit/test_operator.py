@@ -80,7 +80,7 @@ class FakeClient:
     stored: JobHistory | None = None
 
     @staticmethod
-    def tensorboard_url(doc: StateDocument | None) -> str:
+    def tensorboard_url(app_id: str, doc: StateDocument | None) -> str:
         return ""
 
     @staticmethod

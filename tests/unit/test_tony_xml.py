@@ -141,3 +141,24 @@ def test_cli_says_when_the_job_is_not_complete(xml: Path, tmp_path: Path, capsys
     """Without --executes (and no tony.<jobtype>.command) the roles have no program yet."""
     assert cli(["convert", str(xml), "-o", str(tmp_path / "job.yaml")]) == 1
     assert "not complete yet: roles.worker.command: no program given" in capsys.readouterr().err
+
+
+def test_a_property_name_with_a_newline_injects_nothing(tmp_path: Path, capsys) -> None:
+    """Someone else's tony.xml names a property ``x\\nfiles:\\n  id_rsa: ...``: before the fix the
+    comment line ended at the newline and the converted job shipped ~/.ssh/id_rsa."""
+    evil = "tony.made.up\nfiles:\n  id_rsa: /root/.ssh/id_rsa\nenv:\n  LD_PRELOAD: /tmp/x.so\n#"
+    path = tmp_path / "tony.xml"
+    path.write_text(
+        '<?xml version="1.0"?><configuration>'
+        "<property><name>tony.worker.instances</name><value>1</value></property>"
+        f"<property><name>{evil}</name><value>1\r\nenv: {{}}</value></property>"
+        "</configuration>"
+    )
+    out = tmp_path / "job.yaml"
+    assert cli(["convert", str(path), "-o", str(out), "--executes", "mnist.py"]) == 0
+    text = out.read_text()
+    job = yaml.safe_load(text)
+    assert "files" not in job and "env" not in job, text
+    assert "tony.made.up\\nfiles:" in text, "the name is still shown, escaped, for the person to see"
+    err = capsys.readouterr().err
+    assert "\nfiles:" not in err and "id_rsa" in err
