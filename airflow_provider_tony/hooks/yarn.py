@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.log import mask_secret
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
@@ -97,6 +98,10 @@ class YarnHook(BaseHook):
             }
         )
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
+        if extra.get("keytab"):
+            # Where the keytab lives is as good as the secret to someone on the worker: Airflow's
+            # masker redacts it from every log line and message of this task from now on.
+            mask_secret(str(extra["keytab"]))
         self._client = TonyClient(
             rm_url=rm_url,
             webhdfs_url=webhdfs_url,

@@ -155,6 +155,7 @@ class TonyClient:
         self._skein: Any = None
         self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
         self._apps: dict[str, Any] = {}
+        self._trusted_dirs: set[str] = set()  # HDFS cache folders checked by _check_cache_dir
         # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
         self.http_settings = (
             web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
@@ -332,7 +333,7 @@ class TonyClient:
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
         client = self.hdfs()
         with _cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
-            if client.status(remote, strict=False) is None:
+            if not self._reusable(client, remote, size=os.path.getsize(archive)):
                 publish(client, archive, remote, f"submit-{os.getpid()}")
                 log.info("uploaded python environment %s to %s", archive, remote)
         fs = self._default_fs()
@@ -354,7 +355,8 @@ class TonyClient:
         remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
         client = self.hdfs()
         pack_s = upload_s = 0.0
-        uploaded = client.status(remote, strict=False) is None
+        with _cluster_errors(f"could not check {remote} on HDFS"):
+            uploaded = not self._reusable(client, remote)
         if uploaded:  # HDFS is the cache: the local archive lives only as long as the upload
             with tempfile.TemporaryDirectory(prefix="tony-src-") as tmp:
                 local = src.pack(tree, Path(tmp) / "src.tar.gz")
@@ -365,6 +367,76 @@ class TonyClient:
         return StagedSource(
             f"{self._default_fs()}{remote}", digest, tree.size, uploaded, scanned - started, pack_s, upload_s
         )
+
+    @property
+    def hdfs_owner(self) -> str:
+        """The HDFS user whose files this client writes (the owner its uploads get)."""
+        return self.yarn_user if self._krb is not None else self.webhdfs_user
+
+    def _check_cache_dir(self, client: Any, directory: str) -> None:
+        """Refuse to use a cache folder (``<base_path>/envs``, ``/src``) someone else could write to.
+
+        A cached upload is named by its content hash, but the name proves
+        nothing if another user can put a file there: it would run in every
+        container. The folder and ``base_path`` must be ours and writable by
+        no one else; above them, no folder may be writable by everyone
+        without the sticky bit (that user could move ours aside). Checked once
+        per folder and client; a folder not yet made is made by us (0755).
+        """
+        if directory in self._trusted_dirs:
+            return
+        base = self.base_path.rstrip("/")
+        parts = [p for p in directory.strip("/").split("/") if p]
+        for i in range(len(parts) + 1):
+            path = "/" + "/".join(parts[:i])
+            status = client.status(path, strict=False)
+            if status is None:
+                continue
+            mode = int(str(status.get("permission") or "0"), 8)
+            owner = status.get("owner")
+            ours = path == base or path.startswith(base + "/")
+            if ours and (owner != self.hdfs_owner or mode & 0o022):
+                raise ClusterError(
+                    f"{path} on HDFS belongs to {owner!r} with mode {mode:o}: the provider reuses uploads under "
+                    f"base_path only from a folder of {self.hdfs_owner!r} that no one else may write to; "
+                    f"`hdfs dfs -chmod -R go-w {path}` (as its owner), or set the connection's base_path "
+                    "to a folder of your own"
+                )
+            if not ours and mode & 0o002 and not mode & 0o1000:
+                raise ClusterError(
+                    f"{path} on HDFS is writable by everyone without the sticky bit (mode {mode:o}): "
+                    "another user could replace the folders below it; `hdfs dfs -chmod +t` it, "
+                    "or choose a base_path elsewhere"
+                )
+        self._trusted_dirs.add(directory)
+
+    def _reusable(self, client: Any, remote: str, size: int | None = None) -> bool:
+        """Whether ``remote`` (named by its content hash) is our upload and may be reused as it is.
+
+        It must be a file of ours that no one else may write to, in a folder
+        that passes :meth:`_check_cache_dir`, of the expected ``size`` when
+        known. A file that fails is uploaded again over it (``publish``).
+        """
+        self._check_cache_dir(client, remote.rsplit("/", 1)[0])
+        status = client.status(remote, strict=False)
+        if status is None:
+            return False
+        mode = int(str(status.get("permission") or "0"), 8)
+        ok = (
+            status.get("type") == "FILE"
+            and status.get("owner") == self.hdfs_owner
+            and not mode & 0o022
+            and (size is None or status.get("length") == size)
+        )
+        if not ok:
+            log.warning(
+                "not reusing %s on HDFS (owner %r, mode %o, %s bytes): uploading it again",
+                remote,
+                status.get("owner"),
+                mode,
+                status.get("length"),
+            )
+        return ok
 
     def _default_fs(self) -> str:
         fs = _read_site(self.cluster_env.conf_dir(), "core-site.xml", "fs.defaultFS")

@@ -66,8 +66,8 @@ class KerberosSession:
         try:
             if cfg.keytab:
                 if not os.path.isfile(cfg.keytab):
-                    raise KerberosError(
-                        f"keytab {cfg.keytab!r} (connection extra 'keytab') does not exist "
+                    raise KerberosError(  # the path is not printed: it says where a secret lives
+                        "the keytab (connection extra 'keytab') does not exist "
                         "or is not a file on this machine: copy the principal's keytab there"
                     )
                 name = gssapi.Name(cfg.principal, gssapi.NameType.kerberos_principal) if cfg.principal else None
@@ -86,8 +86,9 @@ class KerberosSession:
         cfg = self.config
         detail = str(exc).strip().replace("\n", " ")
         if cfg.keytab:
+            detail = detail.replace(cfg.keytab, "<keytab>")  # GSSAPI's text may name the file
             return KerberosError(
-                f"Kerberos login with principal {cfg.principal!r} from keytab {cfg.keytab!r} failed ({detail}): "
+                f"Kerberos login with principal {cfg.principal!r} from the connection's keytab failed ({detail}): "
                 "check that the keytab holds that principal's current key (klist -kt <keytab>) and that "
                 "KRB5_CONFIG / /etc/krb5.conf names the realm's KDC"
             )

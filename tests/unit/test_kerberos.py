@@ -166,8 +166,43 @@ def test_no_ticket_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'no-such-cache'}")
     with pytest.raises(KerberosError, match="no Kerberos ticket.*kinit"):
         KerberosSession(KerberosConfig()).credentials()
-    with pytest.raises(KerberosError, match=r"keytab '/nope.keytab' \(connection extra 'keytab'\) does not exist"):
+    with pytest.raises(KerberosError, match=r"the keytab \(connection extra 'keytab'\) does not exist"):
         KerberosSession(KerberosConfig("me@X", "/nope.keytab")).credentials()
+
+
+def test_the_keytab_path_is_in_no_message(tmp_path: Path) -> None:
+    """Where the keytab lives is a secret's address: before, both errors quoted it (issue 27, point 10)."""
+    pytest.importorskip("gssapi")
+    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosError, KerberosSession
+
+    garbage = tmp_path / "hidden-place.keytab"
+    garbage.write_bytes(b"not a keytab")
+    for path in (str(tmp_path / "missing.keytab"), str(garbage)):
+        with pytest.raises(KerberosError) as err:
+            KerberosSession(KerberosConfig("me@X", path)).credentials()
+        assert path not in str(err.value) and "keytab" in str(err.value)
+
+
+def test_the_hook_masks_the_keytab_path_in_task_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from airflow_provider_tony.hooks import yarn as hook_module
+
+    masked: list[str] = []
+    monkeypatch.setattr(hook_module, "mask_secret", masked.append)
+    extra = {"keytab": "/etc/secrets/airflow.keytab", "principal": "airflow@X"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_TONY_KT", json.dumps({"conn_type": "tony_yarn", "host": "rm", "port": 8088, "extra": extra})
+    )
+    hook_module.YarnHook("tony_kt").get_conn()
+    assert masked == ["/etc/secrets/airflow.keytab"]
+
+
+def test_the_connection_forms_keytab_field_is_sensitive() -> None:
+    """Airflow 3 marks a conn-field sensitive (masked in the UI and API) by ``format: password``."""
+    from airflow_provider_tony.connection import connection_form
+
+    assert connection_form()["conn-fields"]["keytab"]["schema"]["format"] == "password"
 
 
 def test_kerberos_comes_from_the_connection_or_core_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

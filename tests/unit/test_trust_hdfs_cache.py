@@ -1,0 +1,116 @@
+"""Cached uploads on HDFS are reused only when they are provably ours (issue 27, point 11).
+
+``<base_path>/envs`` and ``<base_path>/src`` hold uploads named by their content
+hash; before, any file of that name was reused, whoever wrote it, and it then
+ran in every container of the job.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.yarn.client import TonyClient
+
+BASE = "/user/alice/tony"
+
+
+class FakeHdfs:
+    """WebHDFS ``status`` and the calls ``publish`` makes, over a dict of paths."""
+
+    def __init__(self, entries: dict[str, dict[str, Any]]) -> None:
+        self.entries = entries
+        self.uploads: list[str] = []
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        return self.entries.get(path.rstrip("/") or "/")
+
+    def makedirs(self, path: str) -> None:
+        pass
+
+    def upload(self, remote: str, local: str, **kwargs: Any) -> None:
+        self.uploads.append(remote)
+        self.entries[remote] = _file("alice", "644", Path(local).stat().st_size)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.entries[dst] = self.entries.pop(src)
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        return self.entries.pop(path, None) is not None
+
+
+def _dir(owner: str, perm: str) -> dict[str, Any]:
+    return {"type": "DIRECTORY", "owner": owner, "permission": perm, "length": 0}
+
+
+def _file(owner: str, perm: str, length: int) -> dict[str, Any]:
+    return {"type": "FILE", "owner": owner, "permission": perm, "length": length}
+
+
+def _tree(envs_perm: str = "755", envs_owner: str = "alice", user_perm: str = "755") -> dict[str, dict[str, Any]]:
+    return {
+        "/": _dir("hdfs", "755"),
+        "/user": _dir("hdfs", user_perm),
+        "/user/alice": _dir("alice", "755"),
+        BASE: _dir("alice", "755"),
+        f"{BASE}/envs": _dir(envs_owner, envs_perm),
+    }
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Path:
+    path = tmp_path / "env.tar.gz"
+    path.write_bytes(b"our environment")
+    return path
+
+
+def _client(monkeypatch: pytest.MonkeyPatch, fake: FakeHdfs) -> TonyClient:
+    client = TonyClient(rm_url="http://rm:8088", webhdfs_url="http://nn:9870", webhdfs_user="alice", base_path=BASE)
+    monkeypatch.setattr(client, "hdfs", lambda: fake)
+    monkeypatch.setattr(client, "_default_fs", lambda: "hdfs://nn:8020")
+    return client
+
+
+def _remote(archive: Path) -> str:
+    import hashlib
+
+    return f"{BASE}/envs/{hashlib.sha256(archive.read_bytes()).hexdigest()[:24]}.tar.gz"
+
+
+def test_our_own_cached_environment_is_reused(monkeypatch, archive: Path) -> None:
+    fake = FakeHdfs(_tree() | {_remote(archive): _file("alice", "644", archive.stat().st_size)})
+    assert _client(monkeypatch, fake).stage_archive(str(archive)) == f"hdfs://nn:8020{_remote(archive)}"
+    assert fake.uploads == []
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [_file("mallory", "644", 15), _file("alice", "666", 15), _file("alice", "644", 999)],
+    ids=["another-owner", "writable-by-others", "wrong-size"],
+)
+def test_a_cached_environment_that_is_not_provably_ours_is_uploaded_again(monkeypatch, archive, planted) -> None:
+    """Before: any file under the hash's name was reused (mallory's would have run in every container)."""
+    fake = FakeHdfs(_tree() | {_remote(archive): planted})
+    _client(monkeypatch, fake).stage_archive(str(archive))
+    assert len(fake.uploads) == 1 and fake.entries[_remote(archive)]["owner"] == "alice"
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [_tree(envs_perm="777"), _tree(envs_owner="mallory"), _tree(user_perm="777")],
+    ids=["envs-writable-by-others", "envs-of-another-user", "an-ancestor-world-writable-without-sticky"],
+)
+def test_a_cache_folder_others_can_write_to_is_refused(monkeypatch, archive, tree) -> None:
+    fake = FakeHdfs(tree | {_remote(archive): _file("alice", "644", archive.stat().st_size)})
+    with pytest.raises(ClusterError, match="go-w|sticky"):
+        _client(monkeypatch, fake).stage_archive(str(archive))
+    assert fake.uploads == []
+
+
+def test_a_sticky_world_writable_ancestor_like_tmp_is_fine(monkeypatch, archive) -> None:
+    fake = FakeHdfs(_tree(user_perm="1777") | {_remote(archive): _file("alice", "644", archive.stat().st_size)})
+    _client(monkeypatch, fake).stage_archive(str(archive))
+    assert fake.uploads == []
