@@ -87,10 +87,10 @@ _M = TypeVar("_M", bound="Message")
 MAX_DOCUMENT_BYTES = 8 << 20
 #: The history adds each task's metric points (for the job page).
 MAX_HISTORY_BYTES = 16 << 20
-MAX_PROGRESS_BYTES = 64 << 10
+MAX_PROGRESS_BYTES = 128 << 10
 MAX_METRICS = 64  # metrics per report: the rest are dropped
 MAX_NAME_CHARS = 100  # a metric name, a task id, a host
-MAX_VALUE_CHARS = 200  # a metric's text value
+MAX_VALUE_CHARS = 1000  # a metric's text value (a TF_CONFIG a test reports fits)
 MAX_TEXT_CHARS = 1000  # an event, a stderr line, a task's message
 MAX_STDERR_LINES = 60
 MAX_EVENTS = 200  # the newest are kept

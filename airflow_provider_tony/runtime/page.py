@@ -43,7 +43,13 @@ vertical-align:top} th{background:#f3f3f3}
 
 
 def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
+    """HTML-escaped text with control characters shown as escapes (``\\x1b``): a task wrote it."""
+    text = "" if value is None else str(value)
+    if not text.isprintable():
+        text = "".join(
+            c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii") for c in text
+        )
+    return html.escape(text)
 
 
 def _age(seconds: float | None) -> str:
