@@ -79,3 +79,17 @@ for _dag_id, _extra in (("tony_test_fail_no_retry", {}), ("tony_test_fail_retry_
         TonyOperator(
             task_id="train", job=behave_job("exit", "--index", "1", "--code", "3", **_extra), poll_interval=1.0
         )
+
+# issue 27: a training script that attacks everything downstream of it (tests/integration/test_trust_airflow.py)
+HOSTILE = str(Path(__file__).resolve().parent.parent / "jobs" / "hostile.py")
+with DAG("tony_test_hostile", schedule=None, start_date=START, catchup=False):
+    TonyOperator(
+        task_id="train",
+        job={
+            "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": HOSTILE, "args": ["24"]}},
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 10,
+        },
+        poll_interval=1.0,
+    )

@@ -1,0 +1,44 @@
+"""The hostile training script through Airflow (issue 27's acceptance), polling and deferrable.
+
+``airflow dags test`` runs the real operator (and, deferred, the real
+trigger) against the local cluster: the application must end (finished, or
+killed), the XCom stay under 64 KiB, and the script's escapes and group
+markers reach the task log only escaped, one line per event.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests._util import rm_apps
+from tests.integration.test_airflow import (  # noqa: F401 - fixtures
+    TEST_DAGS,
+    airflow_env,
+    dag_tag,
+    dags_test,
+    kill_dag_apps,
+    result_of,
+    run_state,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
+def test_a_hostile_script_through_airflow(airflow_env, cluster, kill_dag_apps, deferrable: bool) -> None:  # noqa: F811
+    kill_dag_apps.append("tony_test_hostile")
+    before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_hostile"))}
+    out = dags_test(airflow_env, "tony_test_hostile", dagfile=TEST_DAGS, deferrable=deferrable)
+    assert run_state(out) == "success", out[-4000:]
+    result = result_of(out)
+    assert result["final_state"] == "SUCCEEDED"
+    assert len(json.dumps(result)) < 64 * 1024
+    apps = [a for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_hostile")) if a["id"] not in before]
+    assert apps and all(a["state"] in ("FINISHED", "KILLED", "FAILED") for a in apps), apps
+    # The script's step-7 note holds ESC ] 0;pwned BEL and ::group:: markers: shown escaped, never raw.
+    assert "]0;pwned" in out, "the note reached the task log"
+    assert "\x1b]0;pwned" not in out and "\x07" not in out
+    assert "::group::forged" not in out and ": :group::forged" in out
+    assert "\u2028" not in out
