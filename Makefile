@@ -90,7 +90,7 @@ SECURE_JARS ?= $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 test-secure: venv
 	@export $(SECURE_ENV); rc=0; \
 	( $(DEVCLUSTER) up && eval "$$($(DEVCLUSTER) env)" && \
-	  $(PY) -m pytest tests/integration/test_secure.py $(PYTEST_ARGS) ) || rc=$$?; \
+	  $(PY) -m pytest tests/integration/test_secure.py tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
 	$(DEVCLUSTER) down; exit $$rc
 
 # Airflow as users run it (PostgreSQL, api-server, scheduler, dag-processor,

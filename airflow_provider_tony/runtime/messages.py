@@ -105,13 +105,16 @@ def _text(value: Any, limit: int = MAX_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_MAX_INT = 2**63 - 1  # a step or count beyond a Java long (or a float's range) is not one
+
+
 def _int_or_none(value: Any) -> int | None:
     """An int from an int, an integral float or a digit string; None for anything else (``step="ten"``)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
+        return value if abs(value) <= _MAX_INT else None
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_INT:
         return int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         return int(value)
@@ -126,8 +129,10 @@ def _float_or_none(value: Any) -> float | None:
 
 def _metric_value(value: Any) -> Any:
     """A metric as JSON has it: numbers and booleans as they are, anything else as short text."""
-    if value is None or isinstance(value, (bool, int)):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_INT else _text(value, MAX_VALUE_CHARS)  # float() of it would overflow
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
     return _text(value, MAX_VALUE_CHARS)
@@ -268,7 +273,7 @@ class Progress(Message):
         self.time = _float_or_none(self.time)
         metrics = self.metrics if isinstance(self.metrics, Mapping) else {}
         if len(metrics) <= MAX_METRICS and all(
-            isinstance(k, str) and len(k) <= MAX_NAME_CHARS and isinstance(v, (int, float, bool, type(None)))
+            isinstance(k, str) and len(k) <= MAX_NAME_CHARS and isinstance(v, (float, bool, type(None)))
             for k, v in metrics.items()
         ):
             self.metrics = {k: _metric_value(v) for k, v in metrics.items()}  # the usual case, fast

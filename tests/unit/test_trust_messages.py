@@ -214,6 +214,17 @@ def test_the_page_escapes_and_survives_mistyped_progress() -> None:
     assert "\x1b" not in page and "\x07" not in page and "\\x1b" in page, "control characters shown as escapes"
 
 
+def test_the_page_survives_numbers_beyond_a_float() -> None:
+    """``float(10**400)`` raises: a step or metric that large must not make the page answer 500."""
+    history = JobHistory.from_dict(
+        {
+            "state": {"application_id": APP, "tasks": {"worker:0": {"progress": {"step": 10**400}}}},
+            "metrics": {"worker:0": [{"step": 10**400, "metrics": {"loss": 10**400, "acc": 0.5}}, {"step": 2}]},
+        }
+    )
+    assert "acc" in render_page(history, now_wall=0.0)
+
+
 def test_the_server_sends_a_content_security_policy_and_nosniff() -> None:
     server = JobWebServer(lambda: "<p>page</p>", lambda: b"{}", host="127.0.0.1").start()
     try:
