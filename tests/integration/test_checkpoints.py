@@ -259,7 +259,9 @@ def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_
         }
     )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
-    url = wait_until(lambda: tony_client.tensorboard_url(tony_client.am_state(app_id)), 180, "TensorBoard to run")
+    url = wait_until(
+        lambda: tony_client.tensorboard_url(app_id, tony_client.am_state(app_id)), 180, "TensorBoard to run"
+    )
 
     def runs() -> list:
         try:
