@@ -28,6 +28,6 @@ def test_another_principals_succeeded_application_with_our_tags_is_not_ours(krb,
     squat = other.submit(job("pytest-secure-squat", "behave.py", "ok"), extra_tags=identity)
     done = other.wait(squat, poll_interval=0.5, emit=lambda _: None)
     assert done.succeeded, done.diagnostics
-    assert other.yarn_user != krb.yarn_user
     assert [a.app_id for a in other.find_by_tags(identity, active_only=False)] == [squat], "the tags do match"
     assert krb.find_by_tags(identity, active_only=False) == []
+    assert other.yarn_user != krb.yarn_user
