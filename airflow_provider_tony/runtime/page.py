@@ -15,10 +15,14 @@ import html
 import math
 from collections.abc import Iterable
 
+from airflow_provider_tony.runtime.constants import TENSORBOARD_PAGE
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, TaskSummary
 
 __all__ = ["render_page"]
 
+#: TensorBoard as skein's UI serves it beside this page (``<rm>/proxy/<app>/pages/tensorboard/``):
+#: through the RM's proxy and its ACLs; TensorBoard itself answers only the AM's host.
+TENSORBOARD_LINK = f"../{TENSORBOARD_PAGE}/"
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _STATE_COLOURS = {
     "SUCCEEDED": "#2e7d32",
@@ -91,7 +95,7 @@ def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
         )
         links.append(f'<a href="{_e(url)}">logs</a>')
     if task.role == "tensorboard" and task.host and task.port and task.state == "RUNNING":
-        links.append(f'<a href="http://{_e(task.host)}:{_e(task.port)}/">TensorBoard</a>')
+        links.append(f'<a href="{TENSORBOARD_LINK}">TensorBoard</a>')
     return " ".join(links) or '<span class="muted">-</span>'
 
 
@@ -192,7 +196,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
     tensorboard = ""
     tb = state.task("tensorboard:0") if state else None
     if tb is not None and tb.host and tb.port and tb.state == "RUNNING":
-        tensorboard = f' &middot; <a href="http://{_e(tb.host)}:{_e(tb.port)}/">TensorBoard</a>'
+        tensorboard = f' &middot; <a href="{TENSORBOARD_LINK}">TensorBoard</a>'
     am_age = ""
     if state and state.am_heartbeat is not None and now_wall is not None and not final:
         am_age = f" &middot; AM heartbeat {_age(max(0.0, now_wall - state.am_heartbeat))}"

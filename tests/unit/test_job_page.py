@@ -137,7 +137,7 @@ def test_the_page_shows_tasks_progress_charts_events_and_links() -> None:
     assert "AM heartbeat 3s ago" in page and "Airflow try 2" in page
     assert "container_1_0042_01_000002 (attempt 1)" in page
     assert 'href="http://node1:8042/node/containerlogs/container_1_0042_01_000002/alice"' in page
-    assert 'href="http://node2:6006/">TensorBoard' in page
+    assert 'href="../tensorboard/">TensorBoard' in page, "through the RM's proxy, beside this page"
     assert 'data-metric="loss"' in page and 'data-metric="accuracy"' in page and "<polyline" in page
     assert 'data-metric="bad"' not in page, "a NaN is not drawn"
     assert "worker:0 uploaded checkpoint step 30" in page
