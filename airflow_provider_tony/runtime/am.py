@@ -287,7 +287,7 @@ class ApplicationMaster:
         if answer is not None and answer.generation == self.tracker.generation:
             if not answer.complete:
                 log.warning("restart: %s could not upload its newest checkpoint: %s", task_id, answer.error)
-            self.tracker.drained(answer.step, waited)
+            self.tracker.drained(answer.step, waited, answer.last_step)
             return True
         if self.app.kv.get(C.kv_exit(task_id)) is not None:
             self.tracker.drained(None, waited)

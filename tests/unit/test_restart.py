@@ -29,7 +29,7 @@ from airflow_provider_tony.runtime.messages import (
 )
 from airflow_provider_tony.runtime.state import JobTracker
 
-from .test_state import T0, failed, make_spec, make_tracker
+from .test_state import CODE_GRACE, T0, failed, make_spec, make_tracker
 
 WORKERS = {"chief": 1, "worker": 2}
 
@@ -57,6 +57,8 @@ def restart(tr: JobTracker, now: float) -> None:
 def test_a_lost_worker_with_restarts_left_restarts_the_gang_instead_of_failing() -> None:
     tr = make_tracker(WORKERS, max_restarts=2)
     run_gang(tr, T0 + 1, host="h3")
+    for task_id in tr.tasks:  # every task beat recently: only worker:1 is lost
+        tr.heartbeat(task_id, Heartbeat(seq=2, user_started=True), T0 + 49)
     lose(tr, "worker:1", T0 + 50)
     assert tr.check(T0 + 50, wall=1.7e9) is None
     record = tr.restart_pending
@@ -131,8 +133,10 @@ def test_restarts_exhausted_fail_as_retryable_and_say_so() -> None:
 def test_only_retryable_exits_restart_the_gang(exit_code: int, restarts: int) -> None:
     tr = make_tracker(WORKERS, max_restarts=3)
     run_gang(tr, T0 + 1)
+    for task_id in tr.tasks:  # the gang is alive: no peer is suspected lost
+        tr.heartbeat(task_id, Heartbeat(seq=2, user_started=True), T0 + 10)
     tr.exited("worker:0", exit_code, ["boom"], T0 + 10)
-    verdict = tr.check(T0 + 10)
+    verdict = tr.check(T0 + 10 if restarts else T0 + 10 + CODE_GRACE)
     assert len(tr.restarts) == restarts
     if restarts:
         assert verdict is None and tr.restart_pending is not None
