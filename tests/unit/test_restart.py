@@ -425,3 +425,30 @@ def test_an_upload_that_could_not_finish_is_said_so() -> None:
     app = FakeApp({})
     answer = DrainWatch(app, "chief:0", 0, FakeSync(step=40, complete=False), 0.01, 1.0).answer()  # type: ignore[arg-type]
     assert answer.step == 40 and answer.complete is False and answer.error == "HDFS down"
+
+
+def test_the_drain_stops_training_before_the_last_flush_and_reports_the_step_reached(tmp_path) -> None:
+    """Stopped first, flushed second: no checkpoint is saved after the upload the new gang resumes from."""
+    order: list[str] = []
+    progress_file = tmp_path / "progress.json"
+    progress_file.write_text('{"step": 97, "time": 1.0}')
+
+    class OrderedSync(FakeSync):
+        def flush(self, timeout: float) -> bool:
+            order.append("flush")
+            return super().flush(timeout)
+
+    watch = DrainWatch(
+        FakeApp({}),
+        "worker:0",
+        0,
+        OrderedSync(step=90),  # type: ignore[arg-type]
+        0.01,
+        1.0,
+        stop_training=lambda: order.append("stop"),
+        progress_file=progress_file,
+    )
+    answer = watch.answer()
+    assert order == ["stop", "flush"]
+    assert watch.draining.is_set()
+    assert answer.step == 90 and answer.last_step == 97

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 COUNT_STEPS = str(Path(__file__).resolve().parents[1] / "jobs" / "count_steps.py")
+#: Real TensorFlow training under each strategy, resumable from its checkpoints (``--mode``).
+STRATEGIES_SCRIPT = str(Path(__file__).resolve().parents[1] / "jobs" / "strategies.py")
 
 #: The node-loss job: one worker per unlabelled node (``spread`` over the chaos
 #: cluster's three), so some node runs a worker but neither the AM nor worker:0
