@@ -322,7 +322,11 @@ class ApplicationMaster:
         record = self.tracker.restart_pending
         assert record is not None  # called only then
         log.warning("restart %d: %s", record.attempt, record.reason)
-        services = {role: self.spec.all_services(role) for role in sorted(self.spec.roles)}
+        # Placed (spread) roles ask first: their node-pinned requests then never follow
+        # another role's requests in skein's per-request priorities, where a restarted
+        # ParameterServerStrategy gang (chief and ps asked first) lost a pinned worker's container.
+        order = sorted(self.spec.roles, key=lambda r: (self.spec.fallback_service(r) is None, r))
+        services = {role: self.spec.all_services(role) for role in order}
         for role_services in services.values():
             for service in role_services:
                 self.app.scale(service, count=0)
