@@ -87,7 +87,8 @@ def mwms_loop(args: argparse.Namespace, tf_config: dict) -> int:  # type: ignore
         def replica(bx: tf.Tensor, by: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(by, model(bx)))
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         per_replica = strategy.run(replica, args=(bx, by))
@@ -116,7 +117,11 @@ def keras_fit(args: argparse.Namespace, tf_config: dict) -> int:  # type: ignore
     x, y = digits()
     with strategy.scope():
         model = tf_keras.Sequential(
-            [tf_keras.layers.Input(shape=(64,)), tf_keras.layers.Dense(32, activation="relu"), tf_keras.layers.Dense(10)]
+            [
+                tf_keras.layers.Input(shape=(64,)),
+                tf_keras.layers.Dense(32, activation="relu"),
+                tf_keras.layers.Dense(10),
+            ]
         )
         model.compile(
             optimizer=tf_keras.optimizers.SGD(learning_rate=0.1),
