@@ -37,9 +37,10 @@ from airflow_provider_tony.runtime.messages import (
     Registration,
     Slot,
     StateDocument,
+    TaskState,
 )
 from airflow_provider_tony.runtime.page import render_page
-from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
+from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
@@ -68,6 +69,12 @@ RUNNING_TICK_S = 1.0
 # user code is already reported by its executor, read within the next tick.
 CONTAINER_CHECK_MIN_S = 1.0
 CONTAINER_CHECK_MAX_S = 5.0
+# A spread task that has no running container this long after its gang was
+# asked for runs on any node the role may use (its fallback service). Its
+# node may be gone while the ResourceManager still lists it (a machine lost
+# just before an Airflow retry planned the placement: the RM notices only at
+# the node's expiry, 10 minutes by default), or YARN may have lost the request.
+PLACEMENT_WAIT_S = 60.0
 
 
 def _decode(raw: bytes, cls: type[_M], key: str) -> _M | None:
@@ -98,6 +105,8 @@ class ApplicationMaster:
         self.web: JobWebServer | None = None
         self.drain_started: float | None = None  # when the pending restart asked the uploader to finish
         self.service_nodes: dict[str, list[str]] | None = None  # skein service -> the nodes it may use
+        # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
+        self.retired_services: set[str] = set()
 
     # ---------------------------------------------------------------- the job page
 
@@ -186,6 +195,8 @@ class ApplicationMaster:
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
         for container in ended:
+            if container.service_name in self.retired_services:
+                continue
             task_id = self.tracker.task_of_container(container.service_name, container.instance)
             task = None if task_id is None else self.tracker.tasks.get(task_id)
             if task_id is None or task is None or task.state.finished:
@@ -298,6 +309,39 @@ class ApplicationMaster:
             return True
         return False
 
+    def place_elsewhere(self, now: float) -> None:
+        """Spread tasks whose node gives them no container in ``PLACEMENT_WAIT_S`` run elsewhere.
+
+        The task's own service (pinned to one node) is scaled to 0 and the
+        role's fallback service asked for one more container, whose slot names
+        the task (the executor reads it, as in a restarted gang).
+        """
+        tracker = self.tracker
+        if now - tracker.generation_started < PLACEMENT_WAIT_S:
+            return
+        for task in tracker.tasks.values():
+            fallback = self.spec.fallback_service(task.role)
+            service = f"{task.role}{PLACED_SERVICE_SEP}{task.index}"
+            if task.state is not TaskState.PENDING or fallback is None or service in self.retired_services:
+                continue
+            if task.task_id in tracker.slots.values():  # already given a container by the AM
+                continue
+            if self.app.get_containers(services=[service], states=["RUNNING"]):
+                continue  # its container runs: the executor is starting
+            self.retired_services.add(service)
+            self.app.scale(service, count=0)
+            started = self.app.scale(fallback, delta=1)
+            for container in started:
+                tracker.slots[container.id] = task.task_id
+                self.app.kv[C.kv_slot(container.id)] = Slot(
+                    task_id=task.task_id, generation=tracker.generation
+                ).to_json()
+            tracker.events.append(
+                f"{task.task_id} got no container on its node ({', '.join(self.nodes_of(service)) or '?'}) in "
+                f"{PLACEMENT_WAIT_S:g}s: asked for one on any node the role may use"
+            )
+            log.warning("%s: no container on its node in %gs; placed elsewhere", task.task_id, PLACEMENT_WAIT_S)
+
     def nodes_of(self, service: str) -> list[str]:
         """The nodes a skein service was declared with (asked once, from skein's AM)."""
         if self.service_nodes is None:
@@ -336,6 +380,7 @@ class ApplicationMaster:
             self.app.kv.discard_prefix(prefix)
         self.published_addresses = set()
         self.drain_started = None
+        self.retired_services = set()
         generation = self.tracker.generation + 1
         slots: dict[str, str] = {}
         lost = self.tracker.lost_hosts
@@ -379,6 +424,7 @@ class ApplicationMaster:
             now = time.monotonic()
             self.read_store(now)
             self.check_containers(now)
+            self.place_elsewhere(now)
             self.publish_cluster(now)
             self.register_pages()
             verdict = self.tracker.check(now, time.time())

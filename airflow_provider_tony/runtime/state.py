@@ -183,12 +183,13 @@ class JobTracker:
 
     def task_of_container(self, service: str, instance: int) -> str | None:
         """The task a skein container serves in the current gang; None for an older gang's."""
-        if self.generation == 0:
-            task_id = task_of_container(service, instance)
-            role, _, index = task_id.rpartition(":")
-            first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
-            return task_id if first and task_id in self.tasks else None
-        return self.slots.get(f"{service}_{instance}")
+        slotted = self.slots.get(f"{service}_{instance}")  # named by the AM: a restart, or placed elsewhere
+        if slotted is not None or self.generation != 0:
+            return slotted
+        task_id = task_of_container(service, instance)
+        role, _, index = task_id.rpartition(":")
+        first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
+        return task_id if first and task_id in self.tasks else None
 
     # ------------------------------------------------------------ inputs
 

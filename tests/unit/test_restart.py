@@ -201,14 +201,29 @@ class FakeApp:
         self.next_instance = dict(first_instances)  # service -> its next instance number
         self.calls: list[tuple[str, int]] = []
         self.nodes = nodes or {}
+        self.running: dict[str, int] = {}  # service -> containers asked for
+        self.containers: list[Any] = []  # what get_containers reports
+
+    def get_containers(self, services: list[str] | None = None, states: list[str] | None = None) -> list[Any]:
+        return [
+            c
+            for c in self.containers
+            if (services is None or c.service_name in services) and (states is None or c.state in states)
+        ]
 
     def get_specification(self) -> Any:
         return SimpleNamespace(services={name: SimpleNamespace(nodes=n) for name, n in self.nodes.items()})
 
-    def scale(self, role: str, count: int) -> list[Any]:
+    def scale(self, role: str, count: int | None = None, delta: int | None = None) -> list[Any]:
+        if delta is not None:  # skein's scale(service, delta=n): n more containers
+            count = self.running.get(role, 0) + delta
+        assert count is not None
         self.calls.append((role, count))
-        if count == 0:
+        added = count - self.running.get(role, 0)
+        self.running[role] = count
+        if count == 0 or added <= 0:
             return []
+        count = added
         first = self.next_instance.setdefault(role, 0)
         self.next_instance[role] += count
         return [SimpleNamespace(id=f"{role}_{i}", instance=i) for i in range(first + count - 1, first - 1, -1)]
@@ -452,3 +467,37 @@ def test_the_drain_stops_training_before_the_last_flush_and_reports_the_step_rea
     assert order == ["stop", "flush"]
     assert watch.draining.is_set()
     assert answer.step == 90 and answer.last_step == 97
+
+
+def test_a_spread_task_with_no_container_on_its_node_is_placed_elsewhere() -> None:
+    """Its node may be dead while the RM still lists it (a retry planned right after a machine loss)."""
+    from airflow_provider_tony.runtime.am import PLACEMENT_WAIT_S
+
+    spec = make_spec({"worker": {"instances": 2, "placement": "spread"}})
+    app = FakeApp({"worker.0": 1, "worker.1": 1}, nodes={"worker.1": ["dead-node"]})
+    app.running = {"worker.0": 1, "worker.1": 1}
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    am.tracker.generation_started = T0  # the gang was asked for at T0 (the AM's own clock otherwise)
+    am.tracker.register("worker:0", Registration(host="h1", port=1), T0 + 2)
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S - 0.01)
+    assert app.calls == [] and am.tracker.slots == {}  # still waiting for its node
+    # worker:1's container runs (its executor is starting): nothing moves
+    app.containers = [SimpleNamespace(service_name="worker.1", instance=0, state="RUNNING")]
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 1)
+    assert app.calls == []
+    app.containers = []
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 2)
+    assert app.calls == [("worker.1", 0), ("worker.elsewhere", 1)]
+    assert Slot.from_json(app.kv[C.kv_slot("worker.elsewhere_0")]) == Slot(task_id="worker:1", generation=0)
+    assert am.tracker.task_of_container("worker.elsewhere", 0) == "worker:1"
+    assert "dead-node" in am.tracker.events[-1]
+    # asked once; its new executor registers in the same gang, and the retired request's end means nothing
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 10)
+    assert len(app.calls) == 2
+    am.tracker.register("worker:1", Registration(host="h2", port=2), T0 + 70)
+    assert am.tracker.tasks["worker:1"].state is TaskState.REGISTERED
+    app.containers = [
+        SimpleNamespace(service_name="worker.1", instance=0, state="KILLED", yarn_container_id="c", exit_message="")
+    ]
+    am.check_containers(T0 + 80)
+    assert am.tracker.tasks["worker:1"].state is TaskState.REGISTERED
