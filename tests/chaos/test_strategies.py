@@ -16,7 +16,6 @@ published its model.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
@@ -26,42 +25,11 @@ from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import devcluster, node_index
 from tests._util import rm_app, rm_apps, wait_until
-from tests.integration.dags.training_jobs import STRATEGIES_SCRIPT
+from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_MODES, STRATEGY_STEPS, strategy_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-STEPS, EVERY = 150, 10
-#: The uploader (the decider) and the roles each mode runs; workers are spread one per unlabelled node.
-MODES = {
-    "mwms-loop": ("worker:0", {"worker": 3}),
-    "keras-fit": ("worker:0", {"worker": 3}),
-    "ps": ("chief:0", {"chief": 1, "worker": 3, "ps": 1}),
-}
-
-
-def strategy_job(mode: str, ckpt: str, model_dir: str) -> JobSpec:
-    _, roles = MODES[mode]
-    built: dict[str, Any] = {}
-    for role, instances in roles.items():
-        built[role] = {
-            "instances": instances,
-            "memory": "1 GiB",
-            "script": STRATEGIES_SCRIPT,
-            "args": ["--mode", mode, "--steps", str(STEPS), "--every", str(EVERY), "--sleep", "0.2"],
-            **({"placement": "spread"} if role == "worker" else {}),
-        }
-    return JobSpec.from_dict(
-        {
-            "name": f"pytest-strategy-{mode}",
-            "roles": built,
-            "python": {"interpreter": sys.executable},
-            "heartbeat_interval": 1.0,
-            "heartbeat_timeout": 15,
-            "registration_timeout": 240,
-            "max_restarts": 1,
-            "checkpoint": {"dir": ckpt, "model_dir": model_dir, "poll_interval": 0.5, "keep": 20},
-        }
-    )
+STEPS, EVERY, MODES = STRATEGY_STEPS, STRATEGY_EVERY, STRATEGY_MODES
 
 
 def victim_of(cluster: Any, app_id: str, doc: StateDocument, uploader: str) -> tuple[int, str]:
@@ -80,7 +48,10 @@ def test_a_lost_node_restarts_real_training_in_the_same_application(
 ) -> None:
     uploader, _ = MODES[mode]
     model_dir = f"{ckpt_dir}-model"
-    app_id = tony_client.submit(strategy_job(mode, ckpt_dir, model_dir), extra_tags=[app_tag])
+    spec = JobSpec.from_dict(
+        strategy_job(mode, max_restarts=1, ckpt=ckpt_dir, model_dir=model_dir, name=f"pytest-{mode}")
+    )
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
     try:
         wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 300, "the first checkpoint on HDFS")
         doc = tony_client.am_state(app_id)
