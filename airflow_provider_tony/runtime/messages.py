@@ -16,6 +16,7 @@ message                written by                read by
 ``EventRecord``        executor                  AM (its event list)
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
 ``Slot``               AM                        a restarted gang's executors (who they are)
+``DelegationToken``    AM (token_refresh.py)     executors (their WebHDFS client)
 ``RestartRecord``      AM                        clients (inside the state document)
 ``TaskSummary``        AM                        clients (inside the state document)
 ``StateDocument``      AM                        client, operator, trigger, bench
@@ -53,6 +54,7 @@ __all__ = [
     "STATE_DOCUMENT_VERSION",
     "AppState",
     "ClusterDocument",
+    "DelegationToken",
     "Drain",
     "Drained",
     "EventRecord",
@@ -296,6 +298,26 @@ class Drained(Message):
     step: int | None = None  # None: no checkpoint uploaded by this gang
     complete: bool = True  # False: the newest local checkpoint could not be uploaded in time
     error: str = ""
+
+
+@dataclass
+class DelegationToken(Message):
+    """An HDFS delegation token the AM obtained from the job's keytab, for the executors' WebHDFS clients.
+
+    ``token`` is a secret (Hadoop's URL string): it travels only under
+    ``constants.KV_HDFS_TOKEN``, never in the state document, an event or a
+    log, and the ``repr`` leaves it out. Dates are seconds since the epoch.
+    """
+
+    token: str = field(default="", repr=False)
+    seq: int = 0  # moves with every new token: an executor takes a token newer than the one it uses
+    issued: float | None = None
+    expires: float | None = None  # when it stops working unless renewed, as WebHDFS answered the renewal
+    max_date: float | None = None  # when it stops working whatever happens (its maximum lifetime)
+
+    def validate(self) -> None:
+        self.token = str(self.token or "")
+        self.seq = int(self.seq)
 
 
 @dataclass
