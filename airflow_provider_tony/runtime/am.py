@@ -23,7 +23,7 @@ import time
 from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import hdfs_io, priority
+from airflow_provider_tony.runtime import hdfs_io, priority, token_refresh
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
@@ -146,7 +146,7 @@ class ApplicationMaster:
             self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
             os.environ.get(C.ENV_HISTORY_DIR),
         )
-        client = hdfs_io.client_from_env() if paths else None
+        client = hdfs_io.client_from_env(kv=self.app.kv) if paths else None
         if client is None:
             return
         try:
@@ -467,6 +467,7 @@ def main() -> int:
         return 0
     am = ApplicationMaster(app, spec, app_id)
     am.start_web()
+    token_refresh.start_for_am(app)  # kerberos.refresh_tokens: a daemon thread, None otherwise
     try:
         verdict = am.run()
     except Exception as exc:

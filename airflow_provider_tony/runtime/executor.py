@@ -446,7 +446,7 @@ def export_model(
     if not local.is_dir() or not any(local.iterdir()):
         report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
         return code, tail
-    client = hdfs_io.client_from_env(env)
+    client = hdfs_io.client_from_env(env, kv=app.kv)
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
     try:
@@ -568,7 +568,7 @@ def main() -> int:
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
     user_env[C.ENV_PORT] = str(registration.port)
     ckpt_dir = workdir / spec.checkpoint.local_dir
-    hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
+    hdfs = hdfs_io.client_from_env(env, kv=app.kv) if spec.checkpoint.dir else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
     heartbeat.restored_step = restored
     argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)

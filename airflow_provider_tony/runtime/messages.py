@@ -16,6 +16,7 @@ message                written by                read by
 ``EventRecord``        executor                  AM (its event list)
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
 ``Slot``               AM                        a restarted gang's executors (who they are)
+``DelegationToken``    AM (token_refresh.py)     executors (their WebHDFS client)
 ``RestartRecord``      AM                        clients (inside the state document)
 ``Failure``            AM                        clients (the verdict's root cause)
 ``TaskSummary``        AM                        clients (inside the state document)
@@ -54,6 +55,7 @@ __all__ = [
     "STATE_DOCUMENT_VERSION",
     "AppState",
     "ClusterDocument",
+    "DelegationToken",
     "Drain",
     "Drained",
     "EventRecord",
@@ -320,6 +322,26 @@ class Failure(Message):
     def validate(self) -> None:
         self.retryable = bool(self.retryable)
         self.consequences = [str(t) for t in self.consequences or []]
+
+
+@dataclass
+class DelegationToken(Message):
+    """An HDFS delegation token the AM obtained from the job's keytab, for the executors' WebHDFS clients.
+
+    ``token`` is a secret (Hadoop's URL string): it travels only under
+    ``constants.KV_HDFS_TOKEN``, never in the state document, an event or a
+    log, and the ``repr`` leaves it out. Dates are seconds since the epoch.
+    """
+
+    token: str = field(default="", repr=False)
+    seq: int = 0  # moves with every new token: an executor takes a token newer than the one it uses
+    issued: float | None = None
+    expires: float | None = None  # when it stops working unless renewed, as WebHDFS answered the renewal
+    max_date: float | None = None  # when it stops working whatever happens (its maximum lifetime)
+
+    def validate(self) -> None:
+        self.token = str(self.token or "")
+        self.seq = int(self.seq)
 
 
 @dataclass
