@@ -153,12 +153,12 @@ def decider_step_of(result: Any) -> int | None:
 
 
 def main() -> int:
+    global MODE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--mode", choices=sorted(STRATEGY_MODES), default=MODE, help="the training strategy")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the chaos cluster running")
     args = parser.parse_args()
-    global MODE
     MODE = args.mode
     chaos_env()
     from airflow_provider_tony.yarn.client import TonyClient

@@ -25,6 +25,7 @@ from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import devcluster, node_index
 from tests._util import rm_app, rm_apps, wait_until
+from tests.chaos.test_node_loss import wait_resumed
 from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_MODES, STRATEGY_STEPS, strategy_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -59,17 +60,14 @@ def test_a_lost_node_restarts_real_training_in_the_same_application(
         victim, lost_task = victim_of(cluster, app_id, doc, uploader)
         devcluster("stop-nm", str(victim), "--lose")
         stopped_nodes.append(victim)
-
-        def resumed() -> StateDocument | None:
-            doc = tony_client.am_state(app_id)
-            return doc if doc is not None and doc.restarts and doc.restarts[0].resumed_at is not None else None
-
-        doc = wait_until(resumed, 300, "the gang restarted and resumed in the same application")
+        doc = wait_resumed(tony_client, app_id)
         record = doc.restarts[0]
         # The root cause is the lost worker, not a survivor whose collective failed first.
         assert record.failed_task == lost_task and record.cause == "lost", record
         assert node_index(record.host or "") == victim, record
         assert all(node_index(t.host) != victim for t in doc.tasks.values() if t.host), "a task on the lost node"
+        # the lost worker's pinned service pointed at the lost node: its new container came from the fallback
+        assert set(record.moved) == {lost_task} and node_index(record.moved[lost_task]) == victim, record
         # Resumed from HDFS, at most one checkpoint interval behind the step the old gang reached.
         # BackupAndRestore numbers its saves (the nth at step n * EVERY); the other modes name them by step.
         assert record.resumed_step is not None, record
