@@ -314,6 +314,9 @@ class RestartRecord(Message):
     drained_step: int | None = None  # newest checkpoint the uploader had on HDFS when the gang was stopped
     drain_seconds: float | None = None  # how long the AM waited for that upload (None: nothing to wait for)
     moved: dict[str, str] = field(default_factory=dict)  # task id -> the lost host its new container avoided
+    # YARN preempted the failed task's container for another queue: the cluster's decision, so
+    # this restart does not count against max_restarts, and the new gang waits for capacity.
+    preempted: bool = False
 
 
 @dataclass

@@ -36,10 +36,15 @@ from airflow_provider_tony.runtime.messages import (
 )
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
+from airflow_provider_tony.runtime.yarn_exit import is_preempted
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
 RENDEZVOUS_ROLES = frozenset(TF_CLUSTER_ROLES) | {"evaluator"}
+# Restarts after a preemption do not count against max_restarts, but a queue
+# that preempts a job over and over must not keep it alive forever: past this
+# many, a preemption ends the job as retryable (Airflow's retry decides).
+MAX_PREEMPTION_RESTARTS = 20
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Task:
     progress_changed_at: float | None = None
     message: str = ""
     restored_step: int | None = None
+    preempted: bool = False  # YARN took its container back for another queue
 
     def summary(self, now: float) -> TaskSummary:
         return TaskSummary(
@@ -144,6 +150,8 @@ class JobTracker:
         # The checkpoint uploader the AM lets finish before it stops the gang
         # (None: no uploader alive to wait for).
         self.drain_task: str | None = None
+        # The current gang's wait for capacity after a preemption is in the events.
+        self._noted_capacity_wait = False
         self.tasks: dict[str, Task] = self._new_tasks()
 
     def _new_tasks(self) -> dict[str, Task]:
@@ -294,11 +302,17 @@ class JobTracker:
         self.events.append(f"{task_id} exited with code {exit_code}")
 
     def container_ended(self, task_id: str, message: str, now: float) -> None:
-        """The container is gone but its executor never reported an exit."""
+        """The container is gone and its executor's exit (if any) is not the fact to judge.
+
+        ``message`` is YARN's word on the container (skein's exit message): a
+        preempted container is LOST with ``preempted`` set, whatever its
+        executor reported when the NodeManager stopped it.
+        """
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
         task.state = TaskState.LOST
+        task.preempted = is_preempted(message)
         task.message = message or "container ended without reporting an exit code"
         self.events.append(f"{task_id} container ended: {task.message}")
 
@@ -323,7 +337,7 @@ class JobTracker:
                 return None
             if verdict is not None and not verdict.succeeded and verdict.retryable and self.restarts:
                 verdict.diagnostics += (
-                    f" (after {len(self.restarts)} in-application restart(s), max_restarts "
+                    f" (after {self._restarts_counted()} in-application restart(s), max_restarts "
                     f"{self.spec.max_restarts}: left to Airflow's retry)"
                 )
             self.verdict = verdict
@@ -331,13 +345,17 @@ class JobTracker:
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
+    def _restarts_counted(self) -> int:
+        """Restarts that count against ``max_restarts``: every one but those after a preemption."""
+        return sum(not r.preempted for r in self.restarts)
+
     def _restartable(self, verdict: Verdict) -> bool:
-        return (
-            not verdict.succeeded
-            and verdict.retryable
-            and verdict.task_id is not None
-            and len(self.restarts) < self.spec.max_restarts
-        )
+        if verdict.succeeded or not verdict.retryable or verdict.task_id is None:
+            return False
+        failed = self.tasks.get(verdict.task_id)
+        if failed is not None and failed.preempted:
+            return len(self.restarts) - self._restarts_counted() < MAX_PREEMPTION_RESTARTS
+        return self._restarts_counted() < self.spec.max_restarts
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
         assert verdict.task_id is not None  # _restartable checked it
@@ -352,18 +370,26 @@ class JobTracker:
             at=round(now - self.started, 3),
             at_wall=wall,
             last_step=last_step,
+            preempted=failed.preempted,
         )
         self.restarts.append(record)
         self.restart_pending = record
-        if failed.host and (failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES):
+        # A preempted container's node is healthy: its new container may go back there.
+        lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
+        if failed.host and lost and not failed.preempted:
             self.lost_hosts.add(failed.host)
         self.drain_task = self._uploader_alive(failed)
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
                 task.message = f"stopped to restart the gang after {failed.task_id} failed"
+        counted = (
+            "after a preemption, not counted against max_restarts; the new gang waits for the queue's capacity"
+            if record.preempted
+            else f"{self._restarts_counted()} of max_restarts {self.spec.max_restarts}"
+        )
         self.events.append(
-            f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
+            f"restart {record.attempt} ({counted}): {verdict.diagnostics}; "
             "replacing every task, resuming from the latest checkpoint"
         )
 
@@ -403,9 +429,43 @@ class JobTracker:
         self.cluster_published_at = None
         self.restart_pending = None
         self.drain_task = None
+        self._noted_capacity_wait = False
         self.events.append(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )
+
+    def waiting_for_capacity(self) -> bool:
+        """The gang replaces a preempted one and has not registered yet.
+
+        Only then does ``capacity_pending`` hold the registration clock: the
+        queue that preempted the job may keep its capacity for a long time.
+        """
+        return (
+            self.generation > 0
+            and self.restart_pending is None
+            and self.cluster_published_at is None
+            and len(self.restarts) == self.generation
+            and self.restarts[-1].preempted
+        )
+
+    def capacity_pending(self, waiting: int, now: float) -> None:
+        """YARN has not yet allocated ``waiting`` containers of a gang that replaces a preempted one.
+
+        The rule: after a preemption, ``registration_timeout`` runs from when
+        the gang's last container is allocated, not from when it was asked
+        for, so a job waits as long as its queue's capacity is taken (bounded
+        by its ``deadline``, if it has one, as any job is). A gang whose
+        containers are all allocated but do not register still times out.
+        """
+        if waiting <= 0 or not self.waiting_for_capacity():
+            return
+        if not self._noted_capacity_wait:
+            self.events.append(
+                f"gang {self.generation} waits for the queue's capacity: {waiting} container(s) "
+                "not allocated yet (the registration timeout starts once they are)"
+            )
+            self._noted_capacity_wait = True
+        self.generation_started = now
 
     def _decide(self, now: float) -> Verdict | None:
         spec = self.spec

@@ -67,6 +67,7 @@ RESTART = RestartRecord(
     drained_step=50,
     drain_seconds=1.5,
     moved={"worker:1": "127.0.0.3"},
+    preempted=True,
 )
 FULL: list[Message] = [
     PROGRESS,

@@ -197,6 +197,7 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "drained_step": None,
                 "drain_seconds": None,
                 "moved": {},
+                "preempted": False,
             }
         ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
