@@ -134,7 +134,8 @@ def test_a_preempted_job_restarts_without_spending_max_restarts_and_resumes_when
     assert worker0 is not None and worker0.progress is not None and worker0.progress.step == STEPS
     # trained from the checkpoint on, not from scratch
     assert worker0.progress.metrics.get("start_step") == record.resumed_step, worker0.progress
-    assert [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag) if a["queue"] == "default"] == [app_id]
+    mine = [a["id"] for a in rm_apps(cluster.rm_url, tag=app_tag) if a["name"] == spec.name]
+    assert mine == [app_id], "a second application"
 
     assert record.at_wall is not None and record.resumed_at is not None
     resumed_wall = record.at_wall + (record.resumed_at - record.at)
