@@ -223,7 +223,14 @@ class ApplicationMaster:
             if record is not None and not is_preempted(container.exit_message):
                 self.apply_exit(task_id, record, now, container_ended=True)
             else:  # no record, or YARN preempted it: YARN's word is the fact, not the executor's 143
-                self.held_exits.pop(task_id, None)
+                held = self.held_exits.pop(task_id, None)
+                if held is not None and record is not None:
+                    log.info(
+                        "%s: its exit code %d came from YARN's preemption (known %.1fs after the exit record)",
+                        task_id,
+                        record.exit_code,
+                        now - held,
+                    )
                 self.tracker.container_ended(task_id, message, now)
         if self.tracker.waiting_for_capacity():
             waiting = [c for c in self.app.get_containers(states=NOT_ALLOCATED) if c.id in self.tracker.slots]
