@@ -72,9 +72,12 @@ CONTAINER_CHECK_MAX_S = 5.0
 # An executor killed by a signal (143: the NodeManager's SIGTERM) may write
 # its exit record before skein's AM hears from the ResourceManager why the
 # container ended: when YARN preempted it, the record is a consequence, not the
-# cause. Such a record waits this long for YARN's status (skein's AM asks the
-# ResourceManager every second) before it is judged as an exit code.
-SIGNAL_EXIT_HOLD_S = 5.0
+# cause. Such a record waits for YARN's status before it is judged as an exit
+# code. skein's AM asks the ResourceManager every min(5 s, AM expiry / 2) while
+# it waits for no container (every second otherwise), and this AM looks every
+# tick: 8 s covers one such interval and the ticks around it. A container that
+# YARN reports ended sooner is judged at once.
+SIGNAL_EXIT_HOLD_S = 8.0
 # skein container states of a container asked for and not yet allocated.
 NOT_ALLOCATED = ("WAITING", "REQUESTED")
 
