@@ -383,15 +383,17 @@ class JobTracker:
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
                 task.message = f"stopped to restart the gang after {failed.task_id} failed"
-        counted = (
-            "after a preemption, not counted against max_restarts; the new gang waits for the queue's capacity"
-            if record.preempted
-            else f"{self._restarts_counted()} of max_restarts {self.spec.max_restarts}"
-        )
-        self.events.append(
-            f"restart {record.attempt} ({counted}): {verdict.diagnostics}; "
-            "replacing every task, resuming from the latest checkpoint"
-        )
+        counted = self._restarts_counted()
+        if record.preempted:
+            which = (
+                f"restart {record.attempt} (after a preemption, not counted against max_restarts; "
+                "the new gang waits for the queue's capacity)"
+            )
+        elif counted == record.attempt:
+            which = f"restart {record.attempt} of {self.spec.max_restarts}"
+        else:  # earlier restarts were preemptions
+            which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
+        self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
     def _uploader_alive(self, failed: Task) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.

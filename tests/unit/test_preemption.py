@@ -261,3 +261,17 @@ def test_the_am_holds_the_registration_clock_while_yarn_has_not_allocated_the_ne
     app.containers = [container(c, "RUNNING") for c in new]
     am.check_containers(T0 + 120)
     failed(am.tracker.check(T0 + 130.01), "registration timeout")
+
+
+def test_the_log_says_which_restarts_count() -> None:
+    tr = make_tracker(WORKERS, max_restarts=2)
+    run_gang(tr, T0 + 1)
+    preempt(tr, "worker:0", T0 + 10)
+    tr.check(T0 + 10)
+    restart(tr, T0 + 11)
+    run_gang(tr, T0 + 20)
+    lose(tr, "worker:1", T0 + 30)
+    tr.check(T0 + 30)
+    said = [e for e in tr.events if e.startswith("restart") and "replacing every task" in e]
+    assert said[0].startswith("restart 1 (after a preemption, not counted against max_restarts;"), said
+    assert said[1].startswith("restart 2 (1 of max_restarts 2): worker:1 lost"), said
