@@ -30,7 +30,9 @@ from tests.integration.dags.training_jobs import count_steps_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-STEPS, EVERY, SLEEP = 300, 10, 0.2
+# STEPS * SLEEP keeps the job training well past the preemption, which comes some 20 s after the
+# first checkpoint (the urgent application starts, the monitor acts, the container is killed).
+STEPS, EVERY, SLEEP = 400, 10, 0.2
 REGISTRATION_TIMEOUT = 30.0
 AM_MB = 512  # the TonY job's AM (JobSpec's default) and the urgent application's skein AM
 MAX_CONTAINER_MB = 8192  # devcluster's maximum allocation
