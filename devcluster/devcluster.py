@@ -65,6 +65,11 @@ SECURE_FRAGMENTS = HERE / "conf-secure"
 # Hadoop's and YARN's delegation tokens must be renewed this often (ms) on
 # the secure profile: short, so that a test job outlives a renew interval.
 TOKEN_RENEW_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_RENEW_MS", "60000"))
+# ... and stop working this long after they were issued, however often they
+# are renewed (dfs.namenode.delegation.token.max-lifetime; Hadoop's default,
+# 7 days, unless set). `make test-secure` sets a few minutes, so a test job can
+# outlive its first HDFS token (the AM's token refresh, kerberos.refresh_tokens).
+TOKEN_MAX_LIFETIME_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS", str(7 * 24 * 3600 * 1000)))
 
 # Offsets from the port base; one place so that `env`, `status` and the
 # configuration templates can never disagree.
@@ -583,6 +588,7 @@ def render_conf(layout: Layout) -> None:
             label_properties=_label_properties(layout),
             krb5_dir=str(layout.realm.dir),
             token_renew_ms=str(TOKEN_RENEW_MS),
+            token_max_lifetime_ms=str(TOKEN_MAX_LIFETIME_MS),
         )
         conf.mkdir(parents=True, exist_ok=True)
         for template in sorted(CONF_TEMPLATES.iterdir()):

@@ -640,6 +640,31 @@ class Acls(_Spec):
 
 
 @dataclass
+class KerberosSpec(_Spec):
+    """What a job on a Kerberized cluster needs beyond the connection's login (``kerberos`` of a job).
+
+    HDFS delegation tokens stop working at their maximum lifetime
+    (``dfs.namenode.delegation.token.max-lifetime``, 7 days by default, often
+    one day), however often YARN renews them; a job that must keep uploading
+    checkpoints past that date needs fresh tokens, and only a keytab can get
+    them without a person.
+    """
+
+    refresh_tokens: bool = False
+    """Ship the connection's keytab to the application master's container only (never to task containers), so the AM
+    obtains a fresh HDFS delegation token from it before the current one expires and hands it to the executors; for
+    jobs that run longer than the cluster's token maximum lifetime. Needs the connection's ``principal`` and
+    ``keytab``, and ``gssapi`` with ``requests-gssapi`` in the job's Python."""
+
+    def validate(self) -> None:
+        _check(
+            isinstance(self.refresh_tokens, bool),
+            "refresh_tokens",
+            f"{self.refresh_tokens!r} is not true or false; give true or false",
+        )
+
+
+@dataclass
 class JobSpec(_Spec):
     """A whole distributed training job: roles, Python, files, timeouts and policies.
 
@@ -712,8 +737,15 @@ class JobSpec(_Spec):
     """Where checkpoints and the final model go on HDFS, and how often they are uploaded."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables for every task; a role's own ``env`` wins."""
+    kerberos: KerberosSpec = field(default_factory=KerberosSpec)
+    """Kerberized clusters: fresh HDFS delegation tokens for jobs longer than the tokens' maximum lifetime."""
 
-    _NESTED: ClassVar[dict[str, type[_Spec]]] = {"python": PythonEnv, "acls": Acls, "checkpoint": CheckpointSpec}
+    _NESTED: ClassVar[dict[str, type[_Spec]]] = {
+        "python": PythonEnv,
+        "acls": Acls,
+        "checkpoint": CheckpointSpec,
+        "kerberos": KerberosSpec,
+    }
 
     # -- validation --------------------------------------------------------- #
     def validate(self) -> None:

@@ -188,6 +188,8 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "attempt": 1,
                 "failed_task": "worker:1",
                 "reason": "worker:1 lost",
+                "cause": "",
+                "consequences": [],
                 "host": "node3",
                 "at": 40.0,
                 "at_wall": None,
@@ -197,7 +199,6 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "drained_step": None,
                 "drain_seconds": None,
                 "moved": {},
-                "preempted": False,
             }
         ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",

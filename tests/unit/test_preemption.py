@@ -17,6 +17,7 @@ import pytest
 from airflow_provider_tony.runtime import am as am_module
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.am import ApplicationMaster
+from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.messages import ExitRecord, RestartRecord, StateDocument, TaskState
 from airflow_provider_tony.runtime.state import MAX_PREEMPTION_RESTARTS, JobTracker
 from airflow_provider_tony.runtime.yarn_exit import PREEMPTED_DIAGNOSTICS, is_preempted
@@ -29,7 +30,7 @@ PREEMPTED = f"container container_1_0001_01_000003 FAILED: {PREEMPTED_DIAGNOSTIC
 
 
 def preempt(tr: JobTracker, task_id: str, now: float) -> None:
-    tr.container_ended(task_id, PREEMPTED, now)
+    tr.container_ended(task_id, PREEMPTED, now, kind=FailureKind.PREEMPTED)
 
 
 @pytest.mark.parametrize(
@@ -53,17 +54,17 @@ def test_a_preemption_restarts_the_gang_even_with_max_restarts_0_and_says_it_is_
     tr = make_tracker(WORKERS, max_restarts=0)
     run_gang(tr, T0 + 1, host="h2")
     preempt(tr, "worker:1", T0 + 50)
-    assert tr.tasks["worker:1"].preempted and tr.tasks["worker:1"].state is TaskState.LOST
+    assert tr.tasks["worker:1"].kind is FailureKind.PREEMPTED and tr.tasks["worker:1"].state is TaskState.LOST
     assert tr.check(T0 + 50) is None and tr.verdict is None
     record = tr.restart_pending
-    assert record is not None and record.preempted and record.failed_task == "worker:1"
+    assert record is not None and record.preempted and record.cause == "preempted" and record.failed_task == "worker:1"
     assert PREEMPTED_DIAGNOSTICS in record.reason
     assert any("not counted against max_restarts" in e for e in tr.events)
     # the node is healthy: the new container may go back there
     assert tr.lost_hosts == set()
     doc = StateDocument.from_json(tr.document(T0 + 51, 1.7e9, 1, "app").to_json())
-    assert doc.restarts[0].preempted is True
-    assert RestartRecord.from_dict({"attempt": 1}).preempted is False  # an older AM's record
+    assert doc.restarts[0].cause == "preempted" and doc.restarts[0].preempted is True
+    assert RestartRecord.from_dict({"attempt": 1, "cause": "lost"}).preempted is False
 
 
 def test_preempted_restarts_leave_max_restarts_for_real_failures() -> None:
@@ -205,7 +206,7 @@ def test_a_143_of_a_preempted_container_is_a_preemption_not_a_signal_exit() -> N
     app.containers = [container("worker_1", "FAILED", PREEMPTED_DIAGNOSTICS)]
     am.check_containers(T0 + 11)  # held records make the AM look every tick
     task = am.tracker.tasks["worker:1"]
-    assert task.state is TaskState.LOST and task.preempted and task.exit_code is None
+    assert task.state is TaskState.LOST and task.kind is FailureKind.PREEMPTED and task.exit_code is None
     assert am.held_exits == {}
     assert am.tracker.check(T0 + 11) is None
     assert am.tracker.restart_pending is not None and am.tracker.restart_pending.preempted
@@ -241,7 +242,7 @@ def test_a_preempted_container_without_an_exit_record_is_a_preemption() -> None:
     am, app = running_am()
     app.containers = [container("worker_0", "FAILED", PREEMPTED_DIAGNOSTICS)]
     am.check_containers(T0 + 10)
-    assert am.tracker.tasks["worker:0"].preempted
+    assert am.tracker.tasks["worker:0"].kind is FailureKind.PREEMPTED
 
 
 def test_the_am_holds_the_registration_clock_while_yarn_has_not_allocated_the_new_gang() -> None:
