@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io, priority, token_refresh
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
     Drain,
@@ -44,6 +45,7 @@ from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
+from airflow_provider_tony.runtime.yarn_exit import is_preempted
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -69,6 +71,17 @@ RUNNING_TICK_S = 1.0
 # user code is already reported by its executor, read within the next tick.
 CONTAINER_CHECK_MIN_S = 1.0
 CONTAINER_CHECK_MAX_S = 5.0
+# An executor killed by a signal (143: the NodeManager's SIGTERM) may write
+# its exit record before skein's AM hears from the ResourceManager why the
+# container ended: when YARN preempted it, the record is a consequence, not the
+# cause. Such a record waits for YARN's status before it is judged as an exit
+# code. skein's AM asks the ResourceManager every min(5 s, AM expiry / 2) while
+# it waits for no container (every second otherwise), and this AM looks every
+# tick: 8 s covers one such interval and the ticks around it. A container that
+# YARN reports ended sooner is judged at once.
+SIGNAL_EXIT_HOLD_S = 8.0
+# skein container states of a container asked for and not yet allocated.
+NOT_ALLOCATED = ("WAITING", "REQUESTED")
 # A spread task that has no running container this long after its gang was
 # asked for runs on any node the role may use (its fallback service). Its
 # node may be gone while the ResourceManager still lists it (a machine lost
@@ -105,6 +118,8 @@ class ApplicationMaster:
         self.web: JobWebServer | None = None
         self.drain_started: float | None = None  # when the pending restart asked the uploader to finish
         self.service_nodes: dict[str, list[str]] | None = None  # skein service -> the nodes it may use
+        # Tasks whose signal exit record waits for YARN's status (see SIGNAL_EXIT_HOLD_S) -> first seen.
+        self.held_exits: dict[str, float] = {}
         # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
         self.retired_services: set[str] = set()
 
@@ -179,8 +194,20 @@ class ApplicationMaster:
         for task_id, record in under(C.KV_EXIT_PREFIX, ExitRecord):
             self.apply_exit(task_id, record, now)
 
-    def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
-        """An executor's exit record (code, stderr tail, last progress) into the tracker."""
+    def apply_exit(self, task_id: str, record: ExitRecord, now: float, container_ended: bool = False) -> None:
+        """An executor's exit record (code, stderr tail, last progress) into the tracker.
+
+        A signal exit of the current gang is held until the container's YARN
+        status is known (``check_containers``) or ``SIGNAL_EXIT_HOLD_S`` passed:
+        a preempted container's executor reports 143 too.
+        """
+        task = self.tracker.tasks.get(task_id)
+        live = task is not None and not task.state.finished and record.generation == self.tracker.generation
+        if live and not container_ended and record.exit_code in C.SIGNAL_EXIT_CODES:
+            first = self.held_exits.setdefault(task_id, now)
+            if now - first < SIGNAL_EXIT_HOLD_S:
+                return
+        self.held_exits.pop(task_id, None)
         self.tracker.exited(
             task_id, record.exit_code, record.stderr_tail, now, progress=record.progress, generation=record.generation
         )
@@ -189,8 +216,12 @@ class ApplicationMaster:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
 
     def check_containers(self, now: float) -> None:
-        """Containers that ended without an exit record: killed, OOM, lost node."""
-        if now - self.last_container_check < self.container_check_interval():
+        """Containers that ended without an exit record (killed, OOM, lost node) or preempted by YARN.
+
+        Every tick while a signal exit waits for YARN's status, else every
+        ``container_check_interval``.
+        """
+        if not self.held_exits and now - self.last_container_check < self.container_check_interval():
             return
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
@@ -201,14 +232,25 @@ class ApplicationMaster:
             task = None if task_id is None else self.tracker.tasks.get(task_id)
             if task_id is None or task is None or task.state.finished:
                 continue
+            message = f"container {container.yarn_container_id} {container.state}: {container.exit_message}"
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
-            if record is not None:
-                self.apply_exit(task_id, record, now)
-            else:
-                self.tracker.container_ended(
-                    task_id, f"container {container.yarn_container_id} {container.state}: {container.exit_message}", now
-                )
+            if record is not None and not is_preempted(container.exit_message):
+                self.apply_exit(task_id, record, now, container_ended=True)
+            else:  # no record, or YARN preempted it: YARN's word is the fact, not the executor's 143
+                held = self.held_exits.pop(task_id, None)
+                if held is not None and record is not None:
+                    log.info(
+                        "%s: its exit code %d came from YARN's preemption (known %.1fs after the exit record)",
+                        task_id,
+                        record.exit_code,
+                        now - held,
+                    )
+                kind = FailureKind.PREEMPTED if is_preempted(container.exit_message) else FailureKind.LOST
+                self.tracker.container_ended(task_id, message, now, kind=kind)
+        if self.tracker.waiting_for_capacity():
+            waiting = [c for c in self.app.get_containers(states=NOT_ALLOCATED) if c.id in self.tracker.slots]
+            self.tracker.capacity_pending(len(waiting), now)
 
     # ---------------------------------------------------------------- output
 

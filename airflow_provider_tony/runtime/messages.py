@@ -363,6 +363,13 @@ class RestartRecord(Message):
     drain_seconds: float | None = None  # how long the AM waited for that upload (None: nothing to wait for)
     moved: dict[str, str] = field(default_factory=dict)  # task id -> the lost host its new container avoided
 
+    @property
+    def preempted(self) -> bool:
+        """YARN preempted the root cause's container for another queue (``cause`` "preempted"): the
+        cluster's decision, so this restart does not count against max_restarts, and the new gang
+        waits for capacity."""
+        return self.cause == "preempted"
+
 
 @dataclass
 class TaskSummary(Message):

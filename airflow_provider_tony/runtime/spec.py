@@ -700,7 +700,9 @@ class JobSpec(_Spec):
     """A tracked task silent this many seconds is lost and fails the job (retryable); more than twice
     ``heartbeat_interval``."""
     registration_timeout: float = 300.0
-    """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails."""
+    """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails. For a
+    gang that replaces one YARN preempted, it runs from when the gang's last container is allocated: the job waits as
+    long as its queue's capacity is taken (bounded by ``deadline``)."""
     deadline: float | None = None
     """Seconds the whole job may run; null means no limit."""
     startup_timeout: float = 600.0
@@ -716,7 +718,9 @@ class JobSpec(_Spec):
     """Times the AM may restart the whole gang inside the same YARN application after a retryable task failure (a
     container or node lost, a signal, missed heartbeats): fresh containers, a new TF_CONFIG, every task resuming from
     the latest complete checkpoint. 0 (the default) fails the application at once and leaves the retry to Airflow;
-    once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts."""
+    once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts. A
+    container preempted by YARN for another queue restarts the gang even with 0 and does not count (the cluster's
+    decision, not the job's fault)."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""

@@ -42,6 +42,10 @@ from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
 RENDEZVOUS_ROLES = frozenset(TF_CLUSTER_ROLES) | {"evaluator"}
+# Restarts after a preemption do not count against max_restarts, but a queue
+# that preempts a job over and over must not keep it alive forever: past this
+# many, a preemption ends the job as retryable (Airflow's retry decides).
+MAX_PREEMPTION_RESTARTS = 20
 
 
 @dataclass
@@ -158,6 +162,9 @@ class JobTracker:
         # The gang: 0 is the one started with the application; each restart adds one.
         self.generation = 0
         self.generation_started = now
+        # What registration_timeout counts from: the gang's start, or, for a gang that replaces a
+        # preempted one, when YARN allocated its last container (capacity_pending).
+        self.registration_started = now
         self.restarts: list[RestartRecord] = []
         # A restart decided and not yet carried out: the AM replaces the containers.
         self.restart_pending: RestartRecord | None = None
@@ -170,6 +177,8 @@ class JobTracker:
         # The checkpoint uploader the AM lets finish before it stops the gang
         # (None: no uploader alive to wait for).
         self.drain_task: str | None = None
+        # The current gang's wait for capacity after a preemption is in the events.
+        self._noted_capacity_wait = False
         self.failures_seen = 0
         self.tasks: dict[str, Task] = self._new_tasks()
 
@@ -361,7 +370,7 @@ class JobTracker:
                 return None
             if verdict is not None and not verdict.succeeded and verdict.retryable and self.restarts:
                 verdict.diagnostics += (
-                    f" (after {len(self.restarts)} in-application restart(s), max_restarts "
+                    f" (after {self._restarts_counted()} in-application restart(s), max_restarts "
                     f"{self.spec.max_restarts}: left to Airflow's retry)"
                 )
             self.verdict = verdict
@@ -369,13 +378,16 @@ class JobTracker:
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
+    def _restarts_counted(self) -> int:
+        """Restarts that count against ``max_restarts``: every one but those after a preemption."""
+        return sum(not r.preempted for r in self.restarts)
+
     def _restartable(self, verdict: Verdict) -> bool:
-        return (
-            not verdict.succeeded
-            and verdict.retryable
-            and verdict.task_id is not None
-            and len(self.restarts) < self.spec.max_restarts
-        )
+        if verdict.succeeded or not verdict.retryable or verdict.task_id is None:
+            return False
+        if verdict.cause is FailureKind.PREEMPTED:
+            return len(self.restarts) - self._restarts_counted() < MAX_PREEMPTION_RESTARTS
+        return self._restarts_counted() < self.spec.max_restarts
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
         assert verdict.task_id is not None  # _restartable checked it
@@ -395,17 +407,26 @@ class JobTracker:
         )
         self.restarts.append(record)
         self.restart_pending = record
-        if failed.host and (failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES):
+        # A preempted container's node is healthy: its new container may go back there.
+        lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
+        if failed.host and lost and failed.kind is not FailureKind.PREEMPTED:
             self.lost_hosts.add(failed.host)
         self.drain_task = self._uploader_alive(failed)
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
                 task.message = f"stopped to restart the gang after {failed.task_id} failed"
-        self.events.append(
-            f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
-            "replacing every task, resuming from the latest checkpoint"
-        )
+        counted = self._restarts_counted()
+        if record.preempted:
+            which = (
+                f"restart {record.attempt} (after a preemption, not counted against max_restarts; "
+                "the new gang waits for the queue's capacity)"
+            )
+        elif counted == record.attempt:
+            which = f"restart {record.attempt} of {self.spec.max_restarts}"
+        else:  # earlier restarts were preemptions
+            which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
+        self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
     def _uploader_alive(self, failed: Task) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.
@@ -445,14 +466,49 @@ class JobTracker:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
         self.generation += 1
         self.generation_started = now
+        self.registration_started = now
         self.slots = dict(slots)
         self.tasks = self._new_tasks()
         self.cluster_published_at = None
         self.restart_pending = None
         self.drain_task = None
+        self._noted_capacity_wait = False
         self.events.append(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )
+
+    def waiting_for_capacity(self) -> bool:
+        """The gang replaces a preempted one and has not registered yet.
+
+        Only then does ``capacity_pending`` hold the registration clock: the
+        queue that preempted the job may keep its capacity for a long time.
+        """
+        return (
+            self.generation > 0
+            and self.restart_pending is None
+            and self.cluster_published_at is None
+            and len(self.restarts) == self.generation
+            and self.restarts[-1].preempted
+        )
+
+    def capacity_pending(self, waiting: int, now: float) -> None:
+        """YARN has not yet allocated ``waiting`` containers of a gang that replaces a preempted one.
+
+        The rule: after a preemption, ``registration_timeout`` runs from when
+        the gang's last container is allocated, not from when it was asked
+        for, so a job waits as long as its queue's capacity is taken (bounded
+        by its ``deadline``, if it has one, as any job is). A gang whose
+        containers are all allocated but do not register still times out.
+        """
+        if waiting <= 0 or not self.waiting_for_capacity():
+            return
+        if not self._noted_capacity_wait:
+            self.events.append(
+                f"gang {self.generation} waits for the queue's capacity: {waiting} container(s) "
+                "not allocated yet (the registration timeout starts once they are)"
+            )
+            self._noted_capacity_wait = True
+        self.registration_started = now
 
     def _fatal(self, task: Task) -> bool:
         """A task whose failure fails the gang: tracked, or a member of the TensorFlow cluster."""
@@ -557,7 +613,7 @@ class JobTracker:
         if failed:
             return self._judge(failed, now)  # None: waiting for a root cause, nothing else decides meanwhile
         if self.cluster_published_at is None:
-            if now - self.generation_started > spec.registration_timeout:
+            if now - self.registration_started > spec.registration_timeout:
                 missing = [t.task_id for t in self.rendezvous_tasks() if t.state == TaskState.PENDING]
                 return Verdict(
                     False,
