@@ -430,6 +430,21 @@ def export_model(
 GPU_LEASE_EXIT_CODE = 75
 
 
+def gpu_lease_exit(exc: GpuLeaseError, generation: int, now: float | None = None) -> ExitRecord:
+    """The exit record of a task whose GPUs stayed taken.
+
+    It carries the gang's ``generation`` like every exit record: the AM drops
+    records of other gangs, so without it a restarted gang's lease failure
+    would be ignored and the job would end in a registration timeout instead.
+    """
+    return ExitRecord(
+        exit_code=GPU_LEASE_EXIT_CODE,
+        stderr_tail=[f"GPU lease: {exc}"],
+        time=time.time() if now is None else now,
+        generation=generation,
+    )
+
+
 def take_gpus(
     spec: JobSpec,
     role: str,
@@ -508,9 +523,7 @@ def main() -> int:
         log.error("%s: %s", task_id, exc)
         # Reported like any task exit, before registering: the AM fails the
         # job with this message instead of a registration timeout.
-        app.kv[C.kv_exit(task_id)] = ExitRecord(
-            exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"], time=time.time()
-        ).to_json()
+        app.kv[C.kv_exit(task_id)] = gpu_lease_exit(exc, generation).to_json()
         return 0
     # gpus_pinned: devices this container owns on the node (YARN's or leased);
     # the AM treats them as fixed and withholds them from the job's other tasks.

@@ -13,7 +13,8 @@ import pytest
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.am import ApplicationMaster
-from airflow_provider_tony.runtime.executor import DrainWatch, find_slot
+from airflow_provider_tony.runtime.executor import GPU_LEASE_EXIT_CODE, DrainWatch, find_slot, gpu_lease_exit
+from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import (
     AppState,
     ClusterDocument,
@@ -187,6 +188,9 @@ class FakeKV(dict[str, bytes]):
         for key in [k for k in self if k.startswith(prefix)]:
             del self[key]
 
+    def get_prefix(self, prefix: str) -> dict[str, bytes]:
+        return {k: v for k, v in self.items() if k.startswith(prefix)}
+
 
 class FakeApp:
     """skein's scale: instance numbers go on across scale-downs, as skein's do;
@@ -231,6 +235,29 @@ def test_the_am_replaces_every_container_and_names_the_new_ones() -> None:
         C.kv_slot("worker_3"): ("worker:1", 1),
     }
     assert am.tracker.generation == 1 and am.tracker.task_of_container("worker", 3) == "worker:1"
+
+
+def test_a_restarted_gangs_gpu_lease_failure_reaches_the_verdict() -> None:
+    """The executor's GPU-lease exit record names its gang: after a restart (gang 1) the AM
+    takes it and fails the job with the GPU message, instead of dropping it as an old gang's and
+    waiting for the registration timeout."""
+    spec = make_spec(WORKERS, max_restarts=1)
+    app = FakeApp({"chief": 1, "worker": 2})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    run_gang(am.tracker, T0 + 1)
+    lose(am.tracker, "worker:0", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.restart_gang(T0 + 5)
+    assert am.tracker.generation == 1
+    record = gpu_lease_exit(GpuLeaseError("4 of this node's 4 GPUs are leased by other containers"), 1, now=7.0)
+    assert (record.generation, record.exit_code, record.time) == (1, GPU_LEASE_EXIT_CODE, 7.0)
+    app.kv[C.kv_exit("worker:1")] = record.to_json()
+    am.read_store(T0 + 8)
+    assert am.tracker.tasks["worker:1"].state is TaskState.FAILED
+    verdict = am.tracker.check(T0 + 8)
+    assert verdict is not None and not verdict.succeeded
+    assert verdict.task_id == "worker:1" and verdict.retryable  # 75: GPUs free up as other jobs end
+    assert "GPU lease: 4 of this node's 4 GPUs" in verdict.diagnostics
 
 
 def test_an_executor_finds_its_task_from_its_container_or_the_slot() -> None:
