@@ -146,9 +146,10 @@ def read_job_file(path: str) -> dict[str, Any]:
     if data is None:
         raise JobFileError(f"{path}: holds no job (empty, or only comments); give a JobSpec mapping, e.g. roles: ...")
     if not isinstance(data, dict):
-        mark = yaml.compose(text).start_mark  # parsed once already: this cannot fail
+        root = yaml.compose(text)  # parsed once already: this cannot fail, and a non-None value has a node
+        where = f"{path}:{root.start_mark.line + 1}:{root.start_mark.column + 1}" if root is not None else path
         raise JobFileError(
-            f"{path}:{mark.line + 1}:{mark.column + 1}: holds a {type(data).__name__}, not a JobSpec mapping;"
+            f"{where}: holds a {type(data).__name__}, not a JobSpec mapping;"
             " give the job's fields (roles: ...) at the top level of the file"
         )
     return data

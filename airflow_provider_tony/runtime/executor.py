@@ -362,6 +362,17 @@ class UserProcess:
         return code, [*self.tail, *self.extra]
 
 
+def after_final_flush(
+    flushed: bool, code: int, tail: list[str], checkpoint_dir: str | None, error: str | None
+) -> tuple[int, list[str]]:
+    """The task's exit after its last checkpoint upload: a script that ended well but whose last
+    checkpoint never reached HDFS did not succeed. 75 (retryable): the retry resumes from what is
+    on HDFS and saves again; a failed script keeps its own code."""
+    if flushed or code != 0:
+        return code, tail
+    return 75, [*tail, f"the last checkpoint could not be uploaded to {checkpoint_dir}: {error}"]
+
+
 def restore(
     app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path, user_env: dict[str, str]
 ) -> int | None:
@@ -595,11 +606,8 @@ def main() -> int:
         # A failed script's last complete checkpoint is worth saving too (bounded wait).
         window = spec.checkpoint.upload_failure_window
         window = window if code == 0 else min(30.0, window)
-        if not sync.flush(timeout=window) and code == 0:
-            code, tail = (
-                75,
-                [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: {sync.last_error}"],
-            )
+        flushed = sync.flush(timeout=window)
+        code, tail = after_final_flush(flushed, code, tail, spec.checkpoint.dir, sync.last_error)
     if code == 0 and is_decider and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
     heartbeat.stop()

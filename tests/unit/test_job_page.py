@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import urllib.request
+from html.parser import HTMLParser
 
 import httpx
 import pytest
@@ -274,3 +276,41 @@ def test_a_kerberized_client_follows_with_spnego() -> None:
     client = TonyClient(rm_url="http://rm:8088", kerberos=True, ca_bundle="/etc/ca.pem")
     assert isinstance(client.http_settings.auth, HttpxSpnegoAuth) and client.http_settings.verify == "/etc/ca.pem"
     assert TonyClient(rm_url="http://rm:8088", kerberos=False).http_settings.auth is None
+
+
+class _Markup(HTMLParser):
+    """Every element and attribute name the browser would build from the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+
+
+INJECTED_NAME = 'acc"><img src=x onerror=alert(1)>'
+INJECTED_VALUE = "<script>steal()</script>"
+ATTRIBUTE_BREAK = 'loss" onmouseover="alert(2)'
+
+
+def test_metric_names_and_values_from_a_training_script_cannot_add_markup() -> None:
+    """Metric names and values come from user code (progress.report) and the page is served on
+    the ResourceManager's origin: in the task table, the chart titles and their attributes, they
+    are text, never elements or attributes."""
+    job = history()
+    job.state.tasks["worker:0"].progress = prog(40, **{INJECTED_NAME: 0.5, "note": INJECTED_VALUE})
+    job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.6, ATTRIBUTE_BREAK: 0.1}))
+    job.metrics["worker:0"].append(prog(60, **{INJECTED_NAME: 0.7, ATTRIBUTE_BREAK: 0.05}))
+    page = render_page(job)
+    parsed = _Markup()
+    parsed.feed(page)
+    assert not parsed.tags & {"script", "img"}, parsed.tags
+    assert not parsed.attributes & {"onerror", "onmouseover", "src"}, parsed.attributes
+    assert INJECTED_VALUE not in page and INJECTED_NAME not in page and ATTRIBUTE_BREAK not in page
+    # ... and still shown, as text: in the table and as a chart
+    assert html.escape(INJECTED_VALUE) in page
+    assert f'data-metric="{html.escape(INJECTED_NAME)}"' in page
+    assert f"<b>{html.escape(ATTRIBUTE_BREAK)}</b>" in page

@@ -101,16 +101,21 @@ class FakeHook:
         self.submitted: list[Any] = []
         self.killed: list[str] = []
         self.logs_asked: list[tuple[str, str]] = []
+        self.apps: list[AppReport] = []  # what YARN knows, newest first (as the real hook lists them)
 
     def get_conn(self) -> FakeClient:
         return self.client
 
     def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
-        return []
+        """The real hook's contract: applications carrying every tag, newest first."""
+        found = [app for app in self.apps if set(tags) <= set(app.tags)]
+        return [app for app in found if app.active] if active_only else found
 
     def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
         self.submitted.append((spec, attempt, extra_tags))
-        return APP
+        app_id = APP if not self.apps else f"{APP[:-4]}{int(APP[-4:]) + len(self.apps):04d}"
+        self.apps.insert(0, AppReport(app_id=app_id, state="ACCEPTED", tags=list(extra_tags)))
+        return app_id
 
     def report(self, app_id: str) -> AppReport:
         r = self.client.result
@@ -141,6 +146,14 @@ class FakeTI:
         self.xcom[key] = value
 
 
+class FakeTaskStateStore(dict[str, Any]):
+    """Airflow's ``context["task_state_store"]``: where ResumableJobMixin keeps the application id
+    across tries. Without it the mixin warns and runs its non-durable fallback."""
+
+    def set(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
 def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, dict[str, Any]]:
     job = {
         "roles": {"worker": {"instances": 2, "command": ["true"]}},
@@ -149,7 +162,7 @@ def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, 
     op = TonyOperator(task_id="train", job=job, **kwargs)
     hook = FakeHook(result)
     op._hook = hook  # type: ignore[assignment]
-    return op, hook, {"ti": FakeTI()}
+    return op, hook, {"ti": FakeTI(), "task_state_store": FakeTaskStateStore()}
 
 
 def succeeded() -> JobResult:
@@ -206,6 +219,8 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
     assert ctx["ti"].xcom[XCOM_JOB_PAGE_URL] == f"http://rm:8088/proxy/{APP}/pages/tony/"
     assert hook.killed == [] and hook.logs_asked == []
+    # the durable path ran: the mixin kept the application id for the next try
+    assert ctx["task_state_store"] == {TonyOperator.external_id_key: APP}
 
 
 def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_logs() -> None:
@@ -281,11 +296,75 @@ def test_execute_complete_fails_on_a_failed_result_and_on_an_error_event() -> No
 
 def test_a_job_that_already_succeeded_for_this_task_run_is_reused_not_resubmitted() -> None:
     op, hook, ctx = operator(succeeded(), deferrable=False)
-    done = AppReport(app_id=APP, state="FINISHED", final_status="SUCCEEDED", tracking_url=URL)
-    hook.find_by_tags = lambda tags, active_only=True: [done]  # type: ignore[method-assign]
+    tags = op.identity_tags(ctx)
+    hook.apps = [AppReport(app_id=APP, state="FINISHED", final_status="SUCCEEDED", tracking_url=URL, tags=tags)]
     assert op.submit_job(ctx) == APP
     assert hook.submitted == []
     assert op.get_job_status(APP, ctx) == "SUCCEEDED"
+
+
+def _lost_track_then_retry(hook: FakeHook) -> tuple[TonyOperator, dict[str, Any]]:
+    """A deferred first try submitted; its trigger lost track of the application (an RM outage)
+    and the try failed. The retry is a fresh operator with a fresh task state store: Airflow's
+    deferral path keeps nothing there, so only the operator's own tag search can find the job."""
+    first, _, ctx = operator(succeeded(), deferrable=True)
+    first._hook = hook  # type: ignore[assignment]
+    with pytest.raises(TaskDeferred):
+        first.execute(ctx)
+    with pytest.raises(AirflowException, match="lost track"):
+        first.execute_complete(ctx, TonyEvent.error(APP, "ResourceManager unreachable").to_dict())
+    retry, _, rctx = operator(succeeded(), deferrable=True)
+    retry._hook = hook  # type: ignore[assignment]
+    rctx["ti"].try_number = 2
+    return retry, rctx
+
+
+def test_a_deferred_retry_after_lost_track_reattaches_to_the_running_application() -> None:
+    """The operator's own re-attach (``_existing``), not the mixin's: no task state store entry."""
+    hook = FakeHook(succeeded())
+    retry, rctx = _lost_track_then_retry(hook)
+    hook.apps[0].state = "RUNNING"  # the first try's application trains on
+    with pytest.raises(TaskDeferred) as info:
+        retry.execute(rctx)
+    assert len(hook.submitted) == 1, "a second application was submitted for the same task run"
+    assert info.value.trigger.serialize()[1]["app_id"] == APP
+    assert rctx["ti"].xcom["application_id"] == APP and rctx["task_state_store"] == {}
+
+
+def test_a_deferred_retry_after_the_application_failed_submits_a_new_one() -> None:
+    hook = FakeHook(succeeded())
+    retry, rctx = _lost_track_then_retry(hook)
+    hook.apps[0].state, hook.apps[0].final_status = "FINISHED", "FAILED"
+    with pytest.raises(TaskDeferred) as info:
+        retry.execute(rctx)
+    assert len(hook.submitted) == 2
+    second = info.value.trigger.serialize()[1]["app_id"]
+    assert second != APP and hook.apps[0].app_id == second and "tony-try:2" in hook.submitted[1][2]
+
+
+def test_another_task_runs_application_is_never_reattached() -> None:
+    hook = FakeHook(succeeded())
+    other = ["tony-dag:nightly", "tony-task:train", "tony-run:manual__0", "tony-map:-1"]
+    hook.apps = [AppReport(app_id="application_1700000000000_0007", state="RUNNING", tags=other)]
+    op, _, ctx = operator(succeeded(), deferrable=True)
+    op._hook = hook  # type: ignore[assignment]
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(ctx)
+    assert len(hook.submitted) == 1 and info.value.trigger.serialize()[1]["app_id"] != "application_1700000000000_0007"
+
+
+def test_a_polling_retry_reattaches_through_the_mixins_task_state_store() -> None:
+    """The mixin's re-attach: the stored id of a running application is followed, nothing is
+    submitted, and the operator's tag search is not what found it."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    ctx["task_state_store"].set(TonyOperator.external_id_key, APP)
+    hook.report = lambda app_id: AppReport(app_id=app_id, state="RUNNING")  # type: ignore[method-assign]
+    searched: list[list[str]] = []
+    find = hook.find_by_tags
+    hook.find_by_tags = lambda tags, active_only=True: searched.append(tags) or find(tags, active_only=active_only)  # type: ignore[method-assign]
+    value = op.execute(ctx)
+    assert hook.submitted == [] and searched == [], "the mixin reconnected before any submit or search"
+    assert hook.client.waited[0]["app_id"] == APP and value["application_id"] == APP
 
 
 def test_a_reused_application_gets_its_tasks_and_metrics_from_the_stored_history() -> None:

@@ -126,3 +126,28 @@ def test_hdfs_archive_needs_no_local_checks() -> None:
 def test_src_dir_field_errors(value: str, message: str) -> None:
     with pytest.raises(SpecError, match=rf"^src_dir: .*{message}"):
         JobSpec.from_dict({"src_dir": value, "roles": {"worker": {"script": "main.py"}}})
+
+
+def test_symlinks_are_shipped_as_links_never_followed_out_of_the_tree(tmp_path: Path) -> None:
+    """A link to a folder or file outside src_dir (a home directory, keys) ships as a link: the
+    files behind it are never read, packed or counted."""
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "id_rsa").write_text("PRIVATE KEY")
+    (outside / "deep" / "data.csv").write_text("OUTSIDE-DATA," * 1000)
+    root = _tree(tmp_path / "project")
+    (root / "home").symlink_to(outside, target_is_directory=True)
+    (root / "pkg" / "key").symlink_to(outside / "id_rsa")
+    tree = source.scan(root)
+    by_path = {e.path: e for e in tree.entries}
+    assert (by_path["home"].kind, by_path["home"].link) == ("link", str(outside))
+    assert (by_path["pkg/key"].kind, by_path["pkg/key"].link) == ("link", str(outside / "id_rsa"))
+    assert not [p for p in by_path if p.startswith("home/")], sorted(by_path)
+    assert tree.size == sum(e.size for e in source.scan(_tree(tmp_path / "plain")).entries)
+    archive = source.pack(tree, tmp_path / "src.tar.gz")
+    with tarfile.open(archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        packed = b"".join(tar.extractfile(m).read() for m in members.values() if m.isfile())  # type: ignore[union-attr]
+    assert members["home"].issym() and members["home"].linkname == str(outside)
+    assert members["pkg/key"].issym() and not [n for n in members if n.startswith("home/")]
+    assert b"PRIVATE KEY" not in packed and b"OUTSIDE-DATA" not in packed
