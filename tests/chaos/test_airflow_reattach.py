@@ -17,6 +17,7 @@ import pytest
 from tests._cluster import devcluster
 from tests._util import rm_apps, wait_until
 from tests.chaos.test_node_loss import pick_victim, step_of
+from tests.integration.dags.training_jobs import CHAOS_EVERY
 from tests.integration.test_airflow import ACTIVE, AIRFLOW, dag_tag, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -38,7 +39,7 @@ def lose_a_worker_node(
 
     def past_first_checkpoint() -> Any:
         doc = client.am_state(app_id)
-        return doc if doc is not None and step_of(doc, "worker:0") >= 15 else None
+        return doc if doc is not None and step_of(doc, "worker:0") >= CHAOS_EVERY + CHAOS_EVERY // 2 else None
 
     doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
     victim, _ = pick_victim(cluster, app_id, doc)
@@ -125,4 +126,4 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     result = result_of(text)
     assert result["application_id"] == apps[1] and result["restarts"] == [], result
     restored = result["tasks"]["worker:0"]["restored_step"]
-    assert restored is not None and restored % 10 == 0 and restored >= 10, result["tasks"]
+    assert restored is not None and restored % CHAOS_EVERY == 0 and restored >= CHAOS_EVERY, result["tasks"]
