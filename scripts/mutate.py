@@ -14,7 +14,7 @@ mutant no longer exists (renumbered after an edit) so they do not go stale
 silently. Mutant names number the mutations of one function in order, so an
 edit to a function renumbers its mutants: rerun and re-check its notes.
 
-    python scripts/mutate.py [--max-children N] [--report-only]
+    python scripts/mutate.py [--max-children N] [--report-only | --survivors]
 """
 
 from __future__ import annotations
@@ -85,10 +85,20 @@ def in_scope(rel: str, mutant: str) -> bool:
     return any(fnmatch.fnmatchcase(local, pattern) for pattern in SCOPE[rel])
 
 
-def run_mutmut(max_children: int) -> float:
-    """mutmut over the patterns; returns the wall time in seconds."""
+def survivors() -> list[str]:
+    """The in-scope mutants not killed in the last run (what ``--survivors`` runs again)."""
+    names = []
+    for rel in SCOPE:
+        meta = REPO / "mutants" / PACKAGE / f"{rel}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        names += [name for name, code in codes.items() if in_scope(rel, name) and code not in (1, 3)]
+    return sorted(names)
+
+
+def run_mutmut(max_children: int, names: list[str]) -> float:
+    """mutmut over ``names`` (patterns or mutants); returns the wall time in seconds."""
     started = time.monotonic()
-    cmd = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(max_children), *patterns()]
+    cmd = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(max_children), *names]
     with open(REPO / "mutants-run.log", "w") as log:
         proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
@@ -194,10 +204,21 @@ def main() -> int:
         "--max-children", type=int, default=1, help="mutants tested at once (default 1: the machine is shared)"
     )
     p.add_argument("--report-only", action="store_true", help="rewrite the report from mutants/ without running")
+    p.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run only the mutants the last run did not kill (after adding tests); keeps the full run's time",
+    )
     args = p.parse_args()
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     previous = json.loads((RESULTS / "mutation.json").read_text()) if (RESULTS / "mutation.json").exists() else {}
-    wall = None if args.report_only else round(run_mutmut(args.max_children), 1)
+    if args.report_only:
+        wall = None
+    elif args.survivors:
+        run_mutmut(args.max_children, survivors())
+        wall = None
+    else:
+        wall = round(run_mutmut(args.max_children, patterns()), 1)
     report = collect()
     from importlib.metadata import version
 

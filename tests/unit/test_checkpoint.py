@@ -14,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -1021,3 +1022,52 @@ def test_dirsync_pull_downloads_changed_files_only(fake: FakeHdfs, tmp_path: Pat
     assert sync.sync_once() == 1
     assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"xy"}
     assert fake.count("download") == 3
+
+
+def test_tensorboard_events_live_beside_the_checkpoints_on_hdfs() -> None:
+    assert checkpoint.tensorboard_remote("hdfs://nn:8020/user/a/ckpt/") == "/user/a/ckpt/tensorboard"
+    assert checkpoint.tensorboard_remote("/user/a/ckpt") == "/user/a/ckpt/tensorboard"
+
+
+def test_the_newest_uploaded_step_is_none_until_one_is_uploaded(fake: FakeHdfs, local: Path) -> None:
+    sync = make_sync(fake, local, [])
+    assert sync.newest_uploaded() is None
+    write_ckpt(local, 0)
+    assert sync.sync_once() is True
+    assert sync.newest_uploaded() == 0, "step 0 is a step"
+
+
+def test_dirsync_pull_creates_nested_folders(fake: FakeHdfs, tmp_path: Path) -> None:
+    fake.put(f"{TB}/train/plugins/profile/events.9", b"p")
+    sync = DirSync(fake, tmp_path / "tb", f"hdfs://nn:8020{TB}/", interval=5.0, push=False)
+    assert sync.remote_dir == TB
+    assert sync.sync_once() == 1 and tree(tmp_path / "tb") == {"train/plugins/profile/events.9": b"p"}
+
+
+def test_dirsync_runs_in_the_background_retries_after_errors_and_stops(
+    fake: FakeHdfs, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Best effort: an HDFS error is logged and the next round tries again; stop() ends the thread."""
+    logdir = tmp_path / "tb"
+    logdir.mkdir()
+    (logdir / "events.1").write_bytes(b"abc")
+    upload = fake.upload
+    failures = [OSError("NameNode down")]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return upload(*args, **kwargs)
+
+    fake.upload = flaky  # type: ignore[method-assign]
+    sync = DirSync(fake, logdir, TB, interval=0.01, push=True)
+    assert sync.daemon and sync.name == "tony-dir-sync", "a daemon: it must never keep a finished task alive"
+    with caplog.at_level("WARNING"):
+        sync.start()
+        deadline = time.monotonic() + 10
+        while fake.tree(TB) != {"events.1": b"abc"} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sync.stop_event.set()
+        sync.join(timeout=5)
+    assert fake.tree(TB) == {"events.1": b"abc"} and not sync.is_alive()
+    assert f"syncing {TB}: NameNode down" in caplog.text

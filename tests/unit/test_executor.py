@@ -120,3 +120,11 @@ def test_the_gpu_lease_exit_record_is_retryable_names_its_gang_and_says_gpu() ->
     assert record.exit_code == GPU_LEASE_EXIT_CODE == RETRYABLE
     assert record.generation == 2 and record.time == 5.5
     assert record.stderr_tail == ["GPU lease: GPUs 0, 1 taken"]
+
+
+def test_the_gpu_lease_exit_record_is_stamped_now_by_default() -> None:
+    import time
+
+    before = time.time()
+    record = gpu_lease_exit(GpuLeaseError("taken"), generation=0)
+    assert record.time is not None and before <= record.time <= time.time()

@@ -405,3 +405,14 @@ def test_polling_a_running_job_asks_yarn_once_while_the_am_answers() -> None:
     for _ in range(10):
         assert client.poll(f, emit=lambda _l: None) is None
     assert len(rm_asked) == 1
+
+
+def test_the_rm_outage_timeout_is_exclusive_and_the_error_says_how_long() -> None:
+    """At exactly rm_outage_timeout the follower still waits; past it the error gives the outage's length."""
+    f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE, rm_outage_timeout=30.0)
+    down = ClusterUnreachable("no report: ResourceManager unreachable")
+    f.unreachable(down, T0 + 100)  # the outage starts
+    assert f.unreachable(down, T0 + 130).result is None
+    with pytest.raises(ClusterUnreachable) as err:
+        f.unreachable(down, T0 + 131)
+    assert str(err.value) == "no report: ResourceManager unreachable, for 31s (rm_outage_timeout 30s)"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import urllib.request
 from html.parser import HTMLParser
+from pathlib import Path
 
 import httpx
 import pytest
@@ -314,3 +316,26 @@ def test_metric_names_and_values_from_a_training_script_cannot_add_markup() -> N
     assert html.escape(INJECTED_VALUE) in page
     assert f'data-metric="{html.escape(INJECTED_NAME)}"' in page
     assert f"<b>{html.escape(ATTRIBUTE_BREAK)}</b>" in page
+
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+@pytest.mark.parametrize("kind", ["running", "final", "empty"])
+def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
+    """The whole page for a job with every kind of content (running, final, nothing yet), against a
+    reviewed copy: a change to any cell, link, chart coordinate or escape shows up here as a diff to
+    review. After an intended change: UPDATE_SNAPSHOTS=1 pytest tests/unit/test_job_page.py, then
+    read the diff."""
+    if kind == "empty":
+        job = JobHistory(state=StateDocument(application_id=APP, app_state="ACCEPTED", elapsed=3.4), name="n")
+    else:
+        job = history(final=kind == "final")
+        job.metrics["worker:1"] = [prog(10, loss=2.0), prog(30, loss=1.5)]  # a second line in the loss chart
+        job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.5, "note": 1.0}))
+    page = render_page(job, now_wall=1003.0, refresh_s=7)
+    path = SNAPSHOTS / f"job_page_{kind}.html"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(page)
+    assert page == path.read_text(), f"the page differs from {path}; review, then UPDATE_SNAPSHOTS=1"

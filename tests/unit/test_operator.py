@@ -520,3 +520,66 @@ def test_a_job_with_a_tensorboard_role_links_its_page_at_submit_even_when_deferr
     with pytest.raises(TaskDeferred):
         plain.execute(pctx)
     assert pctx["ti"].xcom[XCOM_TENSORBOARD_URL] == "", "no tensorboard role, no link"
+
+
+def test_a_job_yarn_forgot_ends_as_its_stored_history_says() -> None:
+    op, hook, _ = operator(succeeded(), deferrable=False)
+    stored = final_document(failed=True)
+    stored.diagnostics = "worker:0 exited with code 1"
+    hook.client.stored = JobHistory(state=stored)
+    asked: list[str] = []
+
+    def forgotten(app_id: str) -> AppReport:
+        asked.append(app_id)
+        raise ClusterError(f"the ResourceManager does not know {app_id}")
+
+    hook.report = forgotten  # type: ignore[method-assign]
+    result = op.ended_result(APP)
+    assert result == JobResult(APP, "FINISHED", "FAILED", "worker:0 exited with code 1", URL, stored)
+    assert asked == [APP]
+
+
+def test_without_stored_history_yarns_report_answers_and_the_log_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_tony.runtime.errors import TonyError
+
+    op, hook, _ = operator(succeeded(), deferrable=False)
+    asked: list[str] = []
+
+    def no_history(app_id: str) -> JobHistory:
+        asked.append(app_id)
+        raise TonyError("HDFS unreachable")
+
+    reports: list[str] = []
+    report = hook.report
+
+    def recorded(app_id: str) -> AppReport:
+        reports.append(app_id)
+        return report(app_id)
+
+    hook.client.stored_history = no_history  # type: ignore[method-assign]
+    hook.report = recorded  # type: ignore[method-assign]
+    warned: list[str] = []
+    monkeypatch.setattr(op.log, "warning", lambda msg, *args: warned.append(msg % args))
+    result = op.ended_result(APP)
+    assert asked == [APP] and reports == [APP]
+    assert result.succeeded and result.app_id == APP and result.am_state is None
+    assert warned == [f"no stored history for {APP}: HDFS unreachable"]
+
+
+@pytest.mark.parametrize(
+    ("state", "final_status", "status"),
+    [
+        ("RUNNING", "UNDEFINED", "RUNNING"),
+        ("FINISHED", "SUCCEEDED", "SUCCEEDED"),
+        ("FINISHED", "FAILED", "FAILED"),
+        ("KILLED", "KILLED", "FAILED"),
+    ],
+)
+def test_the_mixins_status_words(state: str, final_status: str, status: str) -> None:
+    """What ResumableJobMixin reconnects on (active), returns at once (succeeded) or resubmits (the rest)."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    asked: list[str] = []
+    hook.report = lambda app_id: asked.append(app_id) or AppReport(app_id, state, final_status)  # type: ignore[method-assign]
+    assert op.get_job_status(APP, ctx) == status and asked == [APP]
+    assert op.is_job_active(status) is (status == "RUNNING")
+    assert op.is_job_succeeded(status) is (status == "SUCCEEDED")

@@ -448,3 +448,88 @@ def test_an_upload_that_could_not_finish_is_said_so() -> None:
     app = FakeApp({})
     answer = DrainWatch(app, "chief:0", 0, FakeSync(step=40, complete=False), 0.01, 1.0).answer()  # type: ignore[arg-type]
     assert answer.step == 40 and answer.complete is False and answer.error == "HDFS down"
+
+
+def test_the_restart_record_says_when_what_and_from_which_step_exactly() -> None:
+    """What the operator's XCom and the job page show of a restart: each field, its rounding, and
+    what the stopped tasks and the event list say (the verdict's own wording is not pinned here)."""
+    tr = make_tracker(WORKERS, max_restarts=2, checkpoint={"dir": "/ckpt"})
+    run_gang(tr, T0 + 1)
+    for task_id, host in (("chief:0", "h0"), ("worker:0", "h1"), ("worker:1", "h2")):
+        tr.tasks[task_id].host = host
+    tr.heartbeat("chief:0", Heartbeat(seq=2, user_started=True, progress=Progress(step=47, time=2.0)), T0 + 40)
+    lose(tr, "worker:1", T0 + 50.12345)
+    assert tr.check(T0 + 50.12345, wall=1.7e9 + 0.25) is None
+    assert tr.drain_task == "chief:0", "the uploader runs on a live node: the AM waits for its last upload"
+    assert tr.tasks["worker:0"].message == "stopped to restart the gang after worker:1 failed"
+    assert tr.events[-1].startswith("restart 1 of 2: ")
+    assert tr.events[-1].endswith("; replacing every task, resuming from the latest checkpoint")
+    tr.drained(40, 2.34567)
+    assert tr.events[-1] == "restart 1: checkpoint step 40 on HDFS before the gang was stopped"
+    restart(tr, T0 + 53)
+    assert tr.generation == 1 and tr.drain_task is None and tr.restart_pending is None
+    run_gang(tr, T0 + 70.98765, restored_step=40)
+    record = tr.restarts[0].to_dict()
+    assert {k: v for k, v in record.items() if k != "reason"} == {
+        "attempt": 1,
+        "failed_task": "worker:1",
+        "host": "h2",
+        "at": 50.123,
+        "at_wall": 1.7e9 + 0.25,
+        "last_step": 47,
+        "resumed_step": 40,
+        "resumed_at": 70.988,
+        "drained_step": 40,
+        "drain_seconds": 2.346,
+        "moved": {},
+    }
+    lose(tr, "worker:0", T0 + 90)
+    tr.check(T0 + 90)
+    assert tr.restarts[1].attempt == 2 and tr.events[-1].startswith("restart 2 of 2: ")
+    restart(tr, T0 + 91)
+    assert tr.generation == 2, "each restart is a new gang"
+
+
+def test_a_drain_that_saved_nothing_adds_no_event() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1, checkpoint={"dir": "/ckpt"})
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:1", T0 + 5)
+    tr.check(T0 + 5)
+    events = list(tr.events)
+    tr.drained(None, 30.0)
+    assert tr.events == events and tr.restart_pending is not None
+    assert (tr.restart_pending.drained_step, tr.restart_pending.drain_seconds) == (None, 30.0)
+
+
+def _restarted(tr: JobTracker, steps: dict[str, int | None]) -> None:
+    """Lose a worker at T0 + 50, start the next gang with these restored steps at T0 + 67.5."""
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:1", T0 + 50)
+    tr.check(T0 + 50)
+    restart(tr, T0 + 51)
+    gen = tr.generation
+    for i, task_id in enumerate(sorted(tr.tasks)):
+        tr.register(task_id, Registration(host="h1", port=3000 + i, generation=gen), T0 + 60)
+    tr.cluster_doc(T0 + 60)
+    for task_id, step in steps.items():
+        tr.heartbeat(task_id, Heartbeat(seq=1, user_started=True, restored_step=step, generation=gen), T0 + 67.5)
+
+
+def test_without_the_deciders_step_the_gang_resumed_from_the_newest_a_task_restored() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": None, "worker:0": 30, "worker:1": 40})
+    assert tr.restarts[0].resumed_step == 40 and tr.restarts[0].resumed_at == 67.5
+    assert tr.events[-1] == "restart 1: the new gang resumed from checkpoint step 40, 17.5s after the failure"
+
+
+def test_a_gang_that_restored_nothing_resumed_from_scratch() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": None, "worker:0": None, "worker:1": None})
+    assert tr.restarts[0].resumed_step is None
+    assert tr.events[-1] == "restart 1: the new gang resumed from scratch (no checkpoint), 17.5s after the failure"
+
+
+def test_the_deciders_step_wins_over_the_others() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": 20, "worker:0": 30, "worker:1": 40})
+    assert tr.restarts[0].resumed_step == 20

@@ -151,3 +151,65 @@ def test_symlinks_are_shipped_as_links_never_followed_out_of_the_tree(tmp_path: 
     assert members["home"].issym() and members["home"].linkname == str(outside)
     assert members["pkg/key"].issym() and not [n for n in members if n.startswith("home/")]
     assert b"PRIVATE KEY" not in packed and b"OUTSIDE-DATA" not in packed
+
+
+def _sized(root: Path, sizes: dict[str, int]) -> source.SourceTree:
+    for rel, size in sizes.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x" * size)
+    return source.scan(root)
+
+
+def test_the_size_limit_is_inclusive_and_the_message_names_sizes_exactly(tmp_path: Path) -> None:
+    tree = _sized(tmp_path, {"a/one.bin": 1536, "a/two.bin": 512, "b.bin": 1024})
+    source.check_size(tree, limit=tree.size)  # exactly at the limit: shipped
+    with pytest.raises(SpecError) as err:
+        source.check_size(tree, limit=tree.size - 1)
+    assert str(err.value) == (
+        f"src_dir: {str(tmp_path)!r} holds 3.0 KiB to ship, more than the 3.0 KiB a source directory may (every"
+        " container unpacks it); the biggest entries are a/ (2.0 KiB), b.bin (1.0 KiB). Exclude data, checkpoints"
+        f" and outputs with glob patterns in {str(tmp_path / source.IGNORE_FILE)!r} (one a line, e.g. 'data/' or"
+        " '*.ckpt') and read them from HDFS instead"
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(1023, "1.0 KiB"), (1536, "1.5 KiB"), (2**20 - 1, "1024.0 KiB"), (2**20, "1.0 MiB"), (3 * 2**19, "1.5 MiB")],
+)
+def test_sizes_read_in_kib_below_a_mib_and_in_mib_from_one(size: int, text: str) -> None:
+    assert source._human(size) == text
+
+
+def test_the_biggest_entries_are_top_level_totals_largest_first_then_by_name(tmp_path: Path) -> None:
+    sizes = {"d/1": 30, "d/2": 30, "c": 60, "b": 60, "a": 5, "e": 4, "f": 3, "g/h/i": 1}
+    tree = _sized(tmp_path, sizes)
+    assert tree.biggest() == [("b", 60), ("c", 60), ("d/", 60), ("a", 5), ("e", 4)]
+    assert tree.biggest(2) == [("b", 60), ("c", 60)]
+
+
+def test_the_archive_header_carries_no_time_name_or_owner(tmp_path: Path) -> None:
+    """gzip's header (mtime 0, no file name, fastest level) and GNU tar members owned by nobody in
+    particular: what keeps the archive's bytes, and so its content hash, the same everywhere."""
+    root = _tree(tmp_path / "p")
+    (root / ("long_" * 25 + ".py")).write_text("x = 1\n")  # > 100 characters: GNU's long-name record
+    raw = source.pack(source.scan(root), tmp_path / "src.tar.gz").read_bytes()
+    assert raw[:4] == b"\x1f\x8b\x08\x00", "gzip, deflate, no FNAME flag"
+    assert raw[4:8] == b"\x00\x00\x00\x00" and raw[8] == 4, "mtime 0, XFL 4 (compresslevel 1)"
+    import gzip
+
+    tar_bytes = gzip.decompress(raw)
+    assert b"././@LongLink" in tar_bytes and b"PaxHeader" not in tar_bytes, "GNU format, not PAX"
+    with tarfile.open(tmp_path / "src.tar.gz") as tar:
+        members = tar.getmembers()
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
+    assert {m.mtime for m in members} == {1577836800}
+
+
+def test_relative_scripts_leaves_hdfs_trees_outside_scripts_and_relative_ones_alone(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "p")
+    hdfs = JobSpec.from_dict({"src_dir": "hdfs:///p.tar.gz", "roles": {"worker": {"script": "/abs/main.py"}}})
+    assert source.relative_scripts(hdfs) is hdfs
+    outside = _spec(root, script=str(tmp_path / "elsewhere.py"))
+    assert source.relative_scripts(outside).roles["worker"].script == str(tmp_path / "elsewhere.py")
+    assert source.relative_scripts(_spec(root)).roles["worker"].script == "main.py"
