@@ -1071,3 +1071,61 @@ def test_dirsync_runs_in_the_background_retries_after_errors_and_stops(
         sync.join(timeout=5)
     assert fake.tree(TB) == {"events.1": b"abc"} and not sync.is_alive()
     assert f"syncing {TB}: NameNode down" in caplog.text
+
+
+def test_the_manifest_is_stable_bytes(tmp_path: Path) -> None:
+    """Sorted keys, one-space indent: two uploads of the same files write the same manifest."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.data").write_bytes(b"12345")
+    (tmp_path / "a.index").write_bytes(b"1")
+    assert checkpoint.manifest_of(tmp_path, 7) == (
+        b'{\n "files": {\n  "a.index": 1,\n  "sub/b.data": 5\n },\n "format": 1,\n "step": 7\n}'
+    )
+
+
+def test_a_bad_state_file_does_not_hide_a_good_checkpoint_found_after_it(tmp_path: Path) -> None:
+    """Folders are looked at in name order here: each bad one comes before the good one."""
+
+    class InOrder(type(tmp_path)):  # type: ignore[misc]
+        def rglob(self, pattern: str) -> Any:
+            return sorted(super().rglob(pattern))
+
+    root = InOrder(tmp_path / "ckpt")
+    (root / "a_garbage").mkdir(parents=True)
+    (root / "a_garbage" / "checkpoint").write_text("not a state file")
+    (root / "b_outside").mkdir()
+    (root / "b_outside" / "checkpoint").write_text('model_checkpoint_path: "../elsewhere/ckpt-50"\n')
+    (root / "c_incomplete").mkdir()
+    (root / "c_incomplete" / "checkpoint").write_text('model_checkpoint_path: "ckpt-40"\n')
+    write_ckpt(root / "d_good", 20)
+    found = find_local(root)
+    assert found is not None and found.step == 20 and found.state_dir == root / "d_good"
+
+
+def test_of_two_checkpoints_with_the_same_step_the_first_found_stays(tmp_path: Path) -> None:
+    class InOrder(type(tmp_path)):  # type: ignore[misc]
+        def rglob(self, pattern: str) -> Any:
+            return sorted(super().rglob(pattern))
+
+    root = InOrder(tmp_path / "ckpt")
+    write_ckpt(root / "a", 20)
+    write_ckpt(root / "b", 20)
+    found = find_local(root)
+    assert found is not None and found.state_dir == root / "a"
+
+
+def test_a_download_that_differs_from_the_listing_is_skipped(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    """The checkpoint changed between the listing and the download (pruned, rewritten): not restored."""
+    publish(fake, tmp_path / "src", 10)
+    download = fake.download
+
+    def and_a_stranger(hdfs_path: str, local_path: str, **kwargs: Any) -> str:
+        out = download(hdfs_path, local_path, **kwargs)
+        Path(local_path, "stranger.bin").write_bytes(b"?")
+        return out
+
+    fake.download = and_a_stranger  # type: ignore[method-assign]
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) is None
+    assert len(events) == 1 and "the downloaded copy differs from the listing ([('stranger.bin', 1)])" in events[0]
+    assert not local.exists() or not any(local.iterdir())

@@ -583,3 +583,99 @@ def test_the_mixins_status_words(state: str, final_status: str, status: str) -> 
     assert op.get_job_status(APP, ctx) == status and asked == [APP]
     assert op.is_job_active(status) is (status == "RUNNING")
     assert op.is_job_succeeded(status) is (status == "SUCCEEDED")
+
+
+def _log_lines(op: TonyOperator, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The task log as Airflow shows it (the operator's own lines, formatted)."""
+    lines: list[str] = []
+    for level in ("info", "warning", "error"):
+        monkeypatch.setattr(op.log, level, lambda msg, *args, _l=level: lines.append(f"{_l}: {msg % args}"))
+    return lines
+
+
+def test_the_task_log_says_submitted_reattached_succeeded_and_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Users (and the integration tests) read these lines in the Airflow log."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    lines = _log_lines(op, monkeypatch)
+    op._spec = op.build_spec(ctx)
+    op.submit_job(ctx)
+    assert f"info: submitted {APP} (nightly.train)" in lines
+    assert hook.submitted[0][0] is op._spec and hook.submitted[0][1] == 1
+    op._finish(succeeded())
+    assert lines[-1] == f"info: {APP} SUCCEEDED: worker:0 succeeded"
+    hook.apps[0].state = "RUNNING"
+    op.submit_job(ctx)
+    assert f"info: re-attaching to {APP} (RUNNING), submitted for this task run earlier; not submitting again" in lines
+    with pytest.raises(AirflowException) as info:
+        op._finish(failed("[retryable] worker:0 lost"))
+    assert f"error: {APP} FAILED: [retryable] worker:0 lost" in lines
+    assert str(info.value) == f"TonY job {APP} FAILED: [retryable] worker:0 lost\nLogs: yarn logs -applicationId {APP}"
+    with pytest.raises(AirflowFailException) as fail:
+        op._finish(failed("worker:0 exited with code 1"))
+    assert str(fail.value).endswith(
+        "\nNot retried: a retry would fail the same way (see the failure classification in the README; list an"
+        " exit code in the job's retryable_exit_codes to retry it)"
+    )
+
+
+def test_a_first_try_without_a_try_number_is_attempt_1_and_a_bad_job_submits_nothing() -> None:
+    from airflow_provider_tony.runtime.errors import SpecError
+
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    ctx["ti"].try_number = None
+    op.submit_job(ctx)
+    assert hook.submitted[0][1] == 1 and "tony-try:none" in hook.submitted[0][2]
+    bad, bad_hook, bctx = operator(succeeded(), deferrable=False)
+
+    def refuse(spec: Any, **kwargs: Any) -> str:
+        raise SpecError("roles.worker.memory", "too much")
+
+    bad_hook.submit = refuse  # type: ignore[method-assign]
+    with pytest.raises(AirflowFailException) as info:
+        bad.submit_job(bctx)
+    assert str(info.value) == "invalid job, nothing was submitted: roles.worker.memory: too much"
+
+
+def test_execute_complete_never_succeeds_without_a_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(AirflowException, match=f"^lost track of {APP}: "):
+        op.execute_complete(ctx, {"status": TonyEvent.DONE, "app_id": APP, "result": None})
+    op._app_id = APP
+    with pytest.raises(AirflowException) as info:
+        op.execute_complete(ctx, {"status": "done", "result": {"app_id": APP}})
+    assert str(info.value).startswith(f"lost track of {APP}: the trigger's event is unreadable (event")
+    assert op._app_id == APP, "on_kill still knows the application"
+    fresh, _hook, fctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(AirflowException, match="^lost track of None: "):
+        fresh.execute_complete(fctx, {"status": "done"})
+    assert fresh._app_id is None
+
+
+def test_execute_complete_describes_the_result_even_when_the_job_cannot_be_rebuilt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    lines = _log_lines(op, monkeypatch)
+
+    def broken(context: Any) -> Any:
+        raise ValueError("template gone")
+
+    monkeypatch.setattr(op, "build_spec", broken)
+    seen: list[Any] = []
+    monkeypatch.setattr(op, "_on_state", lambda context, doc: seen.append((context, doc)))
+    value = op.execute_complete(ctx, TonyEvent.done(succeeded()).to_dict())
+    assert value["final_state"] == "SUCCEEDED" and value["checkpoint_dir"] is None
+    assert "warning: could not rebuild the job to describe its result: template gone" in lines
+    assert seen == [(ctx, final_document())]
+
+
+def test_a_reused_application_is_announced_and_described_from_its_own_history() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    other = "application_1700000000000_0099"
+    hook.client.stored = JobHistory(state=final_document())
+    asked: list[str] = []
+    report = hook.report
+    hook.report = lambda app_id: asked.append(app_id) or report(app_id)  # type: ignore[method-assign]
+    value = op.get_job_result(other, ctx)
+    assert asked == [other] and value["application_id"] == other
+    assert ctx["ti"].xcom["application_id"] == other, "the links point at the reused application"

@@ -213,3 +213,119 @@ def test_relative_scripts_leaves_hdfs_trees_outside_scripts_and_relative_ones_al
     outside = _spec(root, script=str(tmp_path / "elsewhere.py"))
     assert source.relative_scripts(outside).roles["worker"].script == str(tmp_path / "elsewhere.py")
     assert source.relative_scripts(_spec(root)).roles["worker"].script == "main.py"
+
+
+def test_paths_beside_a_job_file(tmp_path: Path) -> None:
+    """The one rule `tony submit` and `job="x.yaml"` share, case by case."""
+    (tmp_path / "train.py").write_text("")
+    beside = str((tmp_path / "train.py").resolve())
+    f = source.paths_beside_job_file
+    assert f(["a"], tmp_path) == ["a"] and f(None, tmp_path) is None
+    assert f({"src_dir": "proj", "roles": {"w": {"script": "train.py"}}}, tmp_path) == {
+        "src_dir": str((tmp_path / "proj").resolve()),
+        "roles": {"w": {"script": "train.py"}},  # with a src_dir, scripts stay relative to it
+    }
+    for fixed in ("/abs/proj", "hdfs:///p.tar.gz"):
+        assert f({"src_dir": fixed, "roles": {}}, tmp_path) == {"src_dir": fixed, "roles": {}}
+    job = {
+        "files": {"shipped.py": "/x/shipped.py"},
+        "roles": {
+            "a": {"script": "train.py", "memory": 1},
+            "b": {"script": "missing.py"},
+            "c": {"script": "/abs/train.py"},
+            "d": {"script": "shipped.py"},
+            "e": {"module": "pkg.main"},
+            "f": "not a mapping",
+        },
+    }
+    assert f(job, tmp_path)["roles"] == {
+        "a": {"script": beside, "memory": 1},
+        "b": {"script": "missing.py"},
+        "c": {"script": "/abs/train.py"},
+        "d": {"script": "shipped.py"},
+        "e": {"module": "pkg.main"},
+        "f": "not a mapping",
+    }
+    assert job["roles"]["a"]["script"] == "train.py", "the caller's dict is not changed"
+    assert (
+        f({"files": ["train.py"], "roles": {"a": {"script": "train.py"}}}, tmp_path)["roles"]["a"]["script"] == beside
+    )
+    assert f({"roles": "x"}, tmp_path) == {"roles": "x"}
+
+
+@pytest.mark.parametrize(
+    ("rel", "is_dir", "patterns", "excluded"),
+    [
+        ("a/b/old.pyc", False, ["*.pyc"], True),  # a name pattern matches at any depth
+        ("a/data", False, ["data/"], False),  # a trailing / matches folders only
+        ("a/data", True, ["data/"], True),
+        ("conf/settings.json", False, ["conf/settings.json"], True),  # a path pattern matches the path
+        ("x/conf/settings.json", False, ["conf/settings.json"], False),
+        ("conf/settings.json", False, ["settings.json"], True),
+        ("a/b/c.txt", False, ["b/c.txt"], False),
+        ("notes", True, ["/notes/"], True),
+    ],
+)
+def test_ignore_patterns(rel: str, is_dir: bool, patterns: list[str], excluded: bool) -> None:
+    assert source._excluded(rel, is_dir, patterns) is excluded
+
+
+def test_tonyignore_skips_comments_and_blank_lines(tmp_path: Path) -> None:
+    (tmp_path / source.IGNORE_FILE).write_text("# a comment\n\n   \n*.log\n  data/  \n")
+    assert source._patterns(tmp_path)[-2:] == ["*.log", "data/"]
+    assert "# a comment" not in source._patterns(tmp_path) and "" not in source._patterns(tmp_path)
+
+
+def test_entries_say_what_is_executable(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "link.sh").symlink_to("run.sh")
+    kinds = {e.path: (e.kind, e.executable) for e in source.scan(root).entries}
+    assert kinds["pkg"] == ("dir", True) and kinds["run.sh"] == ("file", True)
+    assert kinds["main.py"] == ("file", False) and kinds["link.sh"] == ("link", False)
+
+
+def test_a_file_named_like_an_excluded_folder_is_shipped(tmp_path: Path) -> None:
+    (tmp_path / source.IGNORE_FILE).write_text("data/\n")
+    (tmp_path / "data").write_text("a file, not the data folder")
+    assert "data" in source.scan(tmp_path).files()
+
+
+def test_script_errors_say_exactly_why(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "p")
+    (root / "scratch.py").write_text("")
+    (root / source.IGNORE_FILE).write_text("scratch.py\n")
+    spec = JobSpec.from_dict(
+        {"src_dir": str(root), "roles": {"ok": {"script": "main.py"}, "worker": {"script": "scratch.py"}}}
+    )
+    with pytest.raises(SpecError) as err:
+        source.validate_source(spec)
+    assert str(err.value) == (
+        f"roles.worker.script: 'scratch.py' is not in src_dir {str(root)!r} (it exists but is excluded (the"
+        f" defaults or {source.IGNORE_FILE})); give the script's path relative to src_dir, like 'trainer/main.py'"
+    )
+    spec = JobSpec.from_dict(
+        {"src_dir": str(root), "roles": {"ps": {"command": ["true"]}, "worker": {"script": "nope.py"}}}
+    )
+    with pytest.raises(SpecError, match=r"'nope.py' is not in src_dir .* \(no such file\)"):
+        source.validate_source(spec)
+    outside = str(tmp_path / "elsewhere.py")
+    spec = JobSpec.from_dict({"src_dir": str(root), "roles": {"worker": {"script": outside}}})
+    with pytest.raises(SpecError) as err:
+        source.validate_source(spec)
+    assert str(err.value) == (
+        f"roles.worker.script: {outside!r} is outside src_dir {str(root)!r}; roles run from the source tree: move"
+        " the script into it, or give its path relative to src_dir"
+    )
+    with pytest.raises(SpecError) as err:
+        source.scan(tmp_path / "nope")
+    assert str(err.value).endswith(
+        "is not a directory on this machine; fix the path (a relative src_dir is read from the JobSpec YAML's or"
+        " the DAG file's folder)"
+    )
+
+
+def test_the_digest_reads_big_files_whole(tmp_path: Path) -> None:
+    (tmp_path / "big.bin").write_bytes(b"a" * (1 << 20) + b"b" * 10)
+    one = source.scan(tmp_path).digest()
+    (tmp_path / "big.bin").write_bytes(b"a" * (1 << 20) + b"c" * 10)  # differs past the first MiB
+    assert source.scan(tmp_path).digest() != one
