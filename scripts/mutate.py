@@ -135,7 +135,7 @@ def collect() -> dict[str, Any]:
             seen.add(name)
             status = status_by_exit_code[code]
             counts[status] = counts.get(status, 0) + 1
-            if status != "killed":
+            if status not in ("killed", "timeout"):
                 survivors.append(
                     {
                         "mutant": name,

@@ -1129,3 +1129,44 @@ def test_a_download_that_differs_from_the_listing_is_skipped(fake: FakeHdfs, loc
     assert restore_latest(fake, [REMOTE], local, on_event=events.append) is None
     assert len(events) == 1 and "the downloaded copy differs from the listing ([('stranger.bin', 1)])" in events[0]
     assert not local.exists() or not any(local.iterdir())
+
+
+def test_a_new_uploader_starts_clean_as_a_daemon(fake: FakeHdfs, local: Path) -> None:
+    sync = make_sync(fake, local, [], tag="3-1-77")
+    assert sync.daemon and sync.name == "tony-checkpoint-sync", "a daemon: it never keeps a finished task alive"
+    assert (sync.tag, sync.pending_since, sync.last_error, sync.failed) == ("3-1-77", None, "", False)
+
+
+def test_a_healthy_uploader_runs_until_stopped_and_reports_each_upload(
+    fake: FakeHdfs, local: Path, tmp_path: Path
+) -> None:
+    """No fatal call while uploads succeed; the event says where and how long it took."""
+    events: list[str] = []
+    fatal: list[str] = []
+    sync = make_sync(fake, local, events, fatal, poll_interval=0.01)
+    write_ckpt(local, 10)
+    sync.start()
+    deadline = time.monotonic() + 10
+    while sync.newest_uploaded() != 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sync.stop_event.set()
+    sync.join(timeout=5)
+    assert not sync.is_alive() and fatal == [] and sync.failed is False
+    (uploaded,) = [e for e in events if e.startswith("uploaded")]
+    prefix = f"uploaded checkpoint step 10 to {REMOTE}/{remote_name(10)} in "
+    assert uploaded.startswith(prefix) and float(uploaded[len(prefix) : -1]) < 60, uploaded
+
+
+def test_paths_ending_in_x_keep_it(fake: FakeHdfs, tmp_path: Path) -> None:
+    """Only slashes are stripped from the end of a directory (mutmut's 'XX/XX' would strip an X too)."""
+    assert checkpoint.tensorboard_remote("/user/a/ckptX/") == "/user/a/ckptX/tensorboard"
+    assert DirSync(fake, tmp_path, "/user/a/tbX/", interval=1.0, push=True).remote_dir == "/user/a/tbX"
+
+
+def test_an_index_of_the_smallest_size_tensorflow_writes_is_whole(fake: FakeHdfs) -> None:
+    files = {"checkpoint": 10, "ckpt-5.index": 48, "ckpt-5.data-00000-of-00001": 7}
+    state = b'model_checkpoint_path: "ckpt-5"\n'
+    assert why_not_whole(files, lambda rel: state) is None
+    assert "shorter than any TensorFlow index" in (
+        why_not_whole({**files, "ckpt-5.index": 47}, lambda rel: state) or ""
+    )

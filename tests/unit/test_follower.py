@@ -341,8 +341,10 @@ def test_an_rm_outage_is_waited_out_and_does_not_count_against_the_am() -> None:
     assert back.action is Action.NONE and "answers again after" in back.lines[0]
     # the hung-AM clock runs again from the recovery
     assert f.observe(report("RUNNING"), doc(1), T0 + 6 * STALE + 2).action is Action.KILL_HUNG_AM
+    # a new outage starts its own clock: said again, and given up only past the timeout
+    again = f.unreachable(down, T0 + 7 * STALE)
+    assert again.result is None and len(again.lines) == 1
     with pytest.raises(ClusterUnreachable, match="rm_outage_timeout 300s"):
-        f.unreachable(down, T0 + 7 * STALE)
         f.unreachable(down, T0 + 18 * STALE)
 
 

@@ -135,7 +135,7 @@ def history(final: bool = False) -> JobHistory:
 def test_the_page_shows_tasks_progress_charts_events_and_links() -> None:
     page = render_page(history(), now_wall=1003.0)
     assert page.startswith("<!doctype html>") and "<title>TonY job nightly</title>" in page
-    assert 'http-equiv="refresh"' in page, "a running job's page reloads itself"
+    assert '<meta http-equiv="refresh" content="5">' in page, "a running job's page reloads itself every 5 s"
     assert 'data-task="worker:0"' in page and "step 40 of 100" in page and "width:40.0%" in page
     assert "AM heartbeat 3s ago" in page and "Airflow try 2" in page
     assert "container_1_0042_01_000002 (attempt 1)" in page
@@ -321,7 +321,7 @@ def test_metric_names_and_values_from_a_training_script_cannot_add_markup() -> N
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
-@pytest.mark.parametrize("kind", ["running", "final", "empty"])
+@pytest.mark.parametrize("kind", ["running", "final", "empty", "ended", "nostate"])
 def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
     """The whole page for a job with every kind of content (running, final, nothing yet), against a
     reviewed copy: a change to any cell, link, chart coordinate or escape shows up here as a diff to
@@ -329,10 +329,20 @@ def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
     read the diff."""
     if kind == "empty":
         job = JobHistory(state=StateDocument(application_id=APP, app_state="ACCEPTED", elapsed=3.4), name="n")
+    elif kind == "ended":  # YARN's last word without the AM's final document: still a static page
+        job = JobHistory(state=StateDocument(application_id=APP, app_state="FAILED", am_heartbeat=1002.6), name="n")
+    elif kind == "nostate":
+        job = JobHistory()
     else:
         job = history(final=kind == "final")
         job.metrics["worker:1"] = [prog(10, loss=2.0), prog(30, loss=1.5)]  # a second line in the loss chart
         job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.5, "note": 1.0}))
+        assert job.state is not None
+        job.state.am_heartbeat = 1002.6  # less than a second ago
+        job.state.tasks["worker:0"].progress = Progress(step=40, total_steps=100, metrics={"phase": "eval", "acc": 0.5})
+        job.state.tasks["chief:0"] = TaskSummary(state="RESTARTING", role="chief", container_id="container_1_0042_01_9")
+        if kind == "final":
+            job.user = None  # container log links then name nobody
     page = render_page(job, now_wall=1003.0, refresh_s=7)
     path = SNAPSHOTS / f"job_page_{kind}.html"
     if os.environ.get("UPDATE_SNAPSHOTS") == "1":
