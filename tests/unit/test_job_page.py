@@ -339,7 +339,9 @@ def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
         job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.5, "note": 1.0}))
         assert job.state is not None
         job.state.am_heartbeat = 1002.6  # less than a second ago
-        job.state.tasks["worker:0"].progress = Progress(step=40, total_steps=100, metrics={"phase": "eval", "acc": 0.5})
+        job.state.tasks["worker:0"].progress = Progress(
+            step=40, total_steps=100, metrics={"phase": "eval", "acc": 0.123456}
+        )
         job.state.tasks["chief:0"] = TaskSummary(state="RESTARTING", role="chief", container_id="container_1_0042_01_9")
         if kind == "final":
             job.user = None  # container log links then name nobody

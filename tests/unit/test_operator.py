@@ -679,3 +679,15 @@ def test_a_reused_application_is_announced_and_described_from_its_own_history() 
     value = op.get_job_result(other, ctx)
     assert asked == [other] and value["application_id"] == other
     assert ctx["ti"].xcom["application_id"] == other, "the links point at the reused application"
+
+
+def test_a_reused_successful_application_announces_its_model() -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    asset = model_asset("digits")
+    op, hook, ctx = operator(succeeded(), deferrable=False, model_asset=asset)
+    op._spec = op.build_spec(ctx)
+    hook.client.stored = JobHistory(state=final_document())
+    ctx["outlet_events"] = OutletEvents()
+    op.get_job_result(APP, ctx)
+    assert ctx["outlet_events"][asset].extra["application_id"] == APP

@@ -218,6 +218,7 @@ def test_relative_scripts_leaves_hdfs_trees_outside_scripts_and_relative_ones_al
 def test_paths_beside_a_job_file(tmp_path: Path) -> None:
     """The one rule `tony submit` and `job="x.yaml"` share, case by case."""
     (tmp_path / "train.py").write_text("")
+    (tmp_path / "shipped.py").write_text("")  # beside the file too, but named in files: shipped as is
     beside = str((tmp_path / "train.py").resolve())
     f = source.paths_beside_job_file
     assert f(["a"], tmp_path) == ["a"] and f(None, tmp_path) is None
@@ -257,6 +258,7 @@ def test_paths_beside_a_job_file(tmp_path: Path) -> None:
     ("rel", "is_dir", "patterns", "excluded"),
     [
         ("a/b/old.pyc", False, ["*.pyc"], True),  # a name pattern matches at any depth
+        ("a/b/old.pyc", False, ["old.pyc"], True),
         ("a/data", False, ["data/"], False),  # a trailing / matches folders only
         ("a/data", True, ["data/"], True),
         ("conf/settings.json", False, ["conf/settings.json"], True),  # a path pattern matches the path
@@ -329,3 +331,11 @@ def test_the_digest_reads_big_files_whole(tmp_path: Path) -> None:
     one = source.scan(tmp_path).digest()
     (tmp_path / "big.bin").write_bytes(b"a" * (1 << 20) + b"c" * 10)  # differs past the first MiB
     assert source.scan(tmp_path).digest() != one
+
+
+def test_every_role_script_is_checked_not_only_the_first(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "p")
+    for first in ({"command": ["true"]}, {"script": "main.py"}):
+        spec = JobSpec.from_dict({"src_dir": str(root), "roles": {"worker": first, "ps": {"script": "nope.py"}}})
+        with pytest.raises(SpecError, match=r"^roles\.ps\.script: 'nope.py' is not in src_dir"):
+            source.validate_source(spec)

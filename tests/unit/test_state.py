@@ -928,3 +928,47 @@ def test_the_verdicts_time_is_a_milestone_of_the_timeline() -> None:
     tr.exited("worker:0", 0, [], T0 + 12.34567)
     assert tr.check(T0 + 12.34567) is not None
     assert tr.document(T0 + 13, 1.7e9, 1, APP_ID).timeline["verdict"] == 12.346
+
+
+def test_a_task_that_finished_stops_beating_without_being_lost() -> None:
+    tr = make_tracker({"worker": 2}, heartbeat_interval=1, heartbeat_timeout=5)
+    start(tr)
+    tr.exited("worker:1", 0, [], T0 + 2)  # not the decider: the job goes on
+    for i in range(2, 12):
+        beat(tr, "worker:0", i, T0 + i)
+    assert tr.check(T0 + 11) is None and tr.tasks["worker:1"].state is TaskState.SUCCEEDED
+
+
+def test_a_task_that_registers_and_never_beats_is_lost_after_the_timeout() -> None:
+    """The silence clock starts at registration, not at a first heartbeat that may never come."""
+    tr = make_tracker({"worker": 1}, heartbeat_interval=1, heartbeat_timeout=5)
+    register(tr, "worker:0", T0 + 1)
+    tr.cluster_doc(T0 + 1)
+    verdict = failed(tr.check(T0 + 6.5), retryable=True)
+    assert verdict.task_id == "worker:0" and tr.tasks["worker:0"].state is TaskState.LOST
+
+
+def test_a_stalled_task_is_named_in_the_verdict() -> None:
+    tr = make_tracker({"worker": 1}, progress_stall_timeout=30)
+    start(tr)
+    beat(tr, "worker:0", 2, T0 + 2, step=5)
+    for i in range(3, 40):
+        beat(tr, "worker:0", i, T0 + i, step=5)
+    verdict = failed(tr.check(T0 + 39), retryable=True)
+    assert verdict.task_id == "worker:0"
+
+
+def test_material_sees_a_task_changing_state() -> None:
+    tr = make_tracker({"worker": 2})
+    start(tr)
+    before = material(tr.document(T0 + 2, 1.7e9, 1, APP_ID))
+    tr.tasks["worker:1"].state = TaskState.SUCCEEDED  # nothing else changed
+    assert material(tr.document(T0 + 2, 1.7e9, 1, APP_ID)) != before
+
+
+def test_milestones_are_rounded_to_the_millisecond() -> None:
+    tr = make_tracker({"worker": 1})
+    register(tr, "worker:0", T0 + 1)
+    tr.cluster_doc(T0 + 1.23456)
+    beat(tr, "worker:0", 1, T0 + 2.56789)
+    assert tr.timeline == {"cluster_published": 1.235, "all_user_started": 2.568}
