@@ -1165,7 +1165,7 @@ def test_paths_ending_in_x_keep_it(fake: FakeHdfs, tmp_path: Path) -> None:
 
 def test_an_index_of_the_smallest_size_tensorflow_writes_is_whole(fake: FakeHdfs) -> None:
     files = {"checkpoint": 10, "ckpt-5.index": 48, "ckpt-5.data-00000-of-00001": 7}
-    files["other-9.data-00000-of-00002"] = 3  # another checkpoint's shard: not counted for ckpt-5
+    files["a-other-9.data-00000-of-00002"] = 3  # another checkpoint's shard (sorting first): not ckpt-5's
     state = b'model_checkpoint_path: "ckpt-5"\n'
     assert why_not_whole(files, lambda rel: state) is None
     assert "shorter than any TensorFlow index" in (

@@ -972,3 +972,12 @@ def test_milestones_are_rounded_to_the_millisecond() -> None:
     tr.cluster_doc(T0 + 1.23456)
     beat(tr, "worker:0", 1, T0 + 2.56789)
     assert tr.timeline == {"cluster_published": 1.235, "all_user_started": 2.568}
+
+
+def test_the_summary_says_which_tasks_decide_and_why_a_task_ended() -> None:
+    tr = make_tracker({"worker": 1, "ps": 1})
+    start(tr)
+    tr.container_ended("ps:0", "container c_9 KILLED: node lost", T0 + 3)
+    tasks = tr.document(T0 + 4, 1.7e9, 1, APP_ID).tasks
+    assert (tasks["ps:0"].tracked, tasks["ps:0"].message) == (False, "container c_9 KILLED: node lost")
+    assert (tasks["worker:0"].tracked, tasks["worker:0"].message) == (True, "")
