@@ -93,8 +93,12 @@ test-chaos: venv
 # The secure profile in its own state dir and ports (SECURE_PORT_BASE), sharing
 # the open cluster's jar cache; started and stopped here. Every test must run: with the
 # principal variable unset (the module would skip) or nothing selected, this target fails.
+# HDFS tokens there live 3 minutes at most (TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS),
+# so that test_secure's token-refresh job outlives its first token.
+SECURE_TOKEN_MAX_LIFETIME_MS ?= 180000
 SECURE_ENV = TONY_DEVCLUSTER_SECURE=1 TONY_DEVCLUSTER_HOME="$(CURDIR)/.devcluster-secure" \
-	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
+	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)" \
+	TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS=$(SECURE_TOKEN_MAX_LIFETIME_MS)
 SECURE_JARS ?= $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 test-secure: venv
 	@export $(SECURE_ENV); rc=0; \

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """From a lost NodeManager to training resumed: restart inside the application vs a new application.
 
-    python bench/node_loss.py [--repeat 1] [--keep-cluster]
+    python bench/node_loss.py [--repeat 1] [--mode mwms-loop] [--keep-cluster]
 
 Runs on a multi-node cluster of its own (the chaos tests' one: state in
 ``.devcluster-chaos``, ports from the open cluster's base + 900, four
 NodeManagers; started here if it is not up, and taken down at the end unless
-``--keep-cluster``). For each path, the same job as the chaos tests' (three
-spread workers counting steps with real TensorFlow, checkpoints to HDFS every
-10 steps) is started, a node that runs a worker but not the AM is stopped once
-a checkpoint is on HDFS, and the clock runs until worker:0 reports a step again:
+``--keep-cluster``). For each path, the same job as the chaos tests'
+(``tests/chaos/test_strategies.py``: real distributed TensorFlow, by default a
+MultiWorkerMirroredStrategy custom loop over three spread workers,
+checkpoints to HDFS every 10 steps) is started; once a checkpoint is on HDFS,
+the machine of a worker that is neither the AM's nor the uploader's is lost
+(its NodeManager and containers SIGKILLed: the survivors' collectives fail at
+once), and the clock runs until the uploader reports a step again:
 
 * ``in_application``: ``max_restarts: 1``; the AM replaces the gang in the
   same YARN application.
@@ -45,11 +48,13 @@ RESULTS = REPO / "bench" / "results"
 from tests._cluster import devcluster, export_cluster_env, use_chaos_cluster  # noqa: E402
 from tests._util import wait_until  # noqa: E402
 from tests.integration.dags.training_jobs import (  # noqa: E402 - the chaos tests' job
-    CHAOS_EVERY,
-    CHAOS_STEPS,
-    CHAOS_WORKERS,
-    chaos_job,
+    STRATEGY_EVERY,
+    STRATEGY_MODES,
+    STRATEGY_STEPS,
+    strategy_job,
 )
+
+MODE = "mwms-loop"  # --mode
 
 
 def chaos_env() -> None:
@@ -62,13 +67,17 @@ def chaos_env() -> None:
 def job(ckpt: str, max_restarts: int) -> Any:
     from airflow_provider_tony.runtime.spec import JobSpec
 
-    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, name="bench-node-loss"))
+    return JobSpec.from_dict(strategy_job(MODE, max_restarts, ckpt, name="bench-node-loss"))
+
+
+def uploader() -> str:
+    return STRATEGY_MODES[MODE][0]
 
 
 def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
-    """(generation, worker:0's step) as the AM last published them."""
+    """(generation, the uploader's step) as the AM last published them."""
     doc = client.am_state(app_id)
-    task = doc.task("worker:0") if doc is not None else None
+    task = doc.task(uploader()) if doc is not None else None
     if task is None or task.progress is None or task.progress.step is None:
         return None
     return doc.generation, task.progress.step
@@ -76,7 +85,7 @@ def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
 
 def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
     from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-    from tests.chaos.test_node_loss import pick_victim
+    from tests.chaos.test_strategies import victim_of
 
     hdfs = client.hdfs()
     ckpt = f"/tmp/bench-node-loss-{uuid.uuid4().hex[:8]}"
@@ -87,10 +96,10 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
         apps.append(app_id)
         wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "first checkpoint")
         doc = client.am_state(app_id)
-        # The chaos test's choice: a worker's node, neither the AM's nor worker:0's (the uploader).
-        victim, _ = pick_victim(SimpleNamespace(rm_url=rm_url), app_id, doc)
+        # The chaos test's choice: a worker's node, neither the AM's nor the uploader's.
+        victim, _ = victim_of(SimpleNamespace(rm_url=rm_url), app_id, doc, uploader())
         lost, lost_wall = time.monotonic(), time.time()
-        devcluster("stop-nm", str(victim))
+        devcluster("stop-nm", str(victim), "--lose")
         if path == "in_application":
             got = wait_until(lambda: (s := decider_step(client, app_id)) and s[0] == 1 and s, 600, "training resumed")
             resumed_s = time.monotonic() - lost
@@ -114,7 +123,8 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
             got = wait_until(lambda: decider_step(client, retry), 600, "training resumed in the new application")
             resumed_s = time.monotonic() - lost
             final = client.wait(retry, poll_interval=1.0)
-            restored = final.am_state.task("worker:0").restored_step if final.am_state else None
+            task = final.am_state.task(uploader()) if final.am_state else None
+            restored = task.restored_step if task is not None else None
             redone = max(0, last_step - restored) if last_step is not None and restored is not None else None
         return {
             "loss_to_training_resumed_s": round(resumed_s, 2),
@@ -138,15 +148,18 @@ def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
 
 
 def decider_step_of(result: Any) -> int | None:
-    task = result.am_state.task("worker:0") if result.am_state else None
+    task = result.am_state.task(uploader()) if result.am_state else None
     return task.progress.step if task is not None and task.progress is not None else None
 
 
 def main() -> int:
+    global MODE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--mode", choices=sorted(STRATEGY_MODES), default=MODE, help="the training strategy")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the chaos cluster running")
     args = parser.parse_args()
+    MODE = args.mode
     chaos_env()
     from airflow_provider_tony.yarn.client import TonyClient
 
@@ -169,7 +182,8 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": platform.node(),
         "cpus": os.cpu_count(),
-        "job": f"{CHAOS_WORKERS} workers, {CHAOS_STEPS} steps, checkpoint every {CHAOS_EVERY}",
+        "job": f"{MODE}: {STRATEGY_MODES[MODE][1]}, {STRATEGY_STEPS} steps, checkpoint every {STRATEGY_EVERY}, "
+        "a worker's machine SIGKILLed",
         "paths": summary,
         "retry_over_in_application": round(b / a, 2) if a and b else None,
     }

@@ -65,6 +65,11 @@ SECURE_FRAGMENTS = HERE / "conf-secure"
 # Hadoop's and YARN's delegation tokens must be renewed this often (ms) on
 # the secure profile: short, so that a test job outlives a renew interval.
 TOKEN_RENEW_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_RENEW_MS", "60000"))
+# ... and stop working this long after they were issued, however often they
+# are renewed (dfs.namenode.delegation.token.max-lifetime; Hadoop's default,
+# 7 days, unless set). `make test-secure` sets a few minutes, so a test job can
+# outlive its first HDFS token (the AM's token refresh, kerberos.refresh_tokens).
+TOKEN_MAX_LIFETIME_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS", str(7 * 24 * 3600 * 1000)))
 
 # Offsets from the port base; one place so that `env`, `status` and the
 # configuration templates can never disagree.
@@ -164,6 +169,8 @@ class Layout:
     #: How long the RM waits for a silent NodeManager before calling it LOST.
     nm_expiry_ms: int = 60000
     secure: bool = False
+    #: The capacity scheduler's preemption monitor (``TONY_DEVCLUSTER_PREEMPTION``, on by default).
+    preemption: bool = True
 
     @classmethod
     def from_env(cls) -> Layout:
@@ -181,6 +188,7 @@ class Layout:
             gpus=_int_env("TONY_DEVCLUSTER_GPUS", "4"),
             nm_expiry_ms=_int_env("TONY_DEVCLUSTER_NM_EXPIRY_MS", "60000"),
             secure=secure,
+            preemption=os.environ.get("TONY_DEVCLUSTER_PREEMPTION", "1").lower() not in ("0", "false", "no"),
         )
         if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
             raise ClusterError(
@@ -419,6 +427,37 @@ def _label_properties(layout: Layout) -> str:
     )
 
 
+# The capacity scheduler's preemption policy, on short clocks so that a test
+# sees a queue's guaranteed share taken back within seconds: the monitor runs
+# every second, a container marked for preemption is killed 2 s later if its
+# application did not give it up, the whole shortfall may be taken in one round,
+# and a queue over its guarantee by any amount is a candidate.
+PREEMPTION_POLICY = (
+    "org.apache.hadoop.yarn.server.resourcemanager.monitor.capacity.ProportionalCapacityPreemptionPolicy"
+)
+PREEMPTION_PROPERTIES = {
+    "yarn.resourcemanager.scheduler.monitor.enable": "true",
+    "yarn.resourcemanager.scheduler.monitor.policies": PREEMPTION_POLICY,
+    "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval": "1000",
+    "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill": "2000",
+    "yarn.resourcemanager.monitor.capacity.preemption.total_preemption_per_round": "1.0",
+    "yarn.resourcemanager.monitor.capacity.preemption.natural_termination_factor": "1.0",
+    "yarn.resourcemanager.monitor.capacity.preemption.max_ignored_over_capacity": "0",
+}
+
+
+def _preemption_properties(layout: Layout) -> str:
+    """The ResourceManager's preemption monitor (queue ``urgent`` reclaims from ``default``).
+
+    Only a queue with pending demand under its guaranteed capacity makes it
+    act, so tests that use one queue at a time never see a preemption.
+    ``TONY_DEVCLUSTER_PREEMPTION=0`` turns it off.
+    """
+    if not layout.preemption:
+        return ""
+    return "".join(_prop(name, value) for name, value in PREEMPTION_PROPERTIES.items())
+
+
 def _extra_yarn_properties(layout: Layout, index: int) -> str:
     """Multi-node additions: node labels (RM) and, on the GPU node, Hadoop's GPU plugin."""
     if not layout.multi_node:
@@ -545,10 +584,11 @@ def render_conf(layout: Layout) -> None:
             nm_local_dir=str(layout.nm_local_dir(index)),
             nm_log_dir=str(layout.nm_log_dir(index)),
             nm_expiry_ms=str(layout.nm_expiry_ms),
-            extra_properties=_extra_yarn_properties(layout, index),
+            extra_properties=_extra_yarn_properties(layout, index) + _preemption_properties(layout),
             label_properties=_label_properties(layout),
             krb5_dir=str(layout.realm.dir),
             token_renew_ms=str(TOKEN_RENEW_MS),
+            token_max_lifetime_ms=str(TOKEN_MAX_LIFETIME_MS),
         )
         conf.mkdir(parents=True, exist_ok=True)
         for template in sorted(CONF_TEMPLATES.iterdir()):

@@ -23,8 +23,9 @@ import time
 from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import hdfs_io, priority
+from airflow_provider_tony.runtime import hdfs_io, priority, token_refresh
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
 from airflow_provider_tony.runtime.messages import (
     Drain,
@@ -37,12 +38,14 @@ from airflow_provider_tony.runtime.messages import (
     Registration,
     Slot,
     StateDocument,
+    TaskState,
 )
 from airflow_provider_tony.runtime.page import render_page
-from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
+from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
+from airflow_provider_tony.runtime.yarn_exit import is_preempted
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -68,6 +71,23 @@ RUNNING_TICK_S = 1.0
 # user code is already reported by its executor, read within the next tick.
 CONTAINER_CHECK_MIN_S = 1.0
 CONTAINER_CHECK_MAX_S = 5.0
+# An executor killed by a signal (143: the NodeManager's SIGTERM) may write
+# its exit record before skein's AM hears from the ResourceManager why the
+# container ended: when YARN preempted it, the record is a consequence, not the
+# cause. Such a record waits for YARN's status before it is judged as an exit
+# code. skein's AM asks the ResourceManager every min(5 s, AM expiry / 2) while
+# it waits for no container (every second otherwise), and this AM looks every
+# tick: 8 s covers one such interval and the ticks around it. A container that
+# YARN reports ended sooner is judged at once.
+SIGNAL_EXIT_HOLD_S = 8.0
+# skein container states of a container asked for and not yet allocated.
+NOT_ALLOCATED = ("WAITING", "REQUESTED")
+# A spread task that has no running container this long after its gang was
+# asked for runs on any node the role may use (its fallback service). Its
+# node may be gone while the ResourceManager still lists it (a machine lost
+# just before an Airflow retry planned the placement: the RM notices only at
+# the node's expiry, 10 minutes by default), or YARN may have lost the request.
+PLACEMENT_WAIT_S = 60.0
 
 
 def _decode(raw: bytes, cls: type[_M], key: str) -> _M | None:
@@ -98,6 +118,10 @@ class ApplicationMaster:
         self.web: JobWebServer | None = None
         self.drain_started: float | None = None  # when the pending restart asked the uploader to finish
         self.service_nodes: dict[str, list[str]] | None = None  # skein service -> the nodes it may use
+        # Tasks whose signal exit record waits for YARN's status (see SIGNAL_EXIT_HOLD_S) -> first seen.
+        self.held_exits: dict[str, float] = {}
+        # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
+        self.retired_services: set[str] = set()
 
     # ---------------------------------------------------------------- the job page
 
@@ -137,7 +161,7 @@ class ApplicationMaster:
             self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
             os.environ.get(C.ENV_HISTORY_DIR),
         )
-        client = hdfs_io.client_from_env() if paths else None
+        client = hdfs_io.client_from_env(kv=self.app.kv) if paths else None
         if client is None:
             return
         try:
@@ -170,8 +194,20 @@ class ApplicationMaster:
         for task_id, record in under(C.KV_EXIT_PREFIX, ExitRecord):
             self.apply_exit(task_id, record, now)
 
-    def apply_exit(self, task_id: str, record: ExitRecord, now: float) -> None:
-        """An executor's exit record (code, stderr tail, last progress) into the tracker."""
+    def apply_exit(self, task_id: str, record: ExitRecord, now: float, container_ended: bool = False) -> None:
+        """An executor's exit record (code, stderr tail, last progress) into the tracker.
+
+        A signal exit of the current gang is held until the container's YARN
+        status is known (``check_containers``) or ``SIGNAL_EXIT_HOLD_S`` passed:
+        a preempted container's executor reports 143 too.
+        """
+        task = self.tracker.tasks.get(task_id)
+        live = task is not None and not task.state.finished and record.generation == self.tracker.generation
+        if live and not container_ended and record.exit_code in C.SIGNAL_EXIT_CODES:
+            first = self.held_exits.setdefault(task_id, now)
+            if now - first < SIGNAL_EXIT_HOLD_S:
+                return
+        self.held_exits.pop(task_id, None)
         self.tracker.exited(
             task_id, record.exit_code, record.stderr_tail, now, progress=record.progress, generation=record.generation
         )
@@ -180,24 +216,41 @@ class ApplicationMaster:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
 
     def check_containers(self, now: float) -> None:
-        """Containers that ended without an exit record: killed, OOM, lost node."""
-        if now - self.last_container_check < self.container_check_interval():
+        """Containers that ended without an exit record (killed, OOM, lost node) or preempted by YARN.
+
+        Every tick while a signal exit waits for YARN's status, else every
+        ``container_check_interval``.
+        """
+        if not self.held_exits and now - self.last_container_check < self.container_check_interval():
             return
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
         for container in ended:
+            if container.service_name in self.retired_services:
+                continue
             task_id = self.tracker.task_of_container(container.service_name, container.instance)
             task = None if task_id is None else self.tracker.tasks.get(task_id)
             if task_id is None or task is None or task.state.finished:
                 continue
+            message = f"container {container.yarn_container_id} {container.state}: {container.exit_message}"
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
-            if record is not None:
-                self.apply_exit(task_id, record, now)
-            else:
-                self.tracker.container_ended(
-                    task_id, f"container {container.yarn_container_id} {container.state}: {container.exit_message}", now
-                )
+            if record is not None and not is_preempted(container.exit_message):
+                self.apply_exit(task_id, record, now, container_ended=True)
+            else:  # no record, or YARN preempted it: YARN's word is the fact, not the executor's 143
+                held = self.held_exits.pop(task_id, None)
+                if held is not None and record is not None:
+                    log.info(
+                        "%s: its exit code %d came from YARN's preemption (known %.1fs after the exit record)",
+                        task_id,
+                        record.exit_code,
+                        now - held,
+                    )
+                kind = FailureKind.PREEMPTED if is_preempted(container.exit_message) else FailureKind.LOST
+                self.tracker.container_ended(task_id, message, now, kind=kind)
+        if self.tracker.waiting_for_capacity():
+            waiting = [c for c in self.app.get_containers(states=NOT_ALLOCATED) if c.id in self.tracker.slots]
+            self.tracker.capacity_pending(len(waiting), now)
 
     # ---------------------------------------------------------------- output
 
@@ -287,7 +340,7 @@ class ApplicationMaster:
         if answer is not None and answer.generation == self.tracker.generation:
             if not answer.complete:
                 log.warning("restart: %s could not upload its newest checkpoint: %s", task_id, answer.error)
-            self.tracker.drained(answer.step, waited)
+            self.tracker.drained(answer.step, waited, answer.last_step)
             return True
         if self.app.kv.get(C.kv_exit(task_id)) is not None:
             self.tracker.drained(None, waited)
@@ -297,6 +350,39 @@ class ApplicationMaster:
             self.tracker.drained(None, waited)
             return True
         return False
+
+    def place_elsewhere(self, now: float) -> None:
+        """Spread tasks whose node gives them no container in ``PLACEMENT_WAIT_S`` run elsewhere.
+
+        The task's own service (pinned to one node) is scaled to 0 and the
+        role's fallback service asked for one more container, whose slot names
+        the task (the executor reads it, as in a restarted gang).
+        """
+        tracker = self.tracker
+        if now - tracker.generation_started < PLACEMENT_WAIT_S:
+            return
+        for task in tracker.tasks.values():
+            fallback = self.spec.fallback_service(task.role)
+            service = f"{task.role}{PLACED_SERVICE_SEP}{task.index}"
+            if task.state is not TaskState.PENDING or fallback is None or service in self.retired_services:
+                continue
+            if task.task_id in tracker.slots.values():  # already given a container by the AM
+                continue
+            if self.app.get_containers(services=[service], states=["RUNNING"]):
+                continue  # its container runs: the executor is starting
+            self.retired_services.add(service)
+            self.app.scale(service, count=0)
+            started = self.app.scale(fallback, delta=1)
+            for container in started:
+                tracker.slots[container.id] = task.task_id
+                self.app.kv[C.kv_slot(container.id)] = Slot(
+                    task_id=task.task_id, generation=tracker.generation
+                ).to_json()
+            tracker.events.append(
+                f"{task.task_id} got no container on its node ({', '.join(self.nodes_of(service)) or '?'}) in "
+                f"{PLACEMENT_WAIT_S:g}s: asked for one on any node the role may use"
+            )
+            log.warning("%s: no container on its node in %gs; placed elsewhere", task.task_id, PLACEMENT_WAIT_S)
 
     def nodes_of(self, service: str) -> list[str]:
         """The nodes a skein service was declared with (asked once, from skein's AM)."""
@@ -322,7 +408,11 @@ class ApplicationMaster:
         record = self.tracker.restart_pending
         assert record is not None  # called only then
         log.warning("restart %d: %s", record.attempt, record.reason)
-        services = {role: self.spec.all_services(role) for role in sorted(self.spec.roles)}
+        # Placed (spread) roles ask first: their node-pinned requests then never follow
+        # another role's requests in skein's per-request priorities, where a restarted
+        # ParameterServerStrategy gang (chief and ps asked first) lost a pinned worker's container.
+        order = sorted(self.spec.roles, key=lambda r: (self.spec.fallback_service(r) is None, r))
+        services = {role: self.spec.all_services(role) for role in order}
         for role_services in services.values():
             for service in role_services:
                 self.app.scale(service, count=0)
@@ -332,6 +422,7 @@ class ApplicationMaster:
             self.app.kv.discard_prefix(prefix)
         self.published_addresses = set()
         self.drain_started = None
+        self.retired_services = set()
         generation = self.tracker.generation + 1
         slots: dict[str, str] = {}
         lost = self.tracker.lost_hosts
@@ -375,6 +466,7 @@ class ApplicationMaster:
             now = time.monotonic()
             self.read_store(now)
             self.check_containers(now)
+            self.place_elsewhere(now)
             self.publish_cluster(now)
             self.register_pages()
             verdict = self.tracker.check(now, time.time())
@@ -417,6 +509,7 @@ def main() -> int:
         return 0
     am = ApplicationMaster(app, spec, app_id)
     am.start_web()
+    token_refresh.start_for_am(app)  # kerberos.refresh_tokens: a daemon thread, None otherwise
     try:
         verdict = am.run()
     except Exception as exc:

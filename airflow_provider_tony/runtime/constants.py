@@ -16,6 +16,11 @@ ENV_HISTORY_DIR = "TONY_HISTORY_DIR"  # HDFS folder for the final JobHistory (<b
 # application's HDFS delegation token (no keytab ever reaches a container).
 ENV_WEBHDFS_AUTH = "TONY_WEBHDFS_AUTH"
 WEBHDFS_AUTH_DELEGATION = "delegation"
+# kerberos.refresh_tokens: the principal of the keytab shipped to the AM container
+# only, under AM_KEYTAB_ALIAS in its working directory (runtime/token_refresh.py).
+ENV_AM_PRINCIPAL = "TONY_AM_PRINCIPAL"
+AM_KEYTAB_ALIAS = ".tony-am.keytab"
+ENV_TOKENS_REFRESHED = "TONY_TOKENS_REFRESHED"  # "1" in every container of such a job
 
 # ---- environment the executor exports to user code
 ENV_ROLE = "TONY_ROLE"
@@ -63,6 +68,10 @@ KV_DRAINED_PREFIX = "tony/drained/"
 DRAIN_POLL_S = 1.0
 DRAIN_UPLOAD_S = 50.0
 DRAIN_TIMEOUT_S = 60.0
+# The newest HDFS delegation token the AM obtained from the job's keytab (a
+# DelegationToken message). Outside KV_PREFIX on purpose: the AM reads the whole
+# tony/ prefix every tick, and a secret has no business in that read.
+KV_HDFS_TOKEN = "tony-secret/hdfs-token"  # noqa: S105 - a key's name, not a secret
 # Per-task keys of one gang: the AM clears them (and the cluster spec) when it restarts the gang.
 KV_GANG_PREFIXES = (KV_REGISTER_PREFIX, KV_HEARTBEAT_PREFIX, KV_EXIT_PREFIX, KV_DRAINED_PREFIX)
 

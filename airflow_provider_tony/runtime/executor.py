@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,9 @@ from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.executor")
 STDERR_TAIL_LINES = 20
+# How long a training process stopped for a gang restart has to save and exit
+# after SIGTERM before it is killed (its checkpoint, if it writes one, counts).
+USER_STOP_S = 10.0
 CLUSTER_POLL_S = (0.05, 0.1, 0.2, 0.25)
 RESTORING_ROLES = frozenset({"chief", "worker"})
 # Inside the container's working directory.
@@ -217,19 +221,29 @@ class Heartbeat(threading.Thread):
 
 
 class DrainWatch(threading.Thread):
-    """The uploader's side of a gang restart: on the AM's ``Drain``, finish uploading, then answer.
+    """The uploader's side of a gang restart: on the AM's ``Drain``, stop training, upload, answer.
 
     The AM stops every container of a gang it restarts, and YARN kills a
     container within a fraction of a second. Without this, the checkpoint the
     script saved last (not yet picked up, or half uploaded) is lost with the
-    gang, and the new gang redoes up to two checkpoint intervals. Training goes
-    on meanwhile; the AM waits for the ``Drained`` answer (bounded) before it
-    stops the gang. Polled with a get every ``interval`` (no skein watch: see
-    ``wait_for_cluster``).
+    gang. The order matters: the training process is stopped first (SIGTERM,
+    then SIGKILL after ``USER_STOP_S``), so no checkpoint is saved after the
+    flush; then the newest complete local checkpoint is uploaded, and only
+    then does the AM, waiting for the ``Drained`` answer (bounded), stop the
+    gang. The new gang redoes at most one checkpoint interval. Polled with a
+    get every ``interval`` (no skein watch: see ``wait_for_cluster``).
     """
 
     def __init__(
-        self, app: Any, task_id: str, generation: int, sync: checkpoint.CheckpointSync, interval: float, timeout: float
+        self,
+        app: Any,
+        task_id: str,
+        generation: int,
+        sync: checkpoint.CheckpointSync,
+        interval: float,
+        timeout: float,
+        stop_training: Callable[[], None] = lambda: None,
+        progress_file: Path | None = None,
     ) -> None:
         super().__init__(name="tony-drain-watch", daemon=True)
         self.app = app
@@ -238,7 +252,10 @@ class DrainWatch(threading.Thread):
         self.sync = sync
         self.interval = interval
         self.timeout = timeout
+        self.stop_training = stop_training
+        self.progress_file = progress_file
         self.stop_event = threading.Event()
+        self.draining = threading.Event()  # a drain was asked for: the executor's exit waits for the answer
 
     def requested(self) -> bool:
         raw = self.app.kv.get(C.KV_DRAIN)
@@ -250,12 +267,16 @@ class DrainWatch(threading.Thread):
             return False
 
     def answer(self) -> Drained:
+        self.draining.set()
+        self.stop_training()
+        progress = progress_api.read(self.progress_file) if self.progress_file is not None else None
         complete = self.sync.flush(timeout=self.timeout)
         drained = Drained(
             generation=self.generation,
             step=self.sync.newest_uploaded(),
             complete=complete,
             error="" if complete else self.sync.last_error,
+            last_step=progress.step if progress is not None else None,
         )
         self.app.kv[C.kv_drained(self.task_id)] = drained.to_json()
         return drained
@@ -344,6 +365,17 @@ class UserProcess:
         if self.proc is not None:
             self.proc.send_signal(signum)
 
+    def stop(self, timeout: float) -> None:
+        """Stop the user code and wait for it: SIGTERM (it may save and exit), SIGKILL after ``timeout``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
     def fail(self, message: str) -> None:
         """Stop the user code for a reason of ours (e.g. checkpoints cannot be saved)."""
         self.extra.append(message)
@@ -425,7 +457,7 @@ def export_model(
     if not local.is_dir() or not any(local.iterdir()):
         report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
         return code, tail
-    client = hdfs_io.client_from_env(env)
+    client = hdfs_io.client_from_env(env, kv=app.kv)
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
     try:
@@ -560,7 +592,7 @@ def main() -> int:
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
     user_env[C.ENV_PORT] = str(registration.port)
     ckpt_dir = workdir / spec.checkpoint.local_dir
-    hdfs = hdfs_io.client_from_env(env) if spec.checkpoint.dir else None
+    hdfs = hdfs_io.client_from_env(env, kv=app.kv) if spec.checkpoint.dir else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
     heartbeat.restored_step = restored
     argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)
@@ -596,12 +628,23 @@ def main() -> int:
             push=True,
         )
         tb_sync.start()
-        drain_watch = DrainWatch(app, task_id, generation, sync, interval=C.DRAIN_POLL_S, timeout=C.DRAIN_UPLOAD_S)
+        drain_watch = DrainWatch(
+            app,
+            task_id,
+            generation,
+            sync,
+            interval=C.DRAIN_POLL_S,
+            timeout=C.DRAIN_UPLOAD_S,
+            stop_training=lambda: user.stop(USER_STOP_S),
+            progress_file=workdir / PROGRESS_FILE,
+        )
         drain_watch.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
     if sync is not None:
         assert drain_watch is not None  # started with the sync
+        if drain_watch.draining.is_set():  # stopped for a gang restart: the watch uploads and answers
+            drain_watch.join(timeout=C.DRAIN_UPLOAD_S + USER_STOP_S)
         drain_watch.stop_event.set()  # the flush below is the last upload; the AM sees the exit record
         # A failed script's last complete checkpoint is worth saving too (bounded wait).
         window = spec.checkpoint.upload_failure_window

@@ -3,9 +3,10 @@
 Why: on a Kerberized cluster a container has no Kerberos credentials, only
 the delegation tokens YARN gave the application. The NodeManager writes them
 to a ``Credentials`` file; WebHDFS accepts the application's HDFS token as
-``?delegation=<url string>``. The ResourceManager renews that token for as
-long as the application runs (it is the token's renewer), so the same
-string stays valid past the cluster's renew interval. Hadoop's Java code
+``?delegation=<url string>``. The ResourceManager renews that token while
+the application runs (it is the token's renewer), so the same string stays
+valid past the cluster's renew interval, up to the token's maximum lifetime
+(after which only a fresh token helps: ``token_refresh.py``). Hadoop's Java code
 reads this file; a Python container needs these few lines instead.
 
 Both serialisations Hadoop writes are read: the Writable one (version 0,

@@ -19,17 +19,25 @@ log = logging.getLogger("tony.hdfs")
 T = TypeVar("T")
 
 
-def client_from_env(env: dict[str, str] | None = None) -> Any | None:
-    """The WebHDFS client the submitting side configured, or None when it gave none."""
+def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | None:
+    """The WebHDFS client the submitting side configured, or None when it gave none.
+
+    ``kv`` (the application's key-value store) lets a delegation-token client
+    take the fresh tokens the AM publishes when the job refreshes them
+    (``kerberos.refresh_tokens``); without it the application's own token is used.
+    """
     env = dict(os.environ) if env is None else env
     url = env.get(C.ENV_WEBHDFS_URL)
     if not url:
         return None
     if env.get(C.ENV_WEBHDFS_AUTH) == C.WEBHDFS_AUTH_DELEGATION:
         from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token
+        from airflow_provider_tony.runtime.token_refresh import TokenSource
         from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
 
-        return DelegationTokenClient(url, hdfs_delegation_token(env))
+        refreshing = env.get(C.ENV_TOKENS_REFRESHED) == "1"
+        fetch = None if kv is None or not refreshing else (lambda: kv.get(C.KV_HDFS_TOKEN))
+        return DelegationTokenClient(url, TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
     from hdfs import InsecureClient
 
     return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)

@@ -16,7 +16,9 @@ message                written by                read by
 ``EventRecord``        executor                  AM (its event list)
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
 ``Slot``               AM                        a restarted gang's executors (who they are)
+``DelegationToken``    AM (token_refresh.py)     executors (their WebHDFS client)
 ``RestartRecord``      AM                        clients (inside the state document)
+``Failure``            AM                        clients (the verdict's root cause)
 ``TaskSummary``        AM                        clients (inside the state document)
 ``StateDocument``      AM                        client, operator, trigger, bench
 ``JobHistory``         AM (HTTP, HDFS)           job page, ``tony status``, operator
@@ -53,10 +55,12 @@ __all__ = [
     "STATE_DOCUMENT_VERSION",
     "AppState",
     "ClusterDocument",
+    "DelegationToken",
     "Drain",
     "Drained",
     "EventRecord",
     "ExitRecord",
+    "Failure",
     "Heartbeat",
     "JobHistory",
     "Message",
@@ -296,6 +300,48 @@ class Drained(Message):
     step: int | None = None  # None: no checkpoint uploaded by this gang
     complete: bool = True  # False: the newest local checkpoint could not be uploaded in time
     error: str = ""
+    last_step: int | None = None  # the step the training process had reached when it was stopped
+
+
+@dataclass
+class Failure(Message):
+    """The root cause of a failed gang, decided once by the AM from what happened to every task.
+
+    ``kind`` is a ``runtime.failure.FailureKind`` value (kept a str: a newer AM
+    may add kinds); ``consequences`` are the tasks whose failures followed from
+    it (a survivor's collective aborted when its peer's node was lost).
+    """
+
+    kind: str = ""
+    retryable: bool = False
+    task_id: str | None = None
+    exit_code: int | None = None
+    message: str = ""
+    consequences: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        self.retryable = bool(self.retryable)
+        self.consequences = [str(t) for t in self.consequences or []]
+
+
+@dataclass
+class DelegationToken(Message):
+    """An HDFS delegation token the AM obtained from the job's keytab, for the executors' WebHDFS clients.
+
+    ``token`` is a secret (Hadoop's URL string): it travels only under
+    ``constants.KV_HDFS_TOKEN``, never in the state document, an event or a
+    log, and the ``repr`` leaves it out. Dates are seconds since the epoch.
+    """
+
+    token: str = field(default="", repr=False)
+    seq: int = 0  # moves with every new token: an executor takes a token newer than the one it uses
+    issued: float | None = None
+    expires: float | None = None  # when it stops working unless renewed, as WebHDFS answered the renewal
+    max_date: float | None = None  # when it stops working whatever happens (its maximum lifetime)
+
+    def validate(self) -> None:
+        self.token = str(self.token or "")
+        self.seq = int(self.seq)
 
 
 @dataclass
@@ -303,8 +349,10 @@ class RestartRecord(Message):
     """One in-application restart of the gang: what failed, when, where it resumed."""
 
     attempt: int = 1  # 1 for the first restart
-    failed_task: str = ""
+    failed_task: str = ""  # the root cause: the lost task, not the first one to exit
     reason: str = ""
+    cause: str = ""  # the root cause's FailureKind value ("lost", "signal", ...)
+    consequences: list[str] = field(default_factory=list)  # tasks that failed because of it
     host: str | None = None  # where the failed task ran (new containers avoid it where YARN can)
     at: float = 0.0  # seconds after the AM started
     at_wall: float | None = None
@@ -314,6 +362,13 @@ class RestartRecord(Message):
     drained_step: int | None = None  # newest checkpoint the uploader had on HDFS when the gang was stopped
     drain_seconds: float | None = None  # how long the AM waited for that upload (None: nothing to wait for)
     moved: dict[str, str] = field(default_factory=dict)  # task id -> the lost host its new container avoided
+
+    @property
+    def preempted(self) -> bool:
+        """YARN preempted the root cause's container for another queue (``cause`` "preempted"): the
+        cluster's decision, so this restart does not count against max_restarts, and the new gang
+        waits for capacity."""
+        return self.cause == "preempted"
 
 
 @dataclass
@@ -357,6 +412,7 @@ class StateDocument(Message):
     final: bool = False  # the verdict is in; the AM waits for a client's acknowledgement
     diagnostics: str = ""
     retryable: bool = False
+    failure: Failure | None = None  # the failed verdict's root cause (None while running or on success)
     progress: float = 0.0  # 0..1, as YARN shows it
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
@@ -376,6 +432,7 @@ class StateDocument(Message):
         ]
         self.events = [str(e) for e in self.events or []]
         self.timeline = dict(self.timeline or {})
+        self.failure = _nested(self.failure, Failure, "failure")
 
     def task(self, task_id: str) -> TaskSummary | None:
         return self.tasks.get(task_id)

@@ -640,6 +640,31 @@ class Acls(_Spec):
 
 
 @dataclass
+class KerberosSpec(_Spec):
+    """What a job on a Kerberized cluster needs beyond the connection's login (``kerberos`` of a job).
+
+    HDFS delegation tokens stop working at their maximum lifetime
+    (``dfs.namenode.delegation.token.max-lifetime``, 7 days by default, often
+    one day), however often YARN renews them; a job that must keep uploading
+    checkpoints past that date needs fresh tokens, and only a keytab can get
+    them without a person.
+    """
+
+    refresh_tokens: bool = False
+    """Ship the connection's keytab to the application master's container only (never to task containers), so the AM
+    obtains a fresh HDFS delegation token from it before the current one expires and hands it to the executors; for
+    jobs that run longer than the cluster's token maximum lifetime. Needs the connection's ``principal`` and
+    ``keytab``, and ``gssapi`` with ``requests-gssapi`` in the job's Python."""
+
+    def validate(self) -> None:
+        _check(
+            isinstance(self.refresh_tokens, bool),
+            "refresh_tokens",
+            f"{self.refresh_tokens!r} is not true or false; give true or false",
+        )
+
+
+@dataclass
 class JobSpec(_Spec):
     """A whole distributed training job: roles, Python, files, timeouts and policies.
 
@@ -675,7 +700,9 @@ class JobSpec(_Spec):
     """A tracked task silent this many seconds is lost and fails the job (retryable); more than twice
     ``heartbeat_interval``."""
     registration_timeout: float = 300.0
-    """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails."""
+    """Seconds for every task to register with the AM (TensorFlow needs them all at once) before the job fails. For a
+    gang that replaces one YARN preempted, it runs from when the gang's last container is allocated: the job waits as
+    long as its queue's capacity is taken (bounded by ``deadline``)."""
     deadline: float | None = None
     """Seconds the whole job may run; null means no limit."""
     startup_timeout: float = 600.0
@@ -691,7 +718,9 @@ class JobSpec(_Spec):
     """Times the AM may restart the whole gang inside the same YARN application after a retryable task failure (a
     container or node lost, a signal, missed heartbeats): fresh containers, a new TF_CONFIG, every task resuming from
     the latest complete checkpoint. 0 (the default) fails the application at once and leaves the retry to Airflow;
-    once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts."""
+    once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts. A
+    container preempted by YARN for another queue restarts the gang even with 0 and does not count (the cluster's
+    decision, not the job's fault)."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""
@@ -708,8 +737,15 @@ class JobSpec(_Spec):
     """Where checkpoints and the final model go on HDFS, and how often they are uploaded."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables for every task; a role's own ``env`` wins."""
+    kerberos: KerberosSpec = field(default_factory=KerberosSpec)
+    """Kerberized clusters: fresh HDFS delegation tokens for jobs longer than the tokens' maximum lifetime."""
 
-    _NESTED: ClassVar[dict[str, type[_Spec]]] = {"python": PythonEnv, "acls": Acls, "checkpoint": CheckpointSpec}
+    _NESTED: ClassVar[dict[str, type[_Spec]]] = {
+        "python": PythonEnv,
+        "acls": Acls,
+        "checkpoint": CheckpointSpec,
+        "kerberos": KerberosSpec,
+    }
 
     # -- validation --------------------------------------------------------- #
     def validate(self) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK, SIGNAL_EXIT_CODES
+from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.gpu import assign_gpus
 from airflow_provider_tony.runtime.messages import (
     MILESTONE_ALL_USER_STARTED,
@@ -26,6 +27,7 @@ from airflow_provider_tony.runtime.messages import (
     MILESTONE_VERDICT,
     AppState,
     ClusterDocument,
+    Failure,
     Heartbeat,
     Progress,
     Registration,
@@ -40,6 +42,10 @@ from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
 RENDEZVOUS_ROLES = frozenset(TF_CLUSTER_ROLES) | {"evaluator"}
+# Restarts after a preemption do not count against max_restarts, but a queue
+# that preempts a job over and over must not keep it alive forever: past this
+# many, a preemption ends the job as retryable (Airflow's retry decides).
+MAX_PREEMPTION_RESTARTS = 20
 
 
 @dataclass
@@ -49,11 +55,26 @@ class Verdict:
     succeeded: bool
     diagnostics: str
     retryable: bool = False
-    task_id: str | None = None  # the task whose failure decided it, if one did
+    task_id: str | None = None  # the task whose failure decided it (the root cause), if one did
+    cause: FailureKind | None = None  # what happened to that task
+    consequences: list[str] = field(default_factory=list)  # tasks that failed because of it
 
     @property
     def final_status(self) -> str:
         return "SUCCEEDED" if self.succeeded else "FAILED"
+
+    def failure(self, exit_code: int | None = None) -> Failure | None:
+        """The typed root cause for the state document (None on success)."""
+        if self.succeeded:
+            return None
+        return Failure(
+            kind=self.cause.value if self.cause is not None else "",
+            retryable=self.retryable,
+            task_id=self.task_id,
+            exit_code=exit_code,
+            message=self.diagnostics,
+            consequences=list(self.consequences),
+        )
 
 
 @dataclass
@@ -81,6 +102,11 @@ class Task:
     progress_changed_at: float | None = None
     message: str = ""
     restored_step: int | None = None
+    # Set when the task failed or was lost: what kind of failure, and when the
+    # AM learned of it (its monotonic clock), so a gang's failures are judged together.
+    kind: FailureKind | None = None
+    failed_at: float | None = None
+    failed_seq: int = 0  # order of observation, for failures seen in the same tick
 
     def summary(self, now: float) -> TaskSummary:
         return TaskSummary(
@@ -118,6 +144,10 @@ def _stderr_line(tail: list[str]) -> str:
     return lines[-1].strip()[:500] if lines else "(no stderr)"
 
 
+def _earliest(tasks: list[Task]) -> Task:
+    return min(tasks, key=lambda t: (t.failed_at if t.failed_at is not None else float("inf"), t.failed_seq))
+
+
 class JobTracker:
     """Registrations, heartbeats, exits and the failure policy of one job."""
 
@@ -132,6 +162,9 @@ class JobTracker:
         # The gang: 0 is the one started with the application; each restart adds one.
         self.generation = 0
         self.generation_started = now
+        # What registration_timeout counts from: the gang's start, or, for a gang that replaces a
+        # preempted one, when YARN allocated its last container (capacity_pending).
+        self.registration_started = now
         self.restarts: list[RestartRecord] = []
         # A restart decided and not yet carried out: the AM replaces the containers.
         self.restart_pending: RestartRecord | None = None
@@ -144,6 +177,9 @@ class JobTracker:
         # The checkpoint uploader the AM lets finish before it stops the gang
         # (None: no uploader alive to wait for).
         self.drain_task: str | None = None
+        # The current gang's wait for capacity after a preemption is in the events.
+        self._noted_capacity_wait = False
+        self.failures_seen = 0
         self.tasks: dict[str, Task] = self._new_tasks()
 
     def _new_tasks(self) -> dict[str, Task]:
@@ -156,12 +192,13 @@ class JobTracker:
 
     def task_of_container(self, service: str, instance: int) -> str | None:
         """The task a skein container serves in the current gang; None for an older gang's."""
-        if self.generation == 0:
-            task_id = task_of_container(service, instance)
-            role, _, index = task_id.rpartition(":")
-            first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
-            return task_id if first and task_id in self.tasks else None
-        return self.slots.get(f"{service}_{instance}")
+        slotted = self.slots.get(f"{service}_{instance}")  # named by the AM: a restart, or placed elsewhere
+        if slotted is not None or self.generation != 0:
+            return slotted
+        task_id = task_of_container(service, instance)
+        role, _, index = task_id.rpartition(":")
+        first = role in self.spec.roles and instance < (self.spec.roles[role].instances if service == role else 1)
+        return task_id if first and task_id in self.tasks else None
 
     # ------------------------------------------------------------ inputs
 
@@ -291,14 +328,24 @@ class JobTracker:
         task.exit_code = int(exit_code)
         task.stderr_tail = list(stderr_tail)
         task.state = TaskState.SUCCEEDED if exit_code == 0 else TaskState.FAILED
+        if exit_code != 0:
+            task.kind = classify_exit(task.exit_code, task.stderr_tail, self.spec.retryable_exit_codes)
+            self._failed(task, now)
         self.events.append(f"{task_id} exited with code {exit_code}")
 
-    def container_ended(self, task_id: str, message: str, now: float) -> None:
-        """The container is gone but its executor never reported an exit."""
+    def _failed(self, task: Task, now: float) -> None:
+        self.failures_seen += 1
+        task.failed_at = now
+        task.failed_seq = self.failures_seen
+
+    def container_ended(self, task_id: str, message: str, now: float, kind: FailureKind = FailureKind.LOST) -> None:
+        """The container is gone but its executor never reported an exit (``kind``: lost or preempted)."""
         task = self.tasks.get(task_id)
         if task is None or task.state.finished:
             return
         task.state = TaskState.LOST
+        task.kind = kind
+        self._failed(task, now)
         task.message = message or "container ended without reporting an exit code"
         self.events.append(f"{task_id} container ended: {task.message}")
 
@@ -323,7 +370,7 @@ class JobTracker:
                 return None
             if verdict is not None and not verdict.succeeded and verdict.retryable and self.restarts:
                 verdict.diagnostics += (
-                    f" (after {len(self.restarts)} in-application restart(s), max_restarts "
+                    f" (after {self._restarts_counted()} in-application restart(s), max_restarts "
                     f"{self.spec.max_restarts}: left to Airflow's retry)"
                 )
             self.verdict = verdict
@@ -331,13 +378,16 @@ class JobTracker:
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
+    def _restarts_counted(self) -> int:
+        """Restarts that count against ``max_restarts``: every one but those after a preemption."""
+        return sum(not r.preempted for r in self.restarts)
+
     def _restartable(self, verdict: Verdict) -> bool:
-        return (
-            not verdict.succeeded
-            and verdict.retryable
-            and verdict.task_id is not None
-            and len(self.restarts) < self.spec.max_restarts
-        )
+        if verdict.succeeded or not verdict.retryable or verdict.task_id is None:
+            return False
+        if verdict.cause is FailureKind.PREEMPTED:
+            return len(self.restarts) - self._restarts_counted() < MAX_PREEMPTION_RESTARTS
+        return self._restarts_counted() < self.spec.max_restarts
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
         assert verdict.task_id is not None  # _restartable checked it
@@ -352,20 +402,31 @@ class JobTracker:
             at=round(now - self.started, 3),
             at_wall=wall,
             last_step=last_step,
+            cause=verdict.cause.value if verdict.cause is not None else "",
+            consequences=list(verdict.consequences),
         )
         self.restarts.append(record)
         self.restart_pending = record
-        if failed.host and (failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES):
+        # A preempted container's node is healthy: its new container may go back there.
+        lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
+        if failed.host and lost and failed.kind is not FailureKind.PREEMPTED:
             self.lost_hosts.add(failed.host)
         self.drain_task = self._uploader_alive(failed)
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
                 task.message = f"stopped to restart the gang after {failed.task_id} failed"
-        self.events.append(
-            f"restart {record.attempt} of {self.spec.max_restarts}: {verdict.diagnostics}; "
-            "replacing every task, resuming from the latest checkpoint"
-        )
+        counted = self._restarts_counted()
+        if record.preempted:
+            which = (
+                f"restart {record.attempt} (after a preemption, not counted against max_restarts; "
+                "the new gang waits for the queue's capacity)"
+            )
+        elif counted == record.attempt:
+            which = f"restart {record.attempt} of {self.spec.max_restarts}"
+        else:  # earlier restarts were preemptions
+            which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
+        self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
     def _uploader_alive(self, failed: Task) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.
@@ -384,11 +445,18 @@ class JobTracker:
             return None
         return uploader.task_id
 
-    def drained(self, step: int | None, seconds: float) -> None:
-        """The uploader finished (or the AM stopped waiting): the pending restart may go on."""
+    def drained(self, step: int | None, seconds: float, last_step: int | None = None) -> None:
+        """The uploader finished (or the AM stopped waiting): the pending restart may go on.
+
+        ``last_step`` is the step its training process had reached when it was
+        stopped for the drain: the old gang's real last step, later than the
+        one known when the restart was decided.
+        """
         record = self.restart_pending
         if record is None:
             return
+        if last_step is not None and (record.last_step is None or last_step > record.last_step):
+            record.last_step = last_step
         record.drained_step = step
         record.drain_seconds = round(seconds, 3)
         if step is not None:
@@ -398,32 +466,154 @@ class JobTracker:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
         self.generation += 1
         self.generation_started = now
+        self.registration_started = now
         self.slots = dict(slots)
         self.tasks = self._new_tasks()
         self.cluster_published_at = None
         self.restart_pending = None
         self.drain_task = None
+        self._noted_capacity_wait = False
         self.events.append(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )
 
-    def _decide(self, now: float) -> Verdict | None:
+    def waiting_for_capacity(self) -> bool:
+        """The gang replaces a preempted one and has not registered yet.
+
+        Only then does ``capacity_pending`` hold the registration clock: the
+        queue that preempted the job may keep its capacity for a long time.
+        """
+        return (
+            self.generation > 0
+            and self.restart_pending is None
+            and self.cluster_published_at is None
+            and len(self.restarts) == self.generation
+            and self.restarts[-1].preempted
+        )
+
+    def capacity_pending(self, waiting: int, now: float) -> None:
+        """YARN has not yet allocated ``waiting`` containers of a gang that replaces a preempted one.
+
+        The rule: after a preemption, ``registration_timeout`` runs from when
+        the gang's last container is allocated, not from when it was asked
+        for, so a job waits as long as its queue's capacity is taken (bounded
+        by its ``deadline``, if it has one, as any job is). A gang whose
+        containers are all allocated but do not register still times out.
+        """
+        if waiting <= 0 or not self.waiting_for_capacity():
+            return
+        if not self._noted_capacity_wait:
+            self.events.append(
+                f"gang {self.generation} waits for the queue's capacity: {waiting} container(s) "
+                "not allocated yet (the registration timeout starts once they are)"
+            )
+            self._noted_capacity_wait = True
+        self.registration_started = now
+
+    def _fatal(self, task: Task) -> bool:
+        """A task whose failure fails the gang: tracked, or a member of the TensorFlow cluster."""
+        return task.tracked or task.role in TF_CLUSTER_ROLES
+
+    def _mark_silent(self, now: float) -> None:
+        """Tasks silent past ``heartbeat_timeout`` are lost (their executor is hung or their node gone)."""
         spec = self.spec
         for task in self.tasks.values():
-            fatal = task.tracked or task.role in TF_CLUSTER_ROLES
-            if task.state == TaskState.FAILED and fatal:
-                where = task.host or "an unregistered container"
-                return Verdict(
-                    False,
-                    f"{task.task_id} exited with code {task.exit_code} on {where}; "
-                    f"last stderr line: {_stderr_line(task.stderr_tail)}",
-                    retryable=exit_code_retryable(task.exit_code, spec.retryable_exit_codes),
-                    task_id=task.task_id,
+            if task.state not in (TaskState.REGISTERED, TaskState.RUNNING) or task.last_heartbeat is None:
+                continue
+            silent = now - task.last_heartbeat
+            if silent > spec.heartbeat_timeout and self._fatal(task):
+                missed = int(silent / spec.heartbeat_interval)
+                task.state = TaskState.LOST
+                task.kind = FailureKind.LOST
+                self._failed(task, now)
+                task.message = (
+                    f"missed heartbeats on {task.host}: silent for {silent:.1f}s (~{missed} beats of "
+                    f"{spec.heartbeat_interval:g}s; timeout {spec.heartbeat_timeout:g}s); its executor is "
+                    "hung or its node is lost"
                 )
-            if task.state == TaskState.LOST and fatal:
-                return Verdict(False, f"{task.task_id} lost: {task.message}", retryable=True, task_id=task.task_id)
+
+    def grace(self, failed: list[Task], now: float) -> float:
+        """How long after the gang's first failure the AM waits for its root cause.
+
+        A failure that TensorFlow blames on a peer (a collective aborted, a
+        peer unavailable) waits up to ``heartbeat_timeout`` plus two beats: by
+        then a peer whose node died has been declared lost. Any other exit of
+        the training code waits one container check (``heartbeat_interval``,
+        1-5 s) so that YARN's status of the other containers is read once,
+        and longer only while a live peer has already missed two beats (it may
+        be on a node that just died); a bug with no peer lost still fails
+        within seconds.
+        """
+        spec = self.spec
+        full = spec.heartbeat_timeout + 2 * spec.heartbeat_interval
+        if any(t.kind is FailureKind.PEER for t in failed):
+            return full
+        suspect = any(
+            self._fatal(t)
+            and t.state in (TaskState.REGISTERED, TaskState.RUNNING)
+            and t.last_heartbeat is not None
+            and now - t.last_heartbeat > 2 * spec.heartbeat_interval
+            for t in self.tasks.values()
+        )
+        return full if suspect else min(max(spec.heartbeat_interval, 1.0), 5.0)
+
+    def _judge(self, failed: list[Task], now: float) -> Verdict | None:
+        """The root cause among a gang's failed tasks, or None while it may still show up.
+
+        A lost task (no exit record, missed heartbeats, preempted, killed by a
+        signal) is the cause and every other failure its consequence; so is an
+        exit the job marks retryable. Otherwise the AM waits ``grace`` for one;
+        then the first failure of the training code itself is the cause (not
+        retryable), and failures that only blame a peer that was never seen
+        lost are retryable (TensorFlow says the fault was elsewhere).
+        """
+        losses = [t for t in failed if t.kind is not None and t.kind.loss]
+        if not losses:
+            losses = [t for t in failed if t.kind is FailureKind.RETRYABLE_EXIT]
+        if losses:
+            root = _earliest(losses)
+        else:
+            first = _earliest(failed)
+            if first.failed_at is not None and now - first.failed_at < self.grace(failed, now):
+                return None
+            own = [t for t in failed if t.kind is not FailureKind.PEER]
+            root = _earliest(own) if own else first
+        return self._failure_verdict(root, [t for t in failed if t is not root])
+
+    def _failure_verdict(self, root: Task, others: list[Task]) -> Verdict:
+        kind = root.kind or (FailureKind.LOST if root.state is TaskState.LOST else FailureKind.CODE)
+        if root.state is TaskState.LOST:
+            text = f"{root.task_id} lost: {root.message}"
+        else:
+            where = root.host or "an unregistered container"
+            text = (
+                f"{root.task_id} exited with code {root.exit_code} on {where}; "
+                f"last stderr line: {_stderr_line(root.stderr_tail)}"
+            )
+            blamed = peer_failure(root.stderr_tail) if kind is FailureKind.PEER else None
+            if blamed:
+                text += f" (TensorFlow blames a peer, none was seen lost: {blamed})"
+        if others:
+            text += "; consequences: " + ", ".join(
+                f"{t.task_id} {'lost' if t.state is TaskState.LOST else f'exited {t.exit_code}'}" for t in others
+            )
+        return Verdict(
+            False,
+            text,
+            retryable=kind.retryable,
+            task_id=root.task_id,
+            cause=kind,
+            consequences=[t.task_id for t in others],
+        )
+
+    def _decide(self, now: float) -> Verdict | None:
+        spec = self.spec
+        self._mark_silent(now)
+        failed = [t for t in self.tasks.values() if t.state in (TaskState.FAILED, TaskState.LOST) and self._fatal(t)]
+        if failed:
+            return self._judge(failed, now)  # None: waiting for a root cause, nothing else decides meanwhile
         if self.cluster_published_at is None:
-            if now - self.generation_started > spec.registration_timeout:
+            if now - self.registration_started > spec.registration_timeout:
                 missing = [t.task_id for t in self.rendezvous_tasks() if t.state == TaskState.PENDING]
                 return Verdict(
                     False,
@@ -432,21 +622,6 @@ class JobTracker:
                     "or their executors did not start); the cluster may be too small for "
                     "this job: lower instances/memory or use a bigger queue",
                 )
-        for task in self.tasks.values():
-            if task.state in (TaskState.REGISTERED, TaskState.RUNNING) and task.last_heartbeat is not None:
-                silent = now - task.last_heartbeat
-                if silent > spec.heartbeat_timeout and (task.tracked or task.role in TF_CLUSTER_ROLES):
-                    missed = int(silent / spec.heartbeat_interval)
-                    task.state = TaskState.LOST
-                    task.message = f"missed heartbeats for {silent:.1f}s"
-                    return Verdict(
-                        False,
-                        f"{task.task_id} on {task.host} missed heartbeats: silent for "
-                        f"{silent:.1f}s (~{missed} beats of {spec.heartbeat_interval:g}s; timeout "
-                        f"{spec.heartbeat_timeout:g}s); its executor is hung or its node is lost",
-                        retryable=True,
-                        task_id=task.task_id,
-                    )
         stall = spec.progress_stall_timeout
         if stall:
             for task in self.tasks.values():
@@ -508,6 +683,13 @@ class JobTracker:
         done = sum(t.state.finished for t in tracked)
         return min(0.99, done / len(tracked)) if tracked else 0.0
 
+    def _failure_doc(self) -> Failure | None:
+        verdict = self.verdict
+        if verdict is None:
+            return None
+        root = self.tasks.get(verdict.task_id) if verdict.task_id else None
+        return verdict.failure(root.exit_code if root is not None else None)
+
     def document(self, now: float, wall: float, seq: int, app_id: str) -> StateDocument:
         verdict = self.verdict
         return StateDocument(
@@ -519,6 +701,7 @@ class JobTracker:
             final=verdict is not None,
             diagnostics=verdict.diagnostics if verdict else "",
             retryable=bool(verdict and verdict.retryable),
+            failure=self._failure_doc(),
             progress=self.progress_fraction(),
             tasks={tid: t.summary(now) for tid, t in self.tasks.items()},
             events=self.events[-50:],

@@ -35,6 +35,7 @@ from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
+from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
     cluster_info_from_rm,
@@ -399,6 +400,7 @@ class TonyClient:
             extra_env=self._container_env(attempt),
             placement_plan=plan,
         )
+        ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
             app_id: str = self.skein.submit(app_spec)
         return app_id

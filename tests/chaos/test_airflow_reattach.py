@@ -28,12 +28,19 @@ DAG_ID = "tony_chaos_restart"
 
 
 def lose_a_worker_node(
-    client: Any, cluster: Any, running: Callable[[], list[dict[str, Any]]], stopped_nodes: list[int]
+    client: Any,
+    cluster: Any,
+    running: Callable[[], list[dict[str, Any]]],
+    stopped_nodes: list[int],
+    *,
+    machine: bool = False,
 ) -> str:
     """Wait for the DAG's application to train past its first checkpoint, then stop a worker's node.
 
     Returns the application id. The node is one with a worker but neither the
     AM nor worker:0 (``pick_victim``); ``stopped_nodes`` starts it again after the test.
+    ``machine``: SIGKILL the NodeManager and its containers (a machine lost: the
+    RM still lists the node until it expires) instead of stopping it.
     """
     app_id: str = wait_until(running, 180, "the application to run")[0]["id"]
 
@@ -43,7 +50,7 @@ def lose_a_worker_node(
 
     doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
     victim, _ = pick_victim(cluster, app_id, doc)
-    devcluster("stop-nm", str(victim))
+    devcluster("stop-nm", str(victim), *(["--lose"] if machine else []))
     stopped_nodes.append(victim)
     return app_id
 
@@ -96,7 +103,9 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
 
 
 def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_env, cluster, stopped_nodes) -> None:
-    """``max_restarts: 0``: the node loss fails the try as retryable; the retry submits once and resumes."""
+    """``max_restarts: 0``, real MultiWorkerMirroredStrategy, a machine lost: the survivors' collectives
+    fail at once, yet the try fails as retryable with the lost worker as its cause; the retry submits
+    once (its task planned onto the dead node, which the RM still lists, runs elsewhere) and resumes."""
     from airflow_provider_tony.yarn.client import TonyClient
 
     dag_id = "tony_chaos_retry"
@@ -116,7 +125,7 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     )
     try:
         with TonyClient.from_env() as client:
-            first = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
+            first = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes, machine=True)
         text, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
@@ -131,6 +140,7 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     apps = sorted(a["id"] for a in ours())
     assert len(apps) == 2 and apps[0] == first, f"expected the first application and one retry: {apps}"
     assert "[retryable]" in text and "in-application restart" not in text, text[-4000:]
+    assert "lost: missed heartbeats" in text and "consequences: worker:0" in text, text[-4000:]
     result = result_of(text)
     assert result["application_id"] == apps[1] and result["restarts"] == [], result
     restored = result["tasks"]["worker:0"]["restored_step"]

@@ -52,6 +52,16 @@ def pick_victim(cluster: Any, app_id: str, doc: StateDocument) -> tuple[int, str
     raise AssertionError(f"no worker away from the AM (node {am}) and worker:0: {doc.tasks}")
 
 
+def wait_resumed(tony_client: Any, app_id: str) -> StateDocument:
+    """The state once the gang restarted and every task runs user code again, in the same application."""
+
+    def resumed() -> StateDocument | None:
+        doc = tony_client.am_state(app_id)
+        return doc if doc is not None and doc.restarts and doc.restarts[0].resumed_at is not None else None
+
+    return wait_until(resumed, 300, "the gang restarted and resumed in the same application")
+
+
 def start_and_pick_victim(
     tony_client: Any, cluster: Any, hdfs: Any, spec: JobSpec, ckpt: str, app_tag: str
 ) -> tuple[str, int, str]:
@@ -72,11 +82,7 @@ def test_node_loss_restarts_the_gang_in_the_same_application(
     stopped_nodes.append(victim)
 
     # the AM notices, replaces the gang, and the new gang runs user code again
-    def resumed() -> StateDocument | None:
-        doc = tony_client.am_state(app_id)
-        return doc if doc is not None and doc.restarts and doc.restarts[0].resumed_at is not None else None
-
-    doc = wait_until(resumed, 300, "the gang restarted and resumed in the same application")
+    doc = wait_resumed(tony_client, app_id)
     record = doc.restarts[0]
     assert doc.generation == 1 and record.failed_task in doc.tasks
     assert node_index(record.host or "") == victim, record

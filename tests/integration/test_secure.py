@@ -198,6 +198,73 @@ def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt
     assert last - started > renew_s, f"last upload {last - started:.0f}s after start, renew interval {renew_s:.0f}s"
 
 
+def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb, tag, ckpt) -> None:
+    """``kerberos.refresh_tokens``: past the first HDFS token's maximum lifetime, checkpoints still reach HDFS.
+
+    The application's own token dies at its maximum date, however often the
+    ResourceManager renews it; the AM logs in from the keytab shipped to it
+    alone and hands the executors fresh tokens. Without the refresh, uploads
+    after that date are refused and the job fails (retryable) instead.
+    """
+    max_s = int(_hdfs_site("dfs.namenode.delegation.token.max-lifetime") or 604_800_000) / 1000
+    if max_s > 300:
+        pytest.skip(
+            "needs a token max lifetime of a few minutes (make test-secure sets TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS)"
+        )
+    # Train until about 20 s past the first token's death (the script starts some 20 s
+    # after the submit), a checkpoint every 20 s, all kept.
+    sleep, every = 10.0, 2
+    steps = every * (int((max_s + 20) / (sleep * every)) + 1)
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-secure-refresh",
+            "roles": {
+                "worker": {
+                    "memory": "1 GiB",
+                    "script": str(JOBS / "count_steps.py"),
+                    "args": ["--steps", str(steps), "--every", str(every), "--sleep", str(sleep)],
+                }
+            },
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 1.0,
+            "heartbeat_timeout": 60,
+            # A refused upload fails the job within a minute, not the default ten.
+            "checkpoint": {"dir": ckpt, "poll_interval": 1, "keep": steps, "upload_failure_window": 60},
+            "kerberos": {"refresh_tokens": True},
+        }
+    )
+    app_id = krb.submit(spec, extra_tags=[tag])
+    # The application's token was obtained before the RM accepted the application: it is dead by then.
+    first_token_dead = krb._rm_get(f"apps/{app_id}")["app"]["startedTime"] / 1000 + max_s
+    result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
+    assert result.succeeded, result.diagnostics
+    hdfs = krb.hdfs()
+    assert remote_checkpoints(hdfs, ckpt) == list(range(every, steps + 1, every))
+    uploaded = [hdfs.status(f"{ckpt}/{name}")["modificationTime"] / 1000 for name in hdfs.list(ckpt)]
+    after = sorted(t - first_token_dead for t in uploaded if t > first_token_dead)
+    assert len(after) >= 2, f"uploads {[round(t - first_token_dead) for t in uploaded]}s after the first token died"
+    state = result.am_state
+    refreshed = [e for e in state.events if "refreshed the HDFS delegation token from the keytab" in e]
+    assert len(refreshed) >= 2, state.events
+    assert not any("could not refresh" in e for e in state.events), state.events
+    # skein staged the keytab on HDFS for YARN to localise; the AM deleted that copy.
+    assert "AM removed the keytab's staged copy from HDFS" in state.events, state.events
+    keytab = Path(os.environ["TONY_KERBEROS_KEYTAB"]).read_bytes()
+    staged = [f"{d}/{f}" for d, _, files in hdfs.walk(f".skein/{app_id}") for f in files]
+    assert staged, "skein's staging folder is where it was looked for"
+    for path in staged:
+        with hdfs.read(path) as reader:
+            assert reader.read() != keytab, f"a copy of the keytab is left on HDFS: {path}"
+    # Neither the token nor the keytab's location in what clients see.
+    doc = json.dumps(state.to_dict())
+    assert "delegation=" not in doc and "token=" not in doc and os.environ["TONY_KERBEROS_KEYTAB"] not in doc
+    print(
+        f"\ntoken max lifetime {max_s:.0f}s, job {max(uploaded) - first_token_dead + max_s:.0f}s after submit, "
+        f"{len(refreshed)} tokens from the keytab, {len(after)} uploads after the first token died "
+        f"(the last {after[-1]:.0f}s after)"
+    )
+
+
 def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     """Both directions of WebHDFS from containers: the chief pushes events and the model,
     the tensorboard role pulls the events; all with the delegation token."""

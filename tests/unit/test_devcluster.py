@@ -167,3 +167,34 @@ def test_the_clusters_of_one_make_test_never_share_a_port() -> None:
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             assert not clusters[a] & clusters[b], f"{a} and {b} share ports {sorted(clusters[a] & clusters[b])}"
+
+
+@pytest.mark.parametrize("nodemanagers", [1, 4])
+def test_queue_urgent_can_take_its_share_back_from_default_by_preemption(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodemanagers: int
+) -> None:
+    """The preemption test's layout: three queues whose guarantees add up, the monitor on short clocks."""
+    monkeypatch.delenv("TONY_DEVCLUSTER_PREEMPTION", raising=False)
+    lay = layout(tmp_path, monkeypatch, nodemanagers)
+    dc.render_conf(lay)
+    cs = props(lay.conf / "capacity-scheduler.xml")
+    root = "yarn.scheduler.capacity.root"
+    queues = cs[f"{root}.queues"].split(",")
+    assert queues == ["default", "training", "urgent"]
+    assert sum(float(cs[f"{root}.{q}.capacity"]) for q in queues) == 100
+    assert float(cs[f"{root}.urgent.capacity"]) > 0 and cs[f"{root}.urgent.acl_submit_applications"] == "*"
+    # each queue may still fill the cluster alone (one user: capacity x user-limit-factor >= 100)
+    for q in queues:
+        assert cs[f"{root}.{q}.maximum-capacity"] == "100", q
+        assert float(cs[f"{root}.{q}.capacity"]) * float(cs[f"{root}.{q}.user-limit-factor"]) >= 100, q
+    assert cs[f"{root}.training.disable_preemption"] == "true"
+    yarn = props(lay.conf / "yarn-site.xml")
+    assert yarn["yarn.resourcemanager.scheduler.monitor.enable"] == "true"
+    assert yarn["yarn.resourcemanager.scheduler.monitor.policies"].endswith(".ProportionalCapacityPreemptionPolicy")
+    assert int(yarn["yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval"]) <= 1000
+    assert int(yarn["yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill"]) <= 5000
+
+    monkeypatch.setenv("TONY_DEVCLUSTER_PREEMPTION", "0")
+    lay = dc.Layout.from_env()
+    dc.render_conf(lay)
+    assert "yarn.resourcemanager.scheduler.monitor.enable" not in props(lay.conf / "yarn-site.xml")

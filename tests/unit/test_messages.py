@@ -25,6 +25,7 @@ from airflow_provider_tony.runtime.messages import (
     Drained,
     EventRecord,
     ExitRecord,
+    Failure,
     Heartbeat,
     Message,
     Progress,
@@ -67,6 +68,16 @@ RESTART = RestartRecord(
     drained_step=50,
     drain_seconds=1.5,
     moved={"worker:1": "127.0.0.3"},
+    cause="lost",
+    consequences=["worker:0", "worker:2"],
+)
+FAILURE = Failure(
+    kind="lost",
+    retryable=True,
+    task_id="worker:1",
+    exit_code=137,
+    message="worker:1 lost",
+    consequences=["worker:0"],
 )
 FULL: list[Message] = [
     PROGRESS,
@@ -87,8 +98,9 @@ FULL: list[Message] = [
     ),
     Slot(task_id="worker:1", generation=3),
     Drain(generation=2),
-    Drained(generation=2, step=50, complete=False, error="HDFS unreachable"),
+    Drained(generation=2, step=50, complete=False, error="HDFS unreachable", last_step=57),
     RESTART,
+    FAILURE,
     SUMMARY,
     StateDocument(
         application_id="application_1_0001",
@@ -99,6 +111,7 @@ FULL: list[Message] = [
         final=True,
         diagnostics="worker:1 lost",
         retryable=True,
+        failure=FAILURE,
         progress=0.5,
         tasks={"worker:1": SUMMARY},
         events=["e1"],

@@ -201,6 +201,8 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "attempt": 1,
                 "failed_task": "worker:1",
                 "reason": "worker:1 lost",
+                "cause": "",
+                "consequences": [],
                 "host": "node3",
                 "at": 40.0,
                 "at_wall": None,

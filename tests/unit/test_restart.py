@@ -30,7 +30,7 @@ from airflow_provider_tony.runtime.messages import (
 )
 from airflow_provider_tony.runtime.state import JobTracker
 
-from .test_state import T0, failed, make_spec, make_tracker
+from .test_state import CODE_GRACE, T0, failed, make_spec, make_tracker
 
 WORKERS = {"chief": 1, "worker": 2}
 
@@ -58,6 +58,8 @@ def restart(tr: JobTracker, now: float) -> None:
 def test_a_lost_worker_with_restarts_left_restarts_the_gang_instead_of_failing() -> None:
     tr = make_tracker(WORKERS, max_restarts=2)
     run_gang(tr, T0 + 1, host="h3")
+    for task_id in tr.tasks:  # every task beat recently: only worker:1 is lost
+        tr.heartbeat(task_id, Heartbeat(seq=2, user_started=True), T0 + 49)
     lose(tr, "worker:1", T0 + 50)
     assert tr.check(T0 + 50, wall=1.7e9) is None
     record = tr.restart_pending
@@ -132,8 +134,10 @@ def test_restarts_exhausted_fail_as_retryable_and_say_so() -> None:
 def test_only_retryable_exits_restart_the_gang(exit_code: int, restarts: int) -> None:
     tr = make_tracker(WORKERS, max_restarts=3)
     run_gang(tr, T0 + 1)
+    for task_id in tr.tasks:  # the gang is alive: no peer is suspected lost
+        tr.heartbeat(task_id, Heartbeat(seq=2, user_started=True), T0 + 10)
     tr.exited("worker:0", exit_code, ["boom"], T0 + 10)
-    verdict = tr.check(T0 + 10)
+    verdict = tr.check(T0 + 10 if restarts else T0 + 10 + CODE_GRACE)
     assert len(tr.restarts) == restarts
     if restarts:
         assert verdict is None and tr.restart_pending is not None
@@ -201,14 +205,29 @@ class FakeApp:
         self.next_instance = dict(first_instances)  # service -> its next instance number
         self.calls: list[tuple[str, int]] = []
         self.nodes = nodes or {}
+        self.running: dict[str, int] = {}  # service -> containers asked for
+        self.containers: list[Any] = []  # what get_containers reports
+
+    def get_containers(self, services: list[str] | None = None, states: list[str] | None = None) -> list[Any]:
+        return [
+            c
+            for c in self.containers
+            if (services is None or c.service_name in services) and (states is None or c.state in states)
+        ]
 
     def get_specification(self) -> Any:
         return SimpleNamespace(services={name: SimpleNamespace(nodes=n) for name, n in self.nodes.items()})
 
-    def scale(self, role: str, count: int) -> list[Any]:
+    def scale(self, role: str, count: int | None = None, delta: int | None = None) -> list[Any]:
+        if delta is not None:  # skein's scale(service, delta=n): n more containers
+            count = self.running.get(role, 0) + delta
+        assert count is not None
         self.calls.append((role, count))
-        if count == 0:
+        added = count - self.running.get(role, 0)
+        self.running[role] = count
+        if count == 0 or added <= 0:
             return []
+        count = added
         first = self.next_instance.setdefault(role, 0)
         self.next_instance[role] += count
         return [SimpleNamespace(id=f"{role}_{i}", instance=i) for i in range(first + count - 1, first - 1, -1)]
@@ -458,6 +477,7 @@ def test_the_restart_record_says_when_what_and_from_which_step_exactly() -> None
     for task_id, host in (("chief:0", "h0"), ("worker:0", "h1"), ("worker:1", "h2")):
         tr.tasks[task_id].host = host
     tr.heartbeat("chief:0", Heartbeat(seq=2, user_started=True, progress=Progress(step=47, time=2.0)), T0 + 40)
+    tr.heartbeat("worker:0", Heartbeat(seq=2, user_started=True), T0 + 40)  # alive: only worker:1 is lost
     lose(tr, "worker:1", T0 + 50.12345)
     assert tr.check(T0 + 50.12345, wall=1.7e9 + 0.25) is None
     assert tr.drain_task == "chief:0", "the uploader runs on a live node: the AM waits for its last upload"
@@ -482,6 +502,8 @@ def test_the_restart_record_says_when_what_and_from_which_step_exactly() -> None
         "drained_step": 40,
         "drain_seconds": 2.346,
         "moved": {},
+        "cause": "lost",
+        "consequences": [],
     }
     lose(tr, "worker:0", T0 + 90)
     tr.check(T0 + 90)
@@ -533,3 +555,64 @@ def test_the_deciders_step_wins_over_the_others() -> None:
     tr = make_tracker(WORKERS, max_restarts=1)
     _restarted(tr, {"chief:0": 20, "worker:0": 30, "worker:1": 40})
     assert tr.restarts[0].resumed_step == 20
+
+
+def test_the_drain_stops_training_before_the_last_flush_and_reports_the_step_reached(tmp_path) -> None:
+    """Stopped first, flushed second: no checkpoint is saved after the upload the new gang resumes from."""
+    order: list[str] = []
+    progress_file = tmp_path / "progress.json"
+    progress_file.write_text('{"step": 97, "time": 1.0}')
+
+    class OrderedSync(FakeSync):
+        def flush(self, timeout: float) -> bool:
+            order.append("flush")
+            return super().flush(timeout)
+
+    watch = DrainWatch(
+        FakeApp({}),
+        "worker:0",
+        0,
+        OrderedSync(step=90),  # type: ignore[arg-type]
+        0.01,
+        1.0,
+        stop_training=lambda: order.append("stop"),
+        progress_file=progress_file,
+    )
+    answer = watch.answer()
+    assert order == ["stop", "flush"]
+    assert watch.draining.is_set()
+    assert answer.step == 90 and answer.last_step == 97
+
+
+def test_a_spread_task_with_no_container_on_its_node_is_placed_elsewhere() -> None:
+    """Its node may be dead while the RM still lists it (a retry planned right after a machine loss)."""
+    from airflow_provider_tony.runtime.am import PLACEMENT_WAIT_S
+
+    spec = make_spec({"worker": {"instances": 2, "placement": "spread"}})
+    app = FakeApp({"worker.0": 1, "worker.1": 1}, nodes={"worker.1": ["dead-node"]})
+    app.running = {"worker.0": 1, "worker.1": 1}
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    am.tracker.generation_started = T0  # the gang was asked for at T0 (the AM's own clock otherwise)
+    am.tracker.register("worker:0", Registration(host="h1", port=1), T0 + 2)
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S - 0.01)
+    assert app.calls == [] and am.tracker.slots == {}  # still waiting for its node
+    # worker:1's container runs (its executor is starting): nothing moves
+    app.containers = [SimpleNamespace(service_name="worker.1", instance=0, state="RUNNING")]
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 1)
+    assert app.calls == []
+    app.containers = []
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 2)
+    assert app.calls == [("worker.1", 0), ("worker.elsewhere", 1)]
+    assert Slot.from_json(app.kv[C.kv_slot("worker.elsewhere_0")]) == Slot(task_id="worker:1", generation=0)
+    assert am.tracker.task_of_container("worker.elsewhere", 0) == "worker:1"
+    assert "dead-node" in am.tracker.events[-1]
+    # asked once; its new executor registers in the same gang, and the retired request's end means nothing
+    am.place_elsewhere(T0 + PLACEMENT_WAIT_S + 10)
+    assert len(app.calls) == 2
+    am.tracker.register("worker:1", Registration(host="h2", port=2), T0 + 70)
+    assert am.tracker.tasks["worker:1"].state is TaskState.REGISTERED
+    app.containers = [
+        SimpleNamespace(service_name="worker.1", instance=0, state="KILLED", yarn_container_id="c", exit_message="")
+    ]
+    am.check_containers(T0 + 80)
+    assert am.tracker.tasks["worker:1"].state is TaskState.REGISTERED

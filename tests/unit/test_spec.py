@@ -19,6 +19,7 @@ from airflow_provider_tony.runtime.spec import (
     Acls,
     CheckpointSpec,
     JobSpec,
+    KerberosSpec,
     PythonEnv,
     RoleSpec,
     parse_memory_mib,
@@ -98,6 +99,7 @@ FULL: dict[str, Any] = {
         "local_dir": "out/ckpt",
     },
     "env": {"PYTHONHASHSEED": "0"},
+    "kerberos": {"refresh_tokens": True},
 }
 
 MINIMAL: dict[str, Any] = {"roles": {"worker": {"module": "trainer.main"}}}
@@ -134,6 +136,7 @@ def test_full_fixture_sets_every_field_to_a_non_default_value() -> None:
     for cls, objs in (
         (CheckpointSpec, [FULL["checkpoint"]]),
         (Acls, [FULL["acls"]]),
+        (KerberosSpec, [FULL["kerberos"]]),
         (PythonEnv, [FULL["python"], {"interpreter": "/usr/bin/python3", "archive": None}]),
         (RoleSpec, list(FULL["roles"].values())),
     ):

@@ -14,7 +14,7 @@ import pendulum
 from airflow.sdk import DAG
 
 # Beside this file: Airflow puts the DAG folder on sys.path, the repository root is not there.
-from training_jobs import chaos_job, resume_job
+from training_jobs import chaos_job, resume_job, strategy_job
 
 from airflow_provider_tony.operators.tony import TonyOperator
 
@@ -62,9 +62,10 @@ def retried_dag(dag_id: str, job: dict) -> None:
 # Resume through an Airflow retry: the first try dies mid-training (tests/integration/test_checkpoints.py).
 retried_dag("tony_test_resume", resume_job())
 # Node loss under Airflow (tests/chaos/test_airflow_reattach.py): three spread workers whose gang
-# restarts inside the application, and the same job without, for Airflow's retry to resume.
+# restarts inside the application, and a real MultiWorkerMirroredStrategy job without restarts,
+# for Airflow's retry to resume.
 retried_dag("tony_chaos_restart", chaos_job(max_restarts=2))
-retried_dag("tony_chaos_retry", chaos_job(max_restarts=0))
+retried_dag("tony_chaos_retry", strategy_job("mwms-loop", max_restarts=0))
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite
 # retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 COUNT_STEPS = str(Path(__file__).resolve().parents[1] / "jobs" / "count_steps.py")
+#: Real TensorFlow training under each strategy, resumable from its checkpoints (``--mode``).
+STRATEGIES_SCRIPT = str(Path(__file__).resolve().parents[1] / "jobs" / "strategies.py")
 
 #: The node-loss job: one worker per unlabelled node (``spread`` over the chaos
 #: cluster's three), so some node runs a worker but neither the AM nor worker:0
@@ -74,3 +76,46 @@ def resume_job() -> dict[str, Any]:
         heartbeat_timeout=20,
         checkpoint={"poll_interval": 0.5},
     )
+
+
+#: Real TensorFlow strategies that survive a lost node (``jobs/strategies.py``): the
+#: steps, the checkpoint interval, the decider that uploads, and the roles of each mode.
+#: Workers are spread one per unlabelled node, so a node with a worker but neither the AM
+#: nor the uploader always exists.
+STRATEGY_STEPS, STRATEGY_EVERY = 150, 10
+STRATEGY_MODES: dict[str, tuple[str, dict[str, int]]] = {
+    "mwms-loop": ("worker:0", {"worker": 3}),
+    "keras-fit": ("worker:0", {"worker": 3}),
+    "ps": ("chief:0", {"chief": 1, "worker": 3, "ps": 1}),
+}
+
+
+def strategy_job(
+    mode: str, max_restarts: int, ckpt: str | None = None, model_dir: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A ``mode`` job (see STRATEGY_MODES); ``ckpt`` None leaves the checkpoint dir to the operator."""
+    args = ["--mode", mode, "--steps", str(STRATEGY_STEPS), "--every", str(STRATEGY_EVERY), "--sleep", "0.2"]
+    roles = {
+        role: {
+            "instances": instances,
+            "memory": "1 GiB",
+            "script": STRATEGIES_SCRIPT,
+            "args": args,
+            **({"placement": "spread"} if role == "worker" else {}),
+        }
+        for role, instances in STRATEGY_MODES[mode][1].items()
+    }
+    checkpoint: dict[str, Any] = {"poll_interval": 0.5, "keep": 20}
+    checkpoint.update({"dir": ckpt} if ckpt else {})
+    checkpoint.update({"model_dir": model_dir} if model_dir else {})
+    return {
+        "name": f"strategy-{mode}",
+        "roles": roles,
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": 1.0,
+        "heartbeat_timeout": 15,
+        "registration_timeout": 240,
+        "max_restarts": max_restarts,
+        "checkpoint": checkpoint,
+        **extra,
+    }

@@ -1,0 +1,95 @@
+"""What a failed task's end says about its cause: pure rules, no I/O.
+
+Under ``MultiWorkerMirroredStrategy`` every step is a collective, so when one
+worker's node dies the survivors' collectives fail within seconds and they
+exit 1, long before the AM's heartbeat timeout declares the lost task. Judged
+by its first exit code alone such a job fails as a bug in the training code.
+The AM therefore classifies each failed task (``classify``) and judges the
+failures of one gang together (``JobTracker`` in ``state.py``): a task that
+was *lost* (no exit record, missed heartbeats, killed by a signal, preempted)
+is the root cause and its peers' failures are consequences, and a task whose
+stderr shows TensorFlow's own peer-failure errors is a consequence waiting for
+its cause. Facts only: the AM's heartbeat clock, YARN's container status
+(``yarn_exit``) and TensorFlow's error text, never a guess from timing alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+
+from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, SIGNAL_EXIT_CODES
+
+
+class FailureKind(str, enum.Enum):
+    """Why one task failed; ``retryable`` says whether running it again can help."""
+
+    LOST = "lost"  # no exit record: container or node lost, or heartbeats stopped
+    PREEMPTED = "preempted"  # YARN took the container back for another queue
+    SIGNAL = "signal"  # the user process was killed by a signal (OOM kill 137, SIGTERM 143)
+    RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
+    PEER = "peer"  # TensorFlow reported that a peer failed: a consequence, not a cause
+    CODE = "code"  # the training code failed on its own (a traceback, bad arguments)
+
+    @property
+    def retryable(self) -> bool:
+        return self is not FailureKind.CODE
+
+    @property
+    def loss(self) -> bool:
+        """The task itself went away: its peers' failures are its consequences."""
+        return self in (FailureKind.LOST, FailureKind.PREEMPTED, FailureKind.SIGNAL)
+
+
+#: TensorFlow's errors when a peer of a collective, a parameter server or the
+#: coordination service goes away (TensorFlow 2.21; the texts come from its
+#: collective executor, gRPC and the coordination service). Each entry is
+#: (what it means, pattern over one stderr line).
+PEER_FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a collective was aborted", re.compile(r"Collective ops is aborted|CollectiveOpV\d+Aborted|cancelled collective")),
+    ("a collective op failed", re.compile(r"\{\{node Collective\w*\}\}")),
+    (
+        "a peer is unavailable",
+        re.compile(
+            r"UnavailableError|StatusCode\.UNAVAILABLE|failed to connect to all addresses|"
+            r"Connection reset by peer|Socket closed|Connection refused|Broken pipe|"
+            r"RPC to .* failed|recvBuffer failed"
+        ),
+    ),
+    (
+        "the coordination service reported a task failure",
+        re.compile(
+            r"[Cc]oordination service|CoordinationService|heartbeat timeout|has been recorded as failed|"
+            r"[Tt]ask .* (?:is|was) not responding|barrier timed out",
+        ),
+    ),
+    (
+        "a parameter server or worker was lost",
+        re.compile(r"PSUnavailableError|WorkerPreemptionError|ClosureAbortedError"),
+    ),
+)
+
+
+def peer_failure(stderr_tail: Iterable[str]) -> str | None:
+    """What TensorFlow said about a failed peer in a task's stderr, or None.
+
+    The answer names the kind of error and quotes the line (cut to 200
+    characters), so a verdict can show why the task counts as a consequence.
+    """
+    for line in reversed(list(stderr_tail)):
+        for meaning, pattern in PEER_FAILURE_PATTERNS:
+            if pattern.search(line):
+                return f"{meaning}: {line.strip()[:200]}"
+    return None
+
+
+def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterable[int] = ()) -> FailureKind:
+    """The kind of failure a non-zero exit code (with the task's stderr tail) is."""
+    if code < 0 or code in SIGNAL_EXIT_CODES:
+        return FailureKind.SIGNAL
+    if code in RETRYABLE_EXIT_CODES or code in set(extra_retryable):
+        return FailureKind.RETRYABLE_EXIT
+    if peer_failure(stderr_tail) is not None:
+        return FailureKind.PEER
+    return FailureKind.CODE

@@ -1,0 +1,215 @@
+"""The AM judges a gang's failures together: the root cause, not the first exit code.
+
+Pure tracker logic on a fake clock (the same ``JobTracker`` the AM drives);
+the real thing, with MultiWorkerMirroredStrategy and a node SIGKILLed, is
+``tests/chaos/test_strategies.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
+from airflow_provider_tony.runtime.messages import Heartbeat, TaskState
+from airflow_provider_tony.runtime.state import JobTracker
+
+from .test_state import CODE_GRACE, T0, failed, make_tracker, start
+
+# What TensorFlow 2.21 prints when a peer goes away (survivors of a lost
+# MultiWorkerMirroredStrategy worker, a ParameterServerStrategy chief whose
+# ps died, the coordination service).
+COLLECTIVE = [
+    "Traceback (most recent call last):",
+    "tensorflow.python.framework.errors_impl.UnavailableError: Collective ops is aborted by: "
+    "failed to connect to all addresses",
+    "\t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_step_1234]",
+]
+PS_LOST = ["tensorflow.python.framework.errors_impl.UnavailableError: Socket closed"]
+COORDINATION = ["The coordination service has stopped: Task /job:worker/replica:0/task:1 heartbeat timeout."]
+TRACEBACK = ["Traceback (most recent call last):", "ValueError: shapes (32, 10) and (64,) are incompatible"]
+
+HB = {"heartbeat_interval": 1.0, "heartbeat_timeout": 10.0}
+FULL_GRACE = 10.0 + 2 * 1.0  # heartbeat_timeout + two beats
+
+
+def alive(tr: JobTracker, now: float, *task_ids: str) -> None:
+    """Each task beats (a new sequence number) at ``now``."""
+    for task_id in task_ids or tuple(tr.tasks):
+        seq = (tr.tasks[task_id].hb_seq or 0) + 1
+        tr.heartbeat(task_id, Heartbeat(seq=seq, user_started=True), now)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "expected"),
+    [
+        (COLLECTIVE, "a collective"),
+        (["[[{{node CollectiveReduceV2}}]] [Op:__inference_train_1]"], "a collective op failed"),
+        (PS_LOST, "a peer is unavailable"),
+        (COORDINATION, "coordination service"),
+        (["tensorflow.python.distribute.coordinator.cluster_coordinator.PSUnavailableError: ps:0"], "unavailable"),
+        (TRACEBACK, None),
+        ([], None),
+        (["KeyError: 'label'"], None),
+    ],
+)
+def test_peer_failure_is_read_from_tensorflows_own_errors(stderr: list[str], expected: str | None) -> None:
+    found = peer_failure(stderr)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None and expected in found
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "extra", "kind"),
+    [
+        (1, TRACEBACK, (), FailureKind.CODE),
+        (1, COLLECTIVE, (), FailureKind.PEER),
+        (137, TRACEBACK, (), FailureKind.SIGNAL),
+        (143, [], (), FailureKind.SIGNAL),
+        (-9, [], (), FailureKind.SIGNAL),
+        (75, [], (), FailureKind.RETRYABLE_EXIT),
+        (3, TRACEBACK, (3,), FailureKind.RETRYABLE_EXIT),
+        (2, [], (), FailureKind.CODE),
+    ],
+)
+def test_an_exit_is_classified_by_code_then_stderr(code: int, stderr: list[str], extra: tuple[int, ...], kind) -> None:
+    assert classify_exit(code, stderr, extra) is kind
+    assert kind.retryable is (kind is not FailureKind.CODE)
+
+
+def test_mwms_survivors_failing_on_a_lost_peer_wait_for_it_and_name_it_the_cause() -> None:
+    """The issue's case: worker:1's node dies; worker:0 and worker:2's collectives fail in seconds."""
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 20)  # last beat of worker:1; its node dies right after
+    alive(tr, T0 + 22, "worker:0", "worker:2")
+    tr.exited("worker:0", 1, COLLECTIVE, T0 + 23)
+    tr.exited("worker:2", 1, COLLECTIVE, T0 + 23.5)
+    # TensorFlow blames a peer: no verdict while worker:1 may still be declared lost
+    assert tr.check(T0 + 23.5) is None
+    assert tr.check(T0 + 30) is None and tr.verdict is None
+    assert tr.check(T0 + 30.01) is not None  # worker:1 silent > 10 s: lost, and the cause
+    verdict = failed(tr.verdict, "worker:1 lost", "missed heartbeats", "consequences: worker:0", retryable=True)
+    assert verdict.task_id == "worker:1" and verdict.cause is FailureKind.LOST
+    assert verdict.consequences == ["worker:0", "worker:2"]
+    doc = tr.document(T0 + 31, 1.7e9, 1, "application_1_0001")
+    assert doc.failure is not None and doc.failure.kind == "lost" and doc.failure.task_id == "worker:1"
+    assert doc.failure.retryable and doc.failure.consequences == ["worker:0", "worker:2"]
+    assert doc.retryable and doc.tasks["worker:1"].state == TaskState.LOST.value
+
+
+def test_with_restarts_left_the_lost_peer_is_the_restarts_cause_and_its_host_is_avoided() -> None:
+    tr = make_tracker({"worker": 3}, max_restarts=1, **HB)
+    start(tr)
+    tr.tasks["worker:1"].host = "127.0.0.3"
+    alive(tr, T0 + 20)
+    alive(tr, T0 + 25, "worker:0", "worker:2")
+    tr.exited("worker:0", 1, COLLECTIVE, T0 + 25)
+    assert tr.check(T0 + 26) is None and tr.restart_pending is None
+    assert tr.check(T0 + 31) is None  # lost now: a restart, not a verdict
+    record = tr.restart_pending
+    assert record is not None and record.failed_task == "worker:1" and record.cause == "lost"
+    assert record.consequences == ["worker:0"]
+    assert tr.lost_hosts == {"127.0.0.3"}
+
+
+def test_a_script_that_raises_on_its_own_fails_after_a_short_grace_not_retryable() -> None:
+    tr = make_tracker({"worker": 3}, max_restarts=2)  # defaults: heartbeat_interval 5 s
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:1", 1, TRACEBACK, T0 + 10)
+    assert tr.check(T0 + 10 + CODE_GRACE - 0.01) is None
+    verdict = failed(tr.check(T0 + 10 + CODE_GRACE), "worker:1 exited with code 1", "ValueError", retryable=False)
+    assert verdict.cause is FailureKind.CODE and verdict.consequences == []
+    assert tr.restarts == []  # restarts left do not help a bug
+
+
+def test_a_bug_on_one_worker_is_the_cause_of_its_peers_collective_errors() -> None:
+    tr = make_tracker({"worker": 3}, max_restarts=2, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:2", 1, COLLECTIVE, T0 + 10.5)  # its peer raised: its collective aborted
+    tr.exited("worker:1", 1, TRACEBACK, T0 + 11)
+    tr.exited("worker:0", 1, COLLECTIVE, T0 + 11)
+    alive(tr, T0 + 12)  # nobody left running: no beat, nothing lost
+    assert tr.check(T0 + 10.5 + FULL_GRACE - 0.01) is None
+    verdict = failed(tr.check(T0 + 10.5 + FULL_GRACE), "worker:1 exited with code 1", "ValueError", retryable=False)
+    assert verdict.task_id == "worker:1" and verdict.cause is FailureKind.CODE
+    assert sorted(verdict.consequences) == ["worker:0", "worker:2"]
+    assert tr.restarts == []
+
+
+def test_a_peer_blamed_but_never_seen_lost_is_retryable_after_the_grace() -> None:
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:0", 1, PS_LOST, T0 + 10)
+    tr.exited("worker:1", 1, COLLECTIVE, T0 + 10.2)
+    assert tr.check(T0 + 21.99) is None
+    verdict = failed(tr.check(T0 + 22), "worker:0", "TensorFlow blames a peer", retryable=True)
+    assert verdict.cause is FailureKind.PEER and verdict.consequences == ["worker:1"]
+
+
+def test_a_code_exit_while_a_peer_has_gone_silent_waits_for_that_peer() -> None:
+    """A script that catches the collective error and exits with its own message is still a consequence."""
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    alive(tr, T0 + 13, "worker:0", "worker:2")  # worker:1 silent since T0+10
+    tr.exited("worker:0", 1, ["RuntimeError: training failed"], T0 + 13)
+    assert tr.check(T0 + 14.5) is None  # worker:1 missed two beats: suspect, so wait
+    alive(tr, T0 + 19, "worker:2")
+    assert tr.check(T0 + 20) is None
+    failed(tr.check(T0 + 20.01), "worker:1 lost", retryable=True)
+    assert tr.verdict is not None and tr.verdict.consequences == ["worker:0"]
+
+
+def test_a_code_exit_with_every_peer_beating_is_not_held_for_the_full_grace() -> None:
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 13)
+    tr.exited("worker:0", 1, ["RuntimeError: training failed"], T0 + 13)
+    assert tr.check(T0 + 13.99) is None
+    alive(tr, T0 + 14, "worker:1", "worker:2")
+    failed(tr.check(T0 + 14), "worker:0 exited with code 1", retryable=False)
+
+
+@pytest.mark.parametrize(("code", "kind"), [(137, FailureKind.SIGNAL), (75, FailureKind.RETRYABLE_EXIT)])
+def test_a_retryable_exit_is_a_cause_at_once_and_later_failures_are_its_consequences(
+    code: int, kind: FailureKind
+) -> None:
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:2", code, ["Killed"], T0 + 10)
+    tr.exited("worker:0", 1, COLLECTIVE, T0 + 10)
+    verdict = failed(tr.check(T0 + 10), f"worker:2 exited with code {code}", retryable=True)
+    assert verdict.cause is kind and verdict.consequences == ["worker:0"]
+
+
+def test_a_lost_container_beats_an_earlier_code_exit() -> None:
+    """A loss at about the same time makes the others' failures its consequences, whatever came first."""
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:0", 1, ["RuntimeError: lost my peer"], T0 + 10)
+    tr.container_ended("worker:1", "Container released on a *lost* node", T0 + 11)
+    verdict = failed(tr.check(T0 + 11), "worker:1 lost", "lost* node", retryable=True)
+    assert verdict.cause is FailureKind.LOST and verdict.consequences == ["worker:0"]
+
+
+def test_the_drain_answer_moves_the_restarts_last_step_to_where_training_stopped() -> None:
+    tr = make_tracker({"worker": 2}, max_restarts=1, checkpoint={"dir": "/ckpt"}, **HB)
+    start(tr)
+    tr.tasks["worker:1"].host = "h2"  # lost on another node than the uploader's
+    tr.heartbeat("worker:0", Heartbeat(seq=2, user_started=True), T0 + 5)
+    tr.container_ended("worker:1", "node lost", T0 + 5)
+    assert tr.check(T0 + 5) is None
+    record = tr.restart_pending
+    assert record is not None and tr.drain_task == "worker:0"
+    record.last_step = 80
+    tr.drained(90, 2.0, last_step=97)
+    assert record.last_step == 97 and record.drained_step == 90
+    tr.drained(90, 2.0, last_step=50)  # never moves back
+    assert record.last_step == 97
