@@ -167,9 +167,11 @@ def test_a_restarted_gangs_gpu_lease_failure_fails_the_job_with_the_gpu_message(
     out = tmp_path / "records"
     out.mkdir()
     role = {"memory": "256 MiB", "node_label": "gpu", "script": HOLD, "args": [str(out), "75"], "gpus": 1}
-    # registration_timeout bounds the restarted executor's lease wait (three quarters of it).
+    # The restarted executor waits three quarters of registration_timeout for a lease, counted from
+    # its own start: the last quarter must cover the container's start-up on a loaded machine (at
+    # 40 s, 7 s of Python start-up under load lost the race to the registration timeout).
     spec = job(
-        python_exe, {"worker": {**role, "instances": 1}}, queue="training", max_restarts=1, registration_timeout=40
+        python_exe, {"worker": {**role, "instances": 1}}, queue="training", max_restarts=1, registration_timeout=90
     )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])
     holder = None
