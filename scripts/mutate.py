@@ -23,6 +23,7 @@ import argparse
 import fnmatch
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -166,7 +167,8 @@ def write_report(report: dict[str, Any]) -> bool:
         "# Mutation testing (`make mutate`)",
         "",
         f"mutmut {report.get('mutmut_version', '?')} over the unit tests listed in `pyproject.toml`"
-        f" (`[tool.mutmut]`); scope in `scripts/mutate.py`. Last full run: {report.get('when', '?')},"
+        f" (`[tool.mutmut]`); scope in `scripts/mutate.py`. Last full run: {report.get('when', '?')}"
+        f" at commit {report.get('commit', '?')},"
         f" {report.get('wall_s', '?')} s wall with {report.get('max_children', '?')} worker(s)"
         f" on {report.get('cpus', '?')} CPUs (load average before: {report.get('load_before', '?')});"
         " `--survivors` reruns after it are not timed.",
@@ -219,6 +221,9 @@ def main() -> int:
     args = p.parse_args()
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
     previous = json.loads((RESULTS / "mutation.json").read_text()) if (RESULTS / "mutation.json").exists() else {}
+    git = shutil.which("git") or "git"
+    head = subprocess.run([git, "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    commit = head.stdout.strip() or "?"
     if args.report_only:
         wall = None
     elif args.survivors:
@@ -236,6 +241,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "load_before": load if wall is not None else previous.get("load_before"),
         "when": time.strftime("%Y-%m-%d", time.gmtime()) if wall is not None else previous.get("when"),
+        "commit": commit if wall is not None else previous.get("commit"),
     }
     ok = write_report(report)
     for rel, m in report["modules"].items():
