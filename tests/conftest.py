@@ -7,12 +7,14 @@ Nothing here runs at import: the unit tests need neither Java nor a cluster.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -20,6 +22,37 @@ from tests._cluster import DEVCLUSTER, export_cluster_env
 from tests._util import rm_apps
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+
+#: Set by `make test`, `make test-secure` and `make test-chaos` (so by CI): there every collected
+#: test must run, and a skip (an unset principal, no Chromium, a host name that does not resolve
+#: to loopback) fails the run instead of leaving it green with nothing proven.
+MUST_RUN_ENV = "TONY_TESTS_MUST_RUN"
+#: Names the part of `make test` this pytest run is (open, secure, chaos): its counts are written
+#: to test-artifacts/parts/<part>.json, and `make test` prints them all at the end.
+PART_ENV = "TONY_TEST_PART"
+PARTS_DIR = Path(__file__).resolve().parents[1] / "test-artifacts" / "parts"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``TONY_TESTS_MUST_RUN=1`` a skipped test is a failed one, whatever skipped it."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and os.environ.get(MUST_RUN_ENV) == "1" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped where every test must run ({MUST_RUN_ENV}=1): {reason}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int) -> None:
+    """How many tests this part ran, for `make test`'s closing lines."""
+    part = os.environ.get(PART_ENV)
+    if not part:
+        return
+    counts = {key: len(terminalreporter.stats.get(key, [])) for key in ("passed", "failed", "error", "skipped")}
+    counts["exit_status"] = int(exitstatus)
+    PARTS_DIR.mkdir(parents=True, exist_ok=True)
+    (PARTS_DIR / f"{part}.json").write_text(json.dumps(counts))
 
 
 @dataclass(frozen=True)

@@ -394,6 +394,17 @@ class UserProcess:
         return code, [*self.tail, *self.extra]
 
 
+def after_final_flush(
+    flushed: bool, code: int, tail: list[str], checkpoint_dir: str | None, error: str | None
+) -> tuple[int, list[str]]:
+    """The task's exit after its last checkpoint upload: a script that ended well but whose last
+    checkpoint never reached HDFS did not succeed. 75 (retryable): the retry resumes from what is
+    on HDFS and saves again; a failed script keeps its own code."""
+    if flushed or code != 0:
+        return code, tail
+    return 75, [*tail, f"the last checkpoint could not be uploaded to {checkpoint_dir}: {error}"]
+
+
 def restore(
     app: Any, spec: JobSpec, hdfs: Any, role: str, task_id: str, ckpt_dir: Path, user_env: dict[str, str]
 ) -> int | None:
@@ -460,6 +471,21 @@ def export_model(
 #: Exit code reported when the node's GPUs stayed taken: EX_TEMPFAIL, retryable,
 #: because GPUs on a node free up as other jobs end.
 GPU_LEASE_EXIT_CODE = 75
+
+
+def gpu_lease_exit(exc: GpuLeaseError, generation: int, now: float | None = None) -> ExitRecord:
+    """The exit record of a task whose GPUs stayed taken.
+
+    It carries the gang's ``generation`` like every exit record: the AM drops
+    records of other gangs, so without it a restarted gang's lease failure
+    would be ignored and the job would end in a registration timeout instead.
+    """
+    return ExitRecord(
+        exit_code=GPU_LEASE_EXIT_CODE,
+        stderr_tail=[f"GPU lease: {exc}"],
+        time=time.time() if now is None else now,
+        generation=generation,
+    )
 
 
 def take_gpus(
@@ -540,9 +566,7 @@ def main() -> int:
         log.error("%s: %s", task_id, exc)
         # Reported like any task exit, before registering: the AM fails the
         # job with this message instead of a registration timeout.
-        app.kv[C.kv_exit(task_id)] = ExitRecord(
-            exit_code=GPU_LEASE_EXIT_CODE, stderr_tail=[f"GPU lease: {exc}"], time=time.time()
-        ).to_json()
+        app.kv[C.kv_exit(task_id)] = gpu_lease_exit(exc, generation).to_json()
         return 0
     # gpus_pinned: devices this container owns on the node (YARN's or leased);
     # the AM treats them as fixed and withholds them from the job's other tasks.
@@ -625,11 +649,8 @@ def main() -> int:
         # A failed script's last complete checkpoint is worth saving too (bounded wait).
         window = spec.checkpoint.upload_failure_window
         window = window if code == 0 else min(30.0, window)
-        if not sync.flush(timeout=window) and code == 0:
-            code, tail = (
-                75,
-                [*tail, f"the last checkpoint could not be uploaded to {spec.checkpoint.dir}: {sync.last_error}"],
-            )
+        flushed = sync.flush(timeout=window)
+        code, tail = after_final_flush(flushed, code, tail, spec.checkpoint.dir, sync.last_error)
     if code == 0 and is_decider and spec.checkpoint.model_dir:
         code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
     heartbeat.stop()

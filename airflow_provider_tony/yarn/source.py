@@ -103,7 +103,8 @@ class SourceTree:
         totals: dict[str, int] = {}
         for e in self.entries:
             top, sep, _ = e.path.partition("/")
-            name = top + "/" if sep else top
+            # A folder's own entry and the files in it are one total (it was also listed alone, at 0 bytes).
+            name = top + "/" if sep or e.kind == "dir" else top
             totals[name] = totals.get(name, 0) + e.size
         return sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 

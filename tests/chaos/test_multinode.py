@@ -9,11 +9,13 @@ not a skip: a skipped test here would prove nothing.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_tony.runtime.gpu_lease import GpuLeases
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import CHAOS_NODEMANAGERS
 from tests._util import get_json, wait_until
@@ -132,3 +134,68 @@ def test_spread_deals_workers_over_the_nodes(tony_client, app_tag, python_exe, n
         (out / "release").touch()
     result = tony_client.wait(app_id, poll_interval=1.0, emit=lambda line: print(line, flush=True))
     assert result.succeeded, result.diagnostics
+
+
+class _Holder(threading.Thread):
+    """Takes all of a node's stand-in GPUs, through the same leases the executors use, as soon as
+    they are free: polled every 20 ms, well before a restarted executor (seconds to start) asks."""
+
+    def __init__(self, directory: Path, devices: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.leases = GpuLeases(directory, owner="pytest (another GPU workload)")
+        self.devices = devices
+        self.got = threading.Event()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if self.leases.try_acquire(self.devices, len(self.devices)) is not None:
+                self.got.set()
+                self.stop.wait()
+                break
+            self.stop.wait(0.02)
+        self.leases.release()
+
+
+def test_a_restarted_gangs_gpu_lease_failure_fails_the_job_with_the_gpu_message(
+    tony_client, app_tag, python_exe, gpu_node, tmp_path: Path
+) -> None:
+    """Gang 0 takes a GPU lease and exits 75 (retryable), so the AM restarts the gang; meanwhile
+    every GPU of the node is leased elsewhere. Gang 1's executor cannot lease one and reports so:
+    the job fails with the GPU message, retryable, not with a registration timeout (which is what
+    happened when that exit record carried no generation and the AM dropped it)."""
+    out = tmp_path / "records"
+    out.mkdir()
+    role = {"memory": "256 MiB", "node_label": "gpu", "script": HOLD, "args": [str(out), "75"], "gpus": 1}
+    # The restarted executor waits three quarters of registration_timeout for a lease, counted from
+    # its own start: the last quarter must cover the container's start-up on a loaded machine (at
+    # 40 s, 7 s of Python start-up under load lost the race to the registration timeout).
+    spec = job(
+        python_exe, {"worker": {**role, "instances": 1}}, queue="training", max_restarts=1, registration_timeout=90
+    )
+    app_id = tony_client.submit(spec, extra_tags=[app_tag])
+    holder = None
+    try:
+        (record,) = wait_until(
+            lambda: _records_while_running(tony_client.rm_url, [app_id], out, 1),
+            240,
+            "gang 0's worker to lease its GPU",
+            interval=0.5,
+        )
+        assert record["host"] == gpu_node["nodeHostName"] and record["cuda"], record
+        holder = _Holder(Path(record["lease_dir"]), [str(i) for i in range(_gpus(gpu_node))])
+        holder.start()
+        (out / "release").touch()  # gang 0 exits 75; its lease goes with its process
+        assert holder.got.wait(120), "the node's GPUs never all came free after gang 0 ended"
+        result = tony_client.wait(app_id, poll_interval=1.0, emit=lambda line: print(line, flush=True))
+    finally:
+        if holder is not None:
+            holder.stop.set()
+            holder.join(timeout=10)
+    assert not result.succeeded
+    doc = result.am_state
+    assert doc is not None and doc.generation == 1 and len(doc.restarts) == 1, doc
+    assert "GPU lease:" in result.diagnostics and "pytest (another GPU workload)" in result.diagnostics, (
+        result.diagnostics
+    )
+    assert "registration timeout" not in result.diagnostics and result.retryable, result.diagnostics

@@ -80,10 +80,41 @@ def admin_login(url: str, home: Path) -> tuple[str, str]:
         return password, json.load(resp)["access_token"]
 
 
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stack_processes(home: Path) -> dict[str, int]:
+    """The live processes of an Airflow stack in ``home``: service -> pid (the pid files it wrote)."""
+    found: dict[str, int] = {}
+    for pidfile in sorted((home / "run").glob("*.pid")):
+        text = pidfile.read_text().strip()
+        if text.isdigit() and _alive(int(text)):
+            found[pidfile.stem] = int(text)
+    postmaster = home / "pgdata" / "postmaster.pid"
+    if postmaster.exists():
+        first = (postmaster.read_text().split() or [""])[0]
+        if first.isdigit() and _alive(int(first)):
+            found["postgres"] = int(first)
+    return found
+
+
 @pytest.fixture(scope="session")
 def airflow_stack(cluster) -> Iterator[Stack]:
+    """A stack of its own: one already running there (``make airflow-up``) is neither re-used
+    (its settings are not the tests') nor stopped (it is not ours): the session fails, saying so."""
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
+    already = stack_processes(home)
+    if already:
+        pytest.fail(
+            f"an Airflow stack is already running from {home} ({already}); the e2e tests start and stop "
+            "their own there: stop it first (make airflow-down)"
+        )
     up = subprocess.run(
         [*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True, timeout=600
     )
@@ -95,17 +126,9 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         password, token = admin_login(url, home)
         yield Stack(url=url, user="admin", password=password, token=token)
     finally:
-        pids = [int(p.read_text()) for p in (home / "run").glob("*.pid")]
-        postmaster = home / "pgdata" / "postmaster.pid"
-        if postmaster.exists():
-            pids.append(int(postmaster.read_text().split()[0]))
+        pids = list(stack_processes(home).values())
         subprocess.run([*STACK, "down"], capture_output=True, text=True, timeout=300)
-        left = [
-            pid
-            for pid in pids
-            if Path(f"/proc/{pid}").exists()
-            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        ]
+        left = [pid for pid in pids if _alive(pid)]
         assert not left, f"the Airflow stack left processes behind: {left}"
 
 

@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_name
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
+from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT, RESUME_STEPS
 from tests.integration.test_airflow import (  # noqa: F401 - fixtures
     airflow_env,
     dags_test,
@@ -62,7 +63,7 @@ def count_job(python: str, ckpt: str, *args: str, **checkpoint: Any) -> JobSpec:
 
 
 def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> None:  # noqa: F811
-    """S=60 steps, a checkpoint every C=10, the first try exits (retryable) after K=35."""
+    """S steps, a checkpoint every C, the first try exits (retryable) after K (training_jobs.RESUME_*)."""
     kill_dag_apps.append("tony_test_resume")
     out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS)
     assert run_state(out) == "success", out[-4000:]
@@ -72,16 +73,16 @@ def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> N
     first_try = out[: out.index("submitted application_", out.index("submitted application_") + 1)]
     assert re.search(r"worker:0 (\w+ -> )?FAILED", first_try), first_try[-4000:]
     first = re.findall(r"\| worker:0 step (\d+) .*?trained=(\d+)", first_try)
-    assert first and first[-1] == ("35", "35"), first
+    assert first and first[-1] == (str(RESUME_FAIL_AT), str(RESUME_FAIL_AT)), first
     assert "[retryable] worker:0 exited with code 75" in out
     # Second try: restored by the executor (not by trusting the script) from >= K - C.
     result = result_of(out)
     restored = result["tasks"]["worker:0"]["restored_step"]
-    assert restored is not None and 35 - 10 <= restored <= 35, restored
+    assert restored is not None and RESUME_FAIL_AT - RESUME_EVERY <= restored <= RESUME_FAIL_AT, restored
     assert any(f"restored checkpoint step {restored}" in e for e in result["events"]), result["events"]
-    assert result["step"] == 60 and result["metrics"]["start_step"] == restored
-    total = 35 + result["metrics"]["trained"]
-    assert total <= 60 + 10, f"{total} steps trained over both tries"
+    assert result["step"] == RESUME_STEPS and result["metrics"]["start_step"] == restored
+    total = RESUME_FAIL_AT + result["metrics"]["trained"]
+    assert total <= RESUME_STEPS + RESUME_EVERY, f"{total} steps trained over both tries"
     assert (
         result["checkpoint_dir"].startswith("/user/")
         and "/checkpoints/tony_test_resume/train/" in result["checkpoint_dir"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import yaml
 from airflow_provider_tony.cli import load_job
 from airflow_provider_tony.cli import main as cli
 from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.yarn import source as src
 from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -64,7 +66,14 @@ def test_sibling_module_through_files_from_the_cli(tmp_path: Path, app_tag: str,
 
 
 def test_src_dir_from_the_cli_and_reused_on_a_second_submit(tmp_path: Path, app_tag: str, tony_client, capsys) -> None:
+    """The first submit uploads the tree, the next finds it by its hash. The tree carries a file of
+    this run's own, so an archive an earlier run left on HDFS cannot make "not uploaded again" true
+    by itself."""
     project = _src_copy(tmp_path)
+    (project / "this_run.txt").write_text(uuid.uuid4().hex)
+    hdfs = tony_client.hdfs()
+    archive = f"{tony_client.base_path}/src/{src.scan(project).digest()[:24]}.tar.gz"
+    assert hdfs.status(archive, strict=False) is None, "a fresh tree's archive is on HDFS before any submit"
     job = _write_yaml(
         tmp_path / "job.yaml",
         {
@@ -88,17 +97,21 @@ def test_src_dir_from_the_cli_and_reused_on_a_second_submit(tmp_path: Path, app_
     out = capsys.readouterr()
     assert code == 0, out.out[-3000:] + out.err[-3000:]
 
-    # The same tree again: found on HDFS by its content hash, nothing packed or uploaded.
-    staged = tony_client.stage_source(str(project))
-    assert not staged.uploaded and staged.pack_s == 0 and staged.upload_s == 0
-    remote = "/" + staged.url.split("://", 1)[1].split("/", 1)[1]
-    before = tony_client.hdfs().status(remote)["modificationTime"]
-    again = tony_client.stage_source(str(project))
-    assert again.url == staged.url and not again.uploaded
-    assert tony_client.hdfs().status(remote)["modificationTime"] == before, "an unchanged tree was uploaded again"
-    # ...and a changed tree is a new archive.
-    (project / "pkg" / "util.py").write_text("def greeting(name):\n    return 'changed'\n")
-    assert tony_client.stage_source(str(project)).url != staged.url
+    try:
+        before = hdfs.status(archive, strict=False)
+        assert before is not None, f"the submit did not upload the source tree to {archive}"
+        # The same tree again: found on HDFS by its content hash, nothing packed or uploaded.
+        staged = tony_client.stage_source(str(project))
+        assert staged.url.endswith(archive)
+        assert not staged.uploaded and staged.pack_s == 0 and staged.upload_s == 0
+        assert hdfs.status(archive)["modificationTime"] == before["modificationTime"], "uploaded again"
+        # ...and a changed tree is a new archive.
+        (project / "pkg" / "util.py").write_text("def greeting(name):\n    return 'changed'\n")
+        changed = tony_client.stage_source(str(project))
+        assert changed.uploaded and changed.url != staged.url
+    finally:
+        for digest in {src.scan(project).digest()[:24], archive.rsplit("/", 1)[1][:24]}:
+            hdfs.delete(f"{tony_client.base_path}/src/{digest}.tar.gz")
 
 
 def test_src_dir_from_the_operator(tmp_path: Path, airflow_env, kill_dag_apps) -> None:  # noqa: F811

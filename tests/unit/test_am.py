@@ -96,3 +96,38 @@ def test_tensorboard_links_go_through_the_resourcemanagers_proxy() -> None:
     )
     app = "application_1_0001"
     assert client.tensorboard_url(app, pending) == "" and client.tensorboard_url(app, None) == ""
+
+
+def _ended(service: str, instance: int, state: str = "SUCCEEDED") -> SimpleNamespace:
+    return SimpleNamespace(
+        service_name=service,
+        instance=instance,
+        state=state,
+        yarn_container_id=f"container_1_0001_01_00000{instance + 2}",
+        exit_message="",
+    )
+
+
+@pytest.mark.parametrize(("exit_code", "state"), [(0, TaskState.SUCCEEDED), (3, TaskState.FAILED)])
+def test_a_container_that_ended_after_writing_its_exit_record_is_not_lost(exit_code: int, state: TaskState) -> None:
+    """The container ends right after its executor wrote the exit record, often before the AM's
+    next read of the store: the record decides, else a finished task would be declared lost
+    (and a successful job retried)."""
+    from airflow_provider_tony.runtime import constants as C
+    from airflow_provider_tony.runtime.messages import ExitRecord
+
+    am = _am(1.0)
+    kv = {C.kv_exit("worker:0"): ExitRecord(exit_code=exit_code, stderr_tail=["done"]).to_json()}
+    am.app = SimpleNamespace(kv=kv, get_containers=lambda states: [_ended("worker", 0)])
+    am.check_containers(1000.0)
+    task = am.tracker.tasks["worker:0"]
+    assert task.state is state and task.exit_code == exit_code and task.stderr_tail == ["done"]
+
+
+def test_a_container_that_ended_without_an_exit_record_is_lost() -> None:
+    am = _am(1.0)
+    am.app = SimpleNamespace(kv={}, get_containers=lambda states: [_ended("worker", 0, "KILLED")])
+    am.check_containers(1000.0)
+    task = am.tracker.tasks["worker:0"]
+    assert task.state is TaskState.LOST and task.exit_code is None
+    assert "container_1_0001_01_000002" in task.message and "KILLED" in task.message

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -1021,3 +1022,152 @@ def test_dirsync_pull_downloads_changed_files_only(fake: FakeHdfs, tmp_path: Pat
     assert sync.sync_once() == 1
     assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"xy"}
     assert fake.count("download") == 3
+
+
+def test_tensorboard_events_live_beside_the_checkpoints_on_hdfs() -> None:
+    assert checkpoint.tensorboard_remote("hdfs://nn:8020/user/a/ckpt/") == "/user/a/ckpt/tensorboard"
+    assert checkpoint.tensorboard_remote("/user/a/ckpt") == "/user/a/ckpt/tensorboard"
+
+
+def test_the_newest_uploaded_step_is_none_until_one_is_uploaded(fake: FakeHdfs, local: Path) -> None:
+    sync = make_sync(fake, local, [])
+    assert sync.newest_uploaded() is None
+    write_ckpt(local, 0)
+    assert sync.sync_once() is True
+    assert sync.newest_uploaded() == 0, "step 0 is a step"
+
+
+def test_dirsync_pull_creates_nested_folders(fake: FakeHdfs, tmp_path: Path) -> None:
+    fake.put(f"{TB}/train/plugins/profile/events.9", b"p")
+    sync = DirSync(fake, tmp_path / "tb", f"hdfs://nn:8020{TB}/", interval=5.0, push=False)
+    assert sync.remote_dir == TB
+    assert sync.sync_once() == 1 and tree(tmp_path / "tb") == {"train/plugins/profile/events.9": b"p"}
+
+
+def test_dirsync_runs_in_the_background_retries_after_errors_and_stops(
+    fake: FakeHdfs, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Best effort: an HDFS error is logged and the next round tries again; stop() ends the thread."""
+    logdir = tmp_path / "tb"
+    logdir.mkdir()
+    (logdir / "events.1").write_bytes(b"abc")
+    upload = fake.upload
+    failures = [OSError("NameNode down")]
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return upload(*args, **kwargs)
+
+    fake.upload = flaky  # type: ignore[method-assign]
+    sync = DirSync(fake, logdir, TB, interval=0.01, push=True)
+    assert sync.daemon and sync.name == "tony-dir-sync", "a daemon: it must never keep a finished task alive"
+    with caplog.at_level("WARNING"):
+        sync.start()
+        deadline = time.monotonic() + 10
+        while fake.tree(TB) != {"events.1": b"abc"} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        sync.stop_event.set()
+        sync.join(timeout=5)
+    assert fake.tree(TB) == {"events.1": b"abc"} and not sync.is_alive()
+    assert f"syncing {TB}: NameNode down" in caplog.text
+
+
+def test_the_manifest_is_stable_bytes(tmp_path: Path) -> None:
+    """Sorted keys, one-space indent: two uploads of the same files write the same manifest."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.data").write_bytes(b"12345")
+    (tmp_path / "a.index").write_bytes(b"1")
+    assert checkpoint.manifest_of(tmp_path, 7) == (
+        b'{\n "files": {\n  "a.index": 1,\n  "sub/b.data": 5\n },\n "format": 1,\n "step": 7\n}'
+    )
+
+
+def test_a_bad_state_file_does_not_hide_a_good_checkpoint_found_after_it(tmp_path: Path) -> None:
+    """Folders are looked at in name order here: each bad one comes before the good one."""
+
+    class InOrder(type(tmp_path)):  # type: ignore[misc]
+        def rglob(self, pattern: str) -> Any:
+            return sorted(super().rglob(pattern))
+
+    root = InOrder(tmp_path / "ckpt")
+    (root / "a_garbage").mkdir(parents=True)
+    (root / "a_garbage" / "checkpoint").write_text("not a state file")
+    (root / "b_outside").mkdir()
+    (root / "b_outside" / "checkpoint").write_text('model_checkpoint_path: "../elsewhere/ckpt-50"\n')
+    (root / "c_incomplete").mkdir()
+    (root / "c_incomplete" / "checkpoint").write_text('model_checkpoint_path: "ckpt-40"\n')
+    write_ckpt(root / "d_good", 20)
+    found = find_local(root)
+    assert found is not None and found.step == 20 and found.state_dir == root / "d_good"
+
+
+def test_of_two_checkpoints_with_the_same_step_the_first_found_stays(tmp_path: Path) -> None:
+    class InOrder(type(tmp_path)):  # type: ignore[misc]
+        def rglob(self, pattern: str) -> Any:
+            return sorted(super().rglob(pattern))
+
+    root = InOrder(tmp_path / "ckpt")
+    write_ckpt(root / "a", 20)
+    write_ckpt(root / "b", 20)
+    found = find_local(root)
+    assert found is not None and found.state_dir == root / "a"
+
+
+def test_a_download_that_differs_from_the_listing_is_skipped(fake: FakeHdfs, local: Path, tmp_path: Path) -> None:
+    """The checkpoint changed between the listing and the download (pruned, rewritten): not restored."""
+    publish(fake, tmp_path / "src", 10)
+    download = fake.download
+
+    def and_a_stranger(hdfs_path: str, local_path: str, **kwargs: Any) -> str:
+        out = download(hdfs_path, local_path, **kwargs)
+        Path(local_path, "stranger.bin").write_bytes(b"?")
+        return out
+
+    fake.download = and_a_stranger  # type: ignore[method-assign]
+    events: list[str] = []
+    assert restore_latest(fake, [REMOTE], local, on_event=events.append) is None
+    assert len(events) == 1 and "the downloaded copy differs from the listing ([('stranger.bin', 1)])" in events[0]
+    assert not local.exists() or not any(local.iterdir())
+
+
+def test_a_new_uploader_starts_clean_as_a_daemon(fake: FakeHdfs, local: Path) -> None:
+    sync = make_sync(fake, local, [], tag="3-1-77")
+    assert sync.daemon and sync.name == "tony-checkpoint-sync", "a daemon: it never keeps a finished task alive"
+    assert (sync.tag, sync.pending_since, sync.last_error, sync.failed) == ("3-1-77", None, "", False)
+
+
+def test_a_healthy_uploader_runs_until_stopped_and_reports_each_upload(
+    fake: FakeHdfs, local: Path, tmp_path: Path
+) -> None:
+    """No fatal call while uploads succeed; the event says where and how long it took."""
+    events: list[str] = []
+    fatal: list[str] = []
+    sync = make_sync(fake, local, events, fatal, poll_interval=0.01)
+    write_ckpt(local, 10)
+    sync.start()
+    deadline = time.monotonic() + 10
+    while sync.newest_uploaded() != 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sync.stop_event.set()
+    sync.join(timeout=5)
+    assert not sync.is_alive() and fatal == [] and sync.failed is False
+    (uploaded,) = [e for e in events if e.startswith("uploaded")]
+    prefix = f"uploaded checkpoint step 10 to {REMOTE}/{remote_name(10)} in "
+    assert uploaded.startswith(prefix) and float(uploaded[len(prefix) : -1]) < 60, uploaded
+
+
+def test_paths_ending_in_x_keep_it(fake: FakeHdfs, tmp_path: Path) -> None:
+    """Only slashes are stripped from the end of a directory (mutmut's 'XX/XX' would strip an X too)."""
+    assert checkpoint.tensorboard_remote("/user/a/ckptX/") == "/user/a/ckptX/tensorboard"
+    assert DirSync(fake, tmp_path, "/user/a/tbX/", interval=1.0, push=True).remote_dir == "/user/a/tbX"
+
+
+def test_an_index_of_the_smallest_size_tensorflow_writes_is_whole(fake: FakeHdfs) -> None:
+    files = {"checkpoint": 10, "ckpt-5.index": 48, "ckpt-5.data-00000-of-00001": 7}
+    files["a-other-9.data-00000-of-00002"] = 3  # another checkpoint's shard (sorting first): not ckpt-5's
+    state = b'model_checkpoint_path: "ckpt-5"\n'
+    assert why_not_whole(files, lambda rel: state) is None
+    assert "shorter than any TensorFlow index" in (
+        why_not_whole({**files, "ckpt-5.index": 47}, lambda rel: state) or ""
+    )

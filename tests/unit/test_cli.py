@@ -138,3 +138,56 @@ def test_python_dash_m_is_the_same_command() -> None:
     assert "valid offline" in proc.stdout
     usage = subprocess.run([sys.executable, "-m", "airflow_provider_tony", "--help"], capture_output=True, text=True)
     assert usage.stdout.startswith("usage: python -m airflow_provider_tony")
+
+
+# One shape of broken job file each: (file content, where the error points, words it must say).
+MALFORMED = {
+    "yaml-syntax": (b"name: x\n- item\n", ":2:1: ", "not valid YAML"),
+    "unclosed-brace": (b"name: x\nroles: {worker: {script: a.py}\n", ":3:1: ", "flow mapping"),
+    "not-a-mapping": (b"# a list\n- a\n- b\n", ":2:1: ", "holds a list, not a JobSpec mapping"),
+    "scalar": (b"just words\n", ":1:1: ", "holds a str, not a JobSpec mapping"),
+    "empty": (b"", ": holds no job", "give a JobSpec mapping"),
+    "only-comments": (b"# nothing yet\n", ": holds no job", "give a JobSpec mapping"),
+    "binary": (b"\x89PNG\r\n\x1a\n\x00\x00", ":1:1: ", "not UTF-8 text (byte 0x89)"),
+    "nul-byte": (b"name: x\nroles:\x00\n", ":2:7: ", "not a text file: character #x0000"),
+    "jinja-expression": (b"name: x\nroles:\n  worker:\n    instances: {{ params.workers }}\n", ":4:", "Jinja"),
+    "jinja-statement": (b"name: x\n{% if params.gpu %}\nroles: {}\n{% endif %}\n", ":2:2: ", "Jinja"),
+}
+
+
+@pytest.mark.parametrize("subcommand", ["validate", "submit"])
+@pytest.mark.parametrize("shape", sorted(MALFORMED))
+def test_a_malformed_job_file_is_one_line_with_file_and_position_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, subcommand: str, shape: str
+) -> None:
+    """Before, a YAML syntax error ended `tony submit` in a yaml.parser.ParserError traceback."""
+    content, where, words = MALFORMED[shape]
+    path = tmp_path / "job.yaml"
+    path.write_bytes(content)
+
+    def no_cluster() -> None:
+        raise AssertionError("a malformed job file must be refused before the cluster is contacted")
+
+    monkeypatch.setattr(cli, "_client", no_cluster)
+    assert cli.main([subcommand, str(path)]) == cli.EXIT_ERROR
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"error: {path}{where}"), lines[0]
+    assert words in lines[0], lines[0]
+
+
+def test_a_yaml_syntax_error_is_no_traceback_from_the_installed_command(tmp_path: Path) -> None:
+    """The same through a real process: exit 2 and one line, whatever catches what inside."""
+    path = tmp_path / "job.yaml"
+    path.write_text("name: x\nroles: {worker: {script: a.py}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony", "submit", str(path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "TONY_RM_URL": "http://127.0.0.1:9"},
+    )
+    assert proc.returncode == cli.EXIT_ERROR, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {path}:3:1: not valid YAML"), proc.stderr

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
 from airflow_provider_tony.yarn.client import TonyClient
@@ -340,8 +341,10 @@ def test_an_rm_outage_is_waited_out_and_does_not_count_against_the_am() -> None:
     assert back.action is Action.NONE and "answers again after" in back.lines[0]
     # the hung-AM clock runs again from the recovery
     assert f.observe(report("RUNNING"), doc(1), T0 + 6 * STALE + 2).action is Action.KILL_HUNG_AM
+    # a new outage starts its own clock: said again, and given up only past the timeout
+    again = f.unreachable(down, T0 + 7 * STALE)
+    assert again.result is None and len(again.lines) == 1
     with pytest.raises(ClusterUnreachable, match="rm_outage_timeout 300s"):
-        f.unreachable(down, T0 + 7 * STALE)
         f.unreachable(down, T0 + 18 * STALE)
 
 
@@ -405,3 +408,71 @@ def test_polling_a_running_job_asks_yarn_once_while_the_am_answers() -> None:
     for _ in range(10):
         assert client.poll(f, emit=lambda _l: None) is None
     assert len(rm_asked) == 1
+
+
+def test_the_rm_outage_timeout_is_exclusive_and_the_error_says_how_long() -> None:
+    """At exactly rm_outage_timeout the follower still waits; past it the error gives the outage's length."""
+    f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE, rm_outage_timeout=30.0)
+    down = ClusterUnreachable("no report: ResourceManager unreachable")
+    f.unreachable(down, T0 + 100)  # the outage starts
+    assert f.unreachable(down, T0 + 130).result is None
+    with pytest.raises(ClusterUnreachable) as err:
+        f.unreachable(down, T0 + 131)
+    assert str(err.value) == "no report: ResourceManager unreachable, for 31s (rm_outage_timeout 30s)"
+
+
+def test_the_kill_results_are_exact() -> None:
+    """What the operator and the trigger report after each kill: the whole JobResult."""
+    f = follower()
+    f.observe(report("ACCEPTED"), None, T0)
+    queued = f.observe(report("ACCEPTED"), None, T0 + STARTUP + 1).result
+    assert queued == JobResult(
+        APP,
+        "KILLED",
+        "FAILED",
+        f"{RETRYABLE_MARK} still ACCEPTED after 60s (startup_timeout): the queue has no room for the"
+        " application master; killed",
+        URL,
+    )
+    f = follower()
+    f.observe(report("RUNNING"), doc(1), T0)
+    hung = f.observe(report("RUNNING"), doc(1), T0 + STALE + 2).result
+    assert hung == JobResult(
+        APP,
+        "KILLED",
+        "FAILED",
+        f"{RETRYABLE_MARK} the application master stopped publishing its state for 32s while YARN reports"
+        " RUNNING (hung AM); killed",
+        URL,
+        doc(1),
+    )
+
+
+def test_an_outage_while_queued_pauses_the_startup_clock() -> None:
+    """Queued 20 s, then the RM is away 100 s: the start-up clock resumes where it was, and a
+    follower that was never RUNNING keeps no hung-AM clock."""
+    f = follower()
+    f.observe(report("ACCEPTED"), None, T0)
+    f.observe(report("ACCEPTED"), None, T0 + 20)
+    f.unreachable(ClusterUnreachable("down"), T0 + 20)
+    back = f.observe(report("ACCEPTED"), None, T0 + 120)
+    assert back.lines == ["the ResourceManager answers again after 100s"] and back.action is Action.NONE
+    assert f.queued_since == T0 + 100 and f.fresh_at is None
+    assert f.observe(report("ACCEPTED"), None, T0 + 100 + STARTUP).action is Action.NONE
+    assert f.observe(report("ACCEPTED"), None, T0 + 100 + STARTUP + 1).action is Action.KILL_STARTUP_TIMEOUT
+
+
+def test_a_new_follower_knows_nothing_yet() -> None:
+    f = Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE)
+    assert (f.last_state, f.reported_at, f.last_seq, f.queued_since, f.fresh_at) == (None,) * 5
+    assert f.report_max_age == 60.0
+
+
+def test_a_malformed_event_names_the_part_that_is_wrong() -> None:
+    """The trigger's event crosses Airflow's database: an incompatible one fails naming its part."""
+    from airflow_provider_tony.runtime.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"^result: JobResult message is incomplete"):
+        TonyEvent.from_dict({"status": "done", "app_id": APP, "result": {"app_id": APP, "yarn_state": "X"}}, "event")
+    with pytest.raises(SpecError, match=r"^am_state: 'oops' is a str, not a mapping"):
+        JobResult.from_dict({"app_id": APP, "yarn_state": "FINISHED", "final_status": "FAILED", "am_state": "oops"})

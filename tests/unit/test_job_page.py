@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import urllib.error
 import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
 
 import httpx
 import pytest
@@ -132,7 +136,7 @@ def history(final: bool = False) -> JobHistory:
 def test_the_page_shows_tasks_progress_charts_events_and_links() -> None:
     page = render_page(history(), now_wall=1003.0)
     assert page.startswith("<!doctype html>") and "<title>TonY job nightly</title>" in page
-    assert 'http-equiv="refresh"' in page, "a running job's page reloads itself"
+    assert '<meta http-equiv="refresh" content="5">' in page, "a running job's page reloads itself every 5 s"
     assert 'data-task="worker:0"' in page and "step 40 of 100" in page and "width:40.0%" in page
     assert "AM heartbeat 3s ago" in page and "Airflow try 2" in page
     assert "container_1_0042_01_000002 (attempt 1)" in page
@@ -280,3 +284,76 @@ def test_a_kerberized_client_follows_with_spnego() -> None:
     client = TonyClient(rm_url="http://rm:8088", kerberos=True, ca_bundle="/etc/ca.pem")
     assert isinstance(client.http_settings.auth, HttpxSpnegoAuth) and client.http_settings.verify == "/etc/ca.pem"
     assert TonyClient(rm_url="http://rm:8088", kerberos=False).http_settings.auth is None
+
+
+class _Markup(HTMLParser):
+    """Every element and attribute name the browser would build from the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes.update(name for name, _ in attrs)
+
+
+INJECTED_NAME = 'acc"><img src=x onerror=alert(1)>'
+INJECTED_VALUE = "<script>steal()</script>"
+ATTRIBUTE_BREAK = 'loss" onmouseover="alert(2)'
+
+
+def test_metric_names_and_values_from_a_training_script_cannot_add_markup() -> None:
+    """Metric names and values come from user code (progress.report) and the page is served on
+    the ResourceManager's origin: in the task table, the chart titles and their attributes, they
+    are text, never elements or attributes."""
+    job = history()
+    job.state.tasks["worker:0"].progress = prog(40, **{INJECTED_NAME: 0.5, "note": INJECTED_VALUE})
+    job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.6, ATTRIBUTE_BREAK: 0.1}))
+    job.metrics["worker:0"].append(prog(60, **{INJECTED_NAME: 0.7, ATTRIBUTE_BREAK: 0.05}))
+    page = render_page(job)
+    parsed = _Markup()
+    parsed.feed(page)
+    assert not parsed.tags & {"script", "img"}, parsed.tags
+    assert not parsed.attributes & {"onerror", "onmouseover", "src"}, parsed.attributes
+    assert INJECTED_VALUE not in page and INJECTED_NAME not in page and ATTRIBUTE_BREAK not in page
+    # ... and still shown, as text: in the table and as a chart
+    assert html.escape(INJECTED_VALUE) in page
+    assert f'data-metric="{html.escape(INJECTED_NAME)}"' in page
+    assert f"<b>{html.escape(ATTRIBUTE_BREAK)}</b>" in page
+
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+@pytest.mark.parametrize("kind", ["running", "final", "empty", "ended", "nostate"])
+def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
+    """The whole page for a job with every kind of content (running, final, nothing yet), against a
+    reviewed copy: a change to any cell, link, chart coordinate or escape shows up here as a diff to
+    review. After an intended change: UPDATE_SNAPSHOTS=1 pytest tests/unit/test_job_page.py, then
+    read the diff."""
+    if kind == "empty":
+        job = JobHistory(state=StateDocument(application_id=APP, app_state="ACCEPTED", elapsed=3.4), name="n")
+    elif kind == "ended":  # YARN's last word without the AM's final document: still a static page
+        job = JobHistory(state=StateDocument(application_id=APP, app_state="FAILED", am_heartbeat=1002.6), name="n")
+    elif kind == "nostate":
+        job = JobHistory()
+    else:
+        job = history(final=kind == "final")
+        job.metrics["worker:1"] = [prog(10, loss=2.0), prog(30, loss=1.5)]  # a second line in the loss chart
+        job.metrics["worker:0"].append(prog(50, **{INJECTED_NAME: 0.5, "note": 1.0}))
+        assert job.state is not None
+        job.state.am_heartbeat = 1002.6  # less than a second ago
+        job.state.tasks["worker:0"].progress = Progress(
+            step=40, total_steps=100, metrics={"phase": "eval", "acc": 0.123456}
+        )
+        job.state.tasks["chief:0"] = TaskSummary(state="RESTARTING", role="chief", container_id="container_1_0042_01_9")
+        if kind == "final":
+            job.user = None  # container log links then name nobody
+    page = render_page(job, now_wall=1003.0, refresh_s=7)
+    path = SNAPSHOTS / f"job_page_{kind}.html"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(page)
+    assert page == path.read_text(), f"the page differs from {path}; review, then UPDATE_SNAPSHOTS=1"

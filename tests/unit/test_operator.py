@@ -101,16 +101,21 @@ class FakeHook:
         self.submitted: list[Any] = []
         self.killed: list[str] = []
         self.logs_asked: list[tuple[str, str]] = []
+        self.apps: list[AppReport] = []  # what YARN knows, newest first (as the real hook lists them)
 
     def get_conn(self) -> FakeClient:
         return self.client
 
     def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
-        return []
+        """The real hook's contract: applications carrying every tag, newest first."""
+        found = [app for app in self.apps if set(tags) <= set(app.tags)]
+        return [app for app in found if app.active] if active_only else found
 
     def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
         self.submitted.append((spec, attempt, extra_tags))
-        return APP
+        app_id = APP if not self.apps else f"{APP[:-4]}{int(APP[-4:]) + len(self.apps):04d}"
+        self.apps.insert(0, AppReport(app_id=app_id, state="ACCEPTED", tags=list(extra_tags)))
+        return app_id
 
     def report(self, app_id: str) -> AppReport:
         r = self.client.result
@@ -141,6 +146,14 @@ class FakeTI:
         self.xcom[key] = value
 
 
+class FakeTaskStateStore(dict[str, Any]):
+    """Airflow's ``context["task_state_store"]``: where ResumableJobMixin keeps the application id
+    across tries. Without it the mixin warns and runs its non-durable fallback."""
+
+    def set(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
 def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, dict[str, Any]]:
     job = {
         "roles": {"worker": {"instances": 2, "command": ["true"]}},
@@ -149,7 +162,7 @@ def operator(result: JobResult, **kwargs: Any) -> tuple[TonyOperator, FakeHook, 
     op = TonyOperator(task_id="train", job=job, **kwargs)
     hook = FakeHook(result)
     op._hook = hook  # type: ignore[assignment]
-    return op, hook, {"ti": FakeTI()}
+    return op, hook, {"ti": FakeTI(), "task_state_store": FakeTaskStateStore()}
 
 
 def succeeded() -> JobResult:
@@ -208,6 +221,8 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
     assert ctx["ti"].xcom[XCOM_JOB_PAGE_URL] == f"http://rm:8088/proxy/{APP}/pages/tony/"
     assert hook.killed == [] and hook.logs_asked == []
+    # the durable path ran: the mixin kept the application id for the next try
+    assert ctx["task_state_store"] == {TonyOperator.external_id_key: APP}
 
 
 def test_failure_raises_with_the_diagnostics_and_copies_the_failed_containers_logs() -> None:
@@ -283,11 +298,75 @@ def test_execute_complete_fails_on_a_failed_result_and_on_an_error_event() -> No
 
 def test_a_job_that_already_succeeded_for_this_task_run_is_reused_not_resubmitted() -> None:
     op, hook, ctx = operator(succeeded(), deferrable=False)
-    done = AppReport(app_id=APP, state="FINISHED", final_status="SUCCEEDED", tracking_url=URL)
-    hook.find_by_tags = lambda tags, active_only=True: [done]  # type: ignore[method-assign]
+    tags = op.identity_tags(ctx)
+    hook.apps = [AppReport(app_id=APP, state="FINISHED", final_status="SUCCEEDED", tracking_url=URL, tags=tags)]
     assert op.submit_job(ctx) == APP
     assert hook.submitted == []
     assert op.get_job_status(APP, ctx) == "SUCCEEDED"
+
+
+def _lost_track_then_retry(hook: FakeHook) -> tuple[TonyOperator, dict[str, Any]]:
+    """A deferred first try submitted; its trigger lost track of the application (an RM outage)
+    and the try failed. The retry is a fresh operator with a fresh task state store: Airflow's
+    deferral path keeps nothing there, so only the operator's own tag search can find the job."""
+    first, _, ctx = operator(succeeded(), deferrable=True)
+    first._hook = hook  # type: ignore[assignment]
+    with pytest.raises(TaskDeferred):
+        first.execute(ctx)
+    with pytest.raises(AirflowException, match="lost track"):
+        first.execute_complete(ctx, TonyEvent.error(APP, "ResourceManager unreachable").to_dict())
+    retry, _, rctx = operator(succeeded(), deferrable=True)
+    retry._hook = hook  # type: ignore[assignment]
+    rctx["ti"].try_number = 2
+    return retry, rctx
+
+
+def test_a_deferred_retry_after_lost_track_reattaches_to_the_running_application() -> None:
+    """The operator's own re-attach (``_existing``), not the mixin's: no task state store entry."""
+    hook = FakeHook(succeeded())
+    retry, rctx = _lost_track_then_retry(hook)
+    hook.apps[0].state = "RUNNING"  # the first try's application trains on
+    with pytest.raises(TaskDeferred) as info:
+        retry.execute(rctx)
+    assert len(hook.submitted) == 1, "a second application was submitted for the same task run"
+    assert info.value.trigger.serialize()[1]["app_id"] == APP
+    assert rctx["ti"].xcom["application_id"] == APP and rctx["task_state_store"] == {}
+
+
+def test_a_deferred_retry_after_the_application_failed_submits_a_new_one() -> None:
+    hook = FakeHook(succeeded())
+    retry, rctx = _lost_track_then_retry(hook)
+    hook.apps[0].state, hook.apps[0].final_status = "FINISHED", "FAILED"
+    with pytest.raises(TaskDeferred) as info:
+        retry.execute(rctx)
+    assert len(hook.submitted) == 2
+    second = info.value.trigger.serialize()[1]["app_id"]
+    assert second != APP and hook.apps[0].app_id == second and "tony-try:2" in hook.submitted[1][2]
+
+
+def test_another_task_runs_application_is_never_reattached() -> None:
+    hook = FakeHook(succeeded())
+    other = ["tony-dag:nightly", "tony-task:train", "tony-run:manual__0", "tony-map:-1"]
+    hook.apps = [AppReport(app_id="application_1700000000000_0007", state="RUNNING", tags=other)]
+    op, _, ctx = operator(succeeded(), deferrable=True)
+    op._hook = hook  # type: ignore[assignment]
+    with pytest.raises(TaskDeferred) as info:
+        op.execute(ctx)
+    assert len(hook.submitted) == 1 and info.value.trigger.serialize()[1]["app_id"] != "application_1700000000000_0007"
+
+
+def test_a_polling_retry_reattaches_through_the_mixins_task_state_store() -> None:
+    """The mixin's re-attach: the stored id of a running application is followed, nothing is
+    submitted, and the operator's tag search is not what found it."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    ctx["task_state_store"].set(TonyOperator.external_id_key, APP)
+    hook.report = lambda app_id: AppReport(app_id=app_id, state="RUNNING")  # type: ignore[method-assign]
+    searched: list[list[str]] = []
+    find = hook.find_by_tags
+    hook.find_by_tags = lambda tags, active_only=True: searched.append(tags) or find(tags, active_only=active_only)  # type: ignore[method-assign]
+    value = op.execute(ctx)
+    assert hook.submitted == [] and searched == [], "the mixin reconnected before any submit or search"
+    assert hook.client.waited[0]["app_id"] == APP and value["application_id"] == APP
 
 
 def test_a_reused_application_gets_its_tasks_and_metrics_from_the_stored_history() -> None:
@@ -443,3 +522,174 @@ def test_a_job_with_a_tensorboard_role_links_its_page_at_submit_even_when_deferr
     with pytest.raises(TaskDeferred):
         plain.execute(pctx)
     assert pctx["ti"].xcom[XCOM_TENSORBOARD_URL] == "", "no tensorboard role, no link"
+
+
+def test_a_job_yarn_forgot_ends_as_its_stored_history_says() -> None:
+    op, hook, _ = operator(succeeded(), deferrable=False)
+    stored = final_document(failed=True)
+    stored.diagnostics = "worker:0 exited with code 1"
+    hook.client.stored = JobHistory(state=stored)
+    asked: list[str] = []
+
+    def forgotten(app_id: str) -> AppReport:
+        asked.append(app_id)
+        raise ClusterError(f"the ResourceManager does not know {app_id}")
+
+    hook.report = forgotten  # type: ignore[method-assign]
+    result = op.ended_result(APP)
+    assert result == JobResult(APP, "FINISHED", "FAILED", "worker:0 exited with code 1", URL, stored)
+    assert asked == [APP]
+
+
+def test_without_stored_history_yarns_report_answers_and_the_log_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_tony.runtime.errors import TonyError
+
+    op, hook, _ = operator(succeeded(), deferrable=False)
+    asked: list[str] = []
+
+    def no_history(app_id: str) -> JobHistory:
+        asked.append(app_id)
+        raise TonyError("HDFS unreachable")
+
+    reports: list[str] = []
+    report = hook.report
+
+    def recorded(app_id: str) -> AppReport:
+        reports.append(app_id)
+        return report(app_id)
+
+    hook.client.stored_history = no_history  # type: ignore[method-assign]
+    hook.report = recorded  # type: ignore[method-assign]
+    warned: list[str] = []
+    monkeypatch.setattr(op.log, "warning", lambda msg, *args: warned.append(msg % args))
+    result = op.ended_result(APP)
+    assert asked == [APP] and reports == [APP]
+    assert result.succeeded and result.app_id == APP and result.am_state is None
+    assert warned == [f"no stored history for {APP}: HDFS unreachable"]
+
+
+@pytest.mark.parametrize(
+    ("state", "final_status", "status"),
+    [
+        ("RUNNING", "UNDEFINED", "RUNNING"),
+        ("FINISHED", "SUCCEEDED", "SUCCEEDED"),
+        ("FINISHED", "FAILED", "FAILED"),
+        ("KILLED", "KILLED", "FAILED"),
+    ],
+)
+def test_the_mixins_status_words(state: str, final_status: str, status: str) -> None:
+    """What ResumableJobMixin reconnects on (active), returns at once (succeeded) or resubmits (the rest)."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    asked: list[str] = []
+    hook.report = lambda app_id: asked.append(app_id) or AppReport(app_id, state, final_status)  # type: ignore[method-assign]
+    assert op.get_job_status(APP, ctx) == status and asked == [APP]
+    assert op.is_job_active(status) is (status == "RUNNING")
+    assert op.is_job_succeeded(status) is (status == "SUCCEEDED")
+
+
+def _log_lines(op: TonyOperator, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The task log as Airflow shows it (the operator's own lines, formatted)."""
+    lines: list[str] = []
+    for level in ("info", "warning", "error"):
+        monkeypatch.setattr(op.log, level, lambda msg, *args, _l=level: lines.append(f"{_l}: {msg % args}"))
+    return lines
+
+
+def test_the_task_log_says_submitted_reattached_succeeded_and_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Users (and the integration tests) read these lines in the Airflow log."""
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    lines = _log_lines(op, monkeypatch)
+    op._spec = op.build_spec(ctx)
+    op.submit_job(ctx)
+    assert f"info: submitted {APP} (nightly.train)" in lines
+    assert hook.submitted[0][0] is op._spec and hook.submitted[0][1] == 1
+    op._finish(succeeded())
+    assert lines[-1] == f"info: {APP} SUCCEEDED: worker:0 succeeded"
+    hook.apps[0].state = "RUNNING"
+    op.submit_job(ctx)
+    assert f"info: re-attaching to {APP} (RUNNING), submitted for this task run earlier; not submitting again" in lines
+    with pytest.raises(AirflowException) as info:
+        op._finish(failed("[retryable] worker:0 lost"))
+    assert f"error: {APP} FAILED: [retryable] worker:0 lost" in lines
+    assert str(info.value) == f"TonY job {APP} FAILED: [retryable] worker:0 lost\nLogs: yarn logs -applicationId {APP}"
+    with pytest.raises(AirflowFailException) as fail:
+        op._finish(failed("worker:0 exited with code 1"))
+    assert str(fail.value).endswith(
+        "\nNot retried: a retry would fail the same way (see the failure classification in the README; list an"
+        " exit code in the job's retryable_exit_codes to retry it)"
+    )
+
+
+def test_a_first_try_without_a_try_number_is_attempt_1_and_a_bad_job_submits_nothing() -> None:
+    from airflow_provider_tony.runtime.errors import SpecError
+
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    ctx["ti"].try_number = None
+    op.submit_job(ctx)
+    assert hook.submitted[0][1] == 1 and "tony-try:none" in hook.submitted[0][2]
+    bad, bad_hook, bctx = operator(succeeded(), deferrable=False)
+
+    def refuse(spec: Any, **kwargs: Any) -> str:
+        raise SpecError("roles.worker.memory", "too much")
+
+    bad_hook.submit = refuse  # type: ignore[method-assign]
+    with pytest.raises(AirflowFailException) as info:
+        bad.submit_job(bctx)
+    assert str(info.value) == "invalid job, nothing was submitted: roles.worker.memory: too much"
+
+
+def test_execute_complete_never_succeeds_without_a_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(AirflowException, match=f"^lost track of {APP}: "):
+        op.execute_complete(ctx, {"status": TonyEvent.DONE, "app_id": APP, "result": None})
+    op._app_id = APP
+    with pytest.raises(AirflowException) as info:
+        op.execute_complete(ctx, {"status": "done", "result": {"app_id": APP}})
+    assert str(info.value).startswith(f"lost track of {APP}: the trigger's event is unreadable (event")
+    assert op._app_id == APP, "on_kill still knows the application"
+    fresh, _hook, fctx = operator(succeeded(), deferrable=True)
+    with pytest.raises(AirflowException, match="^lost track of None: "):
+        fresh.execute_complete(fctx, {"status": "done"})
+    assert fresh._app_id is None
+
+
+def test_execute_complete_describes_the_result_even_when_the_job_cannot_be_rebuilt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=True)
+    lines = _log_lines(op, monkeypatch)
+
+    def broken(context: Any) -> Any:
+        raise ValueError("template gone")
+
+    monkeypatch.setattr(op, "build_spec", broken)
+    seen: list[Any] = []
+    monkeypatch.setattr(op, "_on_state", lambda context, doc: seen.append((context, doc)))
+    value = op.execute_complete(ctx, TonyEvent.done(succeeded()).to_dict())
+    assert value["final_state"] == "SUCCEEDED" and value["checkpoint_dir"] is None
+    assert "warning: could not rebuild the job to describe its result: template gone" in lines
+    assert seen == [(ctx, final_document())]
+
+
+def test_a_reused_application_is_announced_and_described_from_its_own_history() -> None:
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    other = "application_1700000000000_0099"
+    hook.client.stored = JobHistory(state=final_document())
+    asked: list[str] = []
+    report = hook.report
+    hook.report = lambda app_id: asked.append(app_id) or report(app_id)  # type: ignore[method-assign]
+    value = op.get_job_result(other, ctx)
+    assert asked == [other] and value["application_id"] == other
+    assert ctx["ti"].xcom["application_id"] == other, "the links point at the reused application"
+
+
+def test_a_reused_successful_application_announces_its_model() -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    asset = model_asset("digits")
+    op, hook, ctx = operator(succeeded(), deferrable=False, model_asset=asset)
+    op._spec = op.build_spec(ctx)
+    hook.client.stored = JobHistory(state=final_document())
+    ctx["outlet_events"] = OutletEvents()
+    op.get_job_result(APP, ctx)
+    assert ctx["outlet_events"][asset].extra["application_id"] == APP

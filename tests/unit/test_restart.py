@@ -13,7 +13,8 @@ import pytest
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.am import ApplicationMaster
-from airflow_provider_tony.runtime.executor import DrainWatch, find_slot
+from airflow_provider_tony.runtime.executor import GPU_LEASE_EXIT_CODE, DrainWatch, find_slot, gpu_lease_exit
+from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import (
     AppState,
     ClusterDocument,
@@ -191,6 +192,9 @@ class FakeKV(dict[str, bytes]):
         for key in [k for k in self if k.startswith(prefix)]:
             del self[key]
 
+    def get_prefix(self, prefix: str) -> dict[str, bytes]:
+        return {k: v for k, v in self.items() if k.startswith(prefix)}
+
 
 class FakeApp:
     """skein's scale: instance numbers go on across scale-downs, as skein's do;
@@ -250,6 +254,29 @@ def test_the_am_replaces_every_container_and_names_the_new_ones() -> None:
         C.kv_slot("worker_3"): ("worker:1", 1),
     }
     assert am.tracker.generation == 1 and am.tracker.task_of_container("worker", 3) == "worker:1"
+
+
+def test_a_restarted_gangs_gpu_lease_failure_reaches_the_verdict() -> None:
+    """The executor's GPU-lease exit record names its gang: after a restart (gang 1) the AM
+    takes it and fails the job with the GPU message, instead of dropping it as an old gang's and
+    waiting for the registration timeout."""
+    spec = make_spec(WORKERS, max_restarts=1)
+    app = FakeApp({"chief": 1, "worker": 2})
+    am = ApplicationMaster(app, spec, "application_1_0001")
+    run_gang(am.tracker, T0 + 1)
+    lose(am.tracker, "worker:0", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.restart_gang(T0 + 5)
+    assert am.tracker.generation == 1
+    record = gpu_lease_exit(GpuLeaseError("4 of this node's 4 GPUs are leased by other containers"), 1, now=7.0)
+    assert (record.generation, record.exit_code, record.time) == (1, GPU_LEASE_EXIT_CODE, 7.0)
+    app.kv[C.kv_exit("worker:1")] = record.to_json()
+    am.read_store(T0 + 8)
+    assert am.tracker.tasks["worker:1"].state is TaskState.FAILED
+    verdict = am.tracker.check(T0 + 8)
+    assert verdict is not None and not verdict.succeeded
+    assert verdict.task_id == "worker:1" and verdict.retryable  # 75: GPUs free up as other jobs end
+    assert "GPU lease: 4 of this node's 4 GPUs" in verdict.diagnostics
 
 
 def test_an_executor_finds_its_task_from_its_container_or_the_slot() -> None:
@@ -440,6 +467,94 @@ def test_an_upload_that_could_not_finish_is_said_so() -> None:
     app = FakeApp({})
     answer = DrainWatch(app, "chief:0", 0, FakeSync(step=40, complete=False), 0.01, 1.0).answer()  # type: ignore[arg-type]
     assert answer.step == 40 and answer.complete is False and answer.error == "HDFS down"
+
+
+def test_the_restart_record_says_when_what_and_from_which_step_exactly() -> None:
+    """What the operator's XCom and the job page show of a restart: each field, its rounding, and
+    what the stopped tasks and the event list say (the verdict's own wording is not pinned here)."""
+    tr = make_tracker(WORKERS, max_restarts=2, checkpoint={"dir": "/ckpt"})
+    run_gang(tr, T0 + 1)
+    for task_id, host in (("chief:0", "h0"), ("worker:0", "h1"), ("worker:1", "h2")):
+        tr.tasks[task_id].host = host
+    tr.heartbeat("chief:0", Heartbeat(seq=2, user_started=True, progress=Progress(step=47, time=2.0)), T0 + 40)
+    tr.heartbeat("worker:0", Heartbeat(seq=2, user_started=True), T0 + 40)  # alive: only worker:1 is lost
+    lose(tr, "worker:1", T0 + 50.12345)
+    assert tr.check(T0 + 50.12345, wall=1.7e9 + 0.25) is None
+    assert tr.drain_task == "chief:0", "the uploader runs on a live node: the AM waits for its last upload"
+    assert tr.tasks["worker:0"].message == "stopped to restart the gang after worker:1 failed"
+    assert tr.events[-1].startswith("restart 1 of 2: ")
+    assert tr.events[-1].endswith("; replacing every task, resuming from the latest checkpoint")
+    tr.drained(40, 2.34567)
+    assert tr.events[-1] == "restart 1: checkpoint step 40 on HDFS before the gang was stopped"
+    restart(tr, T0 + 53)
+    assert tr.generation == 1 and tr.drain_task is None and tr.restart_pending is None
+    run_gang(tr, T0 + 70.98765, restored_step=40)
+    record = tr.restarts[0].to_dict()
+    assert {k: v for k, v in record.items() if k != "reason"} == {
+        "attempt": 1,
+        "failed_task": "worker:1",
+        "host": "h2",
+        "at": 50.123,
+        "at_wall": 1.7e9 + 0.25,
+        "last_step": 47,
+        "resumed_step": 40,
+        "resumed_at": 70.988,
+        "drained_step": 40,
+        "drain_seconds": 2.346,
+        "moved": {},
+        "cause": "lost",
+        "consequences": [],
+    }
+    lose(tr, "worker:0", T0 + 90)
+    tr.check(T0 + 90)
+    assert tr.restarts[1].attempt == 2 and tr.events[-1].startswith("restart 2 of 2: ")
+    restart(tr, T0 + 91)
+    assert tr.generation == 2, "each restart is a new gang"
+
+
+def test_a_drain_that_saved_nothing_adds_no_event() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1, checkpoint={"dir": "/ckpt"})
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:1", T0 + 5)
+    tr.check(T0 + 5)
+    events = list(tr.events)
+    tr.drained(None, 30.0)
+    assert tr.events == events and tr.restart_pending is not None
+    assert (tr.restart_pending.drained_step, tr.restart_pending.drain_seconds) == (None, 30.0)
+
+
+def _restarted(tr: JobTracker, steps: dict[str, int | None]) -> None:
+    """Lose a worker at T0 + 50, start the next gang with these restored steps at T0 + 67.5."""
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:1", T0 + 50)
+    tr.check(T0 + 50)
+    restart(tr, T0 + 51)
+    gen = tr.generation
+    for i, task_id in enumerate(sorted(tr.tasks)):
+        tr.register(task_id, Registration(host="h1", port=3000 + i, generation=gen), T0 + 60)
+    tr.cluster_doc(T0 + 60)
+    for task_id, step in steps.items():
+        tr.heartbeat(task_id, Heartbeat(seq=1, user_started=True, restored_step=step, generation=gen), T0 + 67.5)
+
+
+def test_without_the_deciders_step_the_gang_resumed_from_the_newest_a_task_restored() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": None, "worker:0": 30, "worker:1": 40})
+    assert tr.restarts[0].resumed_step == 40 and tr.restarts[0].resumed_at == 67.5
+    assert tr.events[-1] == "restart 1: the new gang resumed from checkpoint step 40, 17.5s after the failure"
+
+
+def test_a_gang_that_restored_nothing_resumed_from_scratch() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": None, "worker:0": None, "worker:1": None})
+    assert tr.restarts[0].resumed_step is None
+    assert tr.events[-1] == "restart 1: the new gang resumed from scratch (no checkpoint), 17.5s after the failure"
+
+
+def test_the_deciders_step_wins_over_the_others() -> None:
+    tr = make_tracker(WORKERS, max_restarts=1)
+    _restarted(tr, {"chief:0": 20, "worker:0": 30, "worker:1": 40})
+    assert tr.restarts[0].resumed_step == 20
 
 
 def test_the_drain_stops_training_before_the_last_flush_and_reports_the_step_reached(tmp_path) -> None:

@@ -817,3 +817,180 @@ def test_material_view_ignores_clocks_and_progress_but_not_state_changes() -> No
     assert material(later) == first, "a moved clock or a progress step alone must not count"
     tr.exited("worker:1", 3, ["boom"], T0 + 3.5)
     assert material(tr.document(T0 + 3.5, 1001.7, 3, "app")) != first, "a task's exit must count"
+
+
+# --------------------------------------------------------------------------- #
+# the state document: every field a client reads
+# --------------------------------------------------------------------------- #
+
+
+def _document_scenario() -> JobTracker:
+    """Two GPU workers on two hosts: one reports progress and a restored step, one fails with a
+    long stderr; more events than the document keeps."""
+    tr = make_tracker({"worker": {"instances": 2, "gpus": 1}})
+    tr.register("worker:0", Registration(host="h1", port=2000, container_id="c_1", gpus_local=["0", "1"]), T0 + 1)
+    tr.register("worker:1", Registration(host="h2", port=2001, container_id="c_2", gpus_local=["0"]), T0 + 1)
+    tr.cluster_doc(T0 + 1)
+    progress = Progress(step=7, total_steps=10, time=5.0)
+    tr.heartbeat("worker:0", Heartbeat(seq=1, user_started=True, restored_step=4, progress=progress), T0 + 2)
+    tr.heartbeat("worker:1", Heartbeat(seq=1, user_started=True), T0 + 2.5)
+    tr.exited("worker:1", 3, [f"line {i}" for i in range(8)], T0 + 3)
+    tr.events.extend(f"filler {i}" for i in range(60))
+    return tr
+
+
+def test_the_state_document_carries_every_field_clients_read() -> None:
+    """The document is the contract with the operator, the trigger, the job page and `tony status`:
+    each field, its rounding and its bounds (last 5 stderr lines, last 50 events) exactly."""
+    doc = _document_scenario().document(T0 + 4.256, 1_700_000_000.1234, 9, APP_ID).to_dict()
+    task = {"role": "worker", "tracked": True, "gpus": ["0"], "message": ""}
+    assert doc["tasks"] == {
+        "worker:0": {
+            **task,
+            "state": "RUNNING",
+            "index": 0,
+            "host": "h1",
+            "port": 2000,
+            "container_id": "c_1",
+            "seconds_since_heartbeat": 2.26,
+            "exit_code": None,
+            "progress": {"step": 7, "epoch": None, "total_steps": 10, "time": 5.0, "metrics": {}},
+            "stderr_tail": [],
+            "restored_step": 4,
+        },
+        "worker:1": {
+            **task,
+            "state": "FAILED",
+            "index": 1,
+            "host": "h2",
+            "port": 2001,
+            "container_id": "c_2",
+            "seconds_since_heartbeat": 1.76,
+            "exit_code": 3,
+            "progress": None,
+            "stderr_tail": ["line 3", "line 4", "line 5", "line 6", "line 7"],
+            "restored_step": None,
+        },
+    }
+    assert doc["events"] == [f"filler {i}" for i in range(10, 60)]
+    assert {k: v for k, v in doc.items() if k not in ("tasks", "events")} == {
+        "application_id": APP_ID,
+        "app_state": "RUNNING",
+        "am_heartbeat": 1_700_000_000.1234,
+        "seq": 9,
+        "elapsed": 4.26,
+        "final": False,
+        "diagnostics": "",
+        "retryable": False,
+        "progress": 0.7,
+        "timeline": {"cluster_published": 1.0, "all_user_started": 2.5},
+        "am_started_wall": 1_699_999_995.867,
+        "generation": 0,
+        "restarts": [],
+        "version": 1,
+        "failure": None,
+    }
+
+
+def test_material_ignores_clocks_and_key_order_but_not_content() -> None:
+    tr = _document_scenario()
+    first = tr.document(T0 + 4, 1.7e9, 9, APP_ID)
+    later = tr.document(T0 + 9, 1.7e9 + 5, 10, APP_ID)
+    assert material(first) == material(later), "only clocks and the sequence moved"
+    shuffled = StateDocument.from_dict(dict(reversed(list(first.to_dict().items()))))
+    assert material(shuffled) == material(first)
+    tr.events.append("worker:0 uploaded checkpoint step 10")
+    assert material(tr.document(T0 + 9, 1.7e9 + 5, 10, APP_ID)) != material(first)
+
+
+@pytest.mark.parametrize(("code", "retryable"), [(0, False), (-1, True), (-15, True), (None, False), (1, False)])
+def test_zero_is_no_failure_to_retry_and_a_negative_code_is_a_signal(code: int | None, retryable: bool) -> None:
+    assert exit_code_retryable(code) is retryable
+
+
+def test_a_failed_task_without_stderr_says_so() -> None:
+    tr = make_tracker({"worker": 1})
+    start(tr)
+    tr.exited("worker:0", 2, ["", "   "], T0 + 5)
+    verdict = failed(tr.check(T0 + 500), retryable=False)  # past the wait for a root cause elsewhere
+    assert verdict.task_id == "worker:0" and "last stderr line: (no stderr)" in verdict.diagnostics
+
+
+def test_the_exit_record_brings_the_final_progress_and_an_event() -> None:
+    tr = make_tracker({"worker": 2})
+    start(tr)
+    beat(tr, "worker:0", 2, T0 + 2, step=5)
+    tr.exited("worker:1", 0, [], T0 + 3)  # no progress in the record: the last beat's stays
+    tr.exited("worker:0", 0, [], T0 + 3, progress=Progress(step=9, metrics={"acc": 0.9}))
+    assert tr.tasks["worker:0"].progress == Progress(step=9, metrics={"acc": 0.9})
+    assert tr.tasks["worker:1"].progress is None
+    assert tr.events[-2:] == ["worker:1 exited with code 0", "worker:0 exited with code 0"]
+
+
+def test_missed_heartbeats_name_the_task_and_are_retryable() -> None:
+    tr = make_tracker({"worker": 2}, heartbeat_interval=1, heartbeat_timeout=5)
+    start(tr)
+    beat(tr, "worker:1", 2, T0 + 4)
+    verdict = failed(tr.check(T0 + 7), retryable=True)
+    assert verdict.task_id == "worker:0" and tr.tasks["worker:0"].state is TaskState.LOST
+
+
+def test_the_verdicts_time_is_a_milestone_of_the_timeline() -> None:
+    tr = make_tracker({"worker": 1})
+    start(tr)
+    tr.exited("worker:0", 0, [], T0 + 12.34567)
+    assert tr.check(T0 + 12.34567) is not None
+    assert tr.document(T0 + 13, 1.7e9, 1, APP_ID).timeline["verdict"] == 12.346
+
+
+def test_a_task_that_finished_stops_beating_without_being_lost() -> None:
+    tr = make_tracker({"worker": 2}, heartbeat_interval=1, heartbeat_timeout=5)
+    start(tr)
+    tr.exited("worker:1", 0, [], T0 + 2)  # not the decider: the job goes on
+    for i in range(2, 12):
+        beat(tr, "worker:0", i, T0 + i)
+    assert tr.check(T0 + 11) is None and tr.tasks["worker:1"].state is TaskState.SUCCEEDED
+
+
+def test_a_task_that_registers_and_never_beats_is_lost_after_the_timeout() -> None:
+    """The silence clock starts at registration, not at a first heartbeat that may never come."""
+    tr = make_tracker({"worker": 1}, heartbeat_interval=1, heartbeat_timeout=5)
+    register(tr, "worker:0", T0 + 1)
+    tr.cluster_doc(T0 + 1)
+    verdict = failed(tr.check(T0 + 6.5), retryable=True)
+    assert verdict.task_id == "worker:0" and tr.tasks["worker:0"].state is TaskState.LOST
+
+
+def test_a_stalled_task_is_named_in_the_verdict() -> None:
+    tr = make_tracker({"worker": 1}, progress_stall_timeout=30)
+    start(tr)
+    beat(tr, "worker:0", 2, T0 + 2, step=5)
+    for i in range(3, 40):
+        beat(tr, "worker:0", i, T0 + i, step=5)
+    verdict = failed(tr.check(T0 + 39), retryable=True)
+    assert verdict.task_id == "worker:0"
+
+
+def test_material_sees_a_task_changing_state() -> None:
+    tr = make_tracker({"worker": 2})
+    start(tr)
+    before = material(tr.document(T0 + 2, 1.7e9, 1, APP_ID))
+    tr.tasks["worker:1"].state = TaskState.SUCCEEDED  # nothing else changed
+    assert material(tr.document(T0 + 2, 1.7e9, 1, APP_ID)) != before
+
+
+def test_milestones_are_rounded_to_the_millisecond() -> None:
+    tr = make_tracker({"worker": 1})
+    register(tr, "worker:0", T0 + 1)
+    tr.cluster_doc(T0 + 1.23456)
+    beat(tr, "worker:0", 1, T0 + 2.56789)
+    assert tr.timeline == {"cluster_published": 1.235, "all_user_started": 2.568}
+
+
+def test_the_summary_says_which_tasks_decide_and_why_a_task_ended() -> None:
+    tr = make_tracker({"worker": 1, "ps": 1})
+    start(tr)
+    tr.container_ended("ps:0", "container c_9 KILLED: node lost", T0 + 3)
+    tasks = tr.document(T0 + 4, 1.7e9, 1, APP_ID).tasks
+    assert (tasks["ps:0"].tracked, tasks["ps:0"].message) == (False, "container c_9 KILLED: node lost")
+    assert (tasks["worker:0"].tracked, tasks["worker:0"].message) == (True, "")

@@ -9,8 +9,11 @@ that counts the skein drivers it would start.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import importlib
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -197,12 +200,76 @@ def test_on_kill_closes_its_hook_even_when_the_kill_fails(monkeypatch: pytest.Mo
     assert hook.closed == 1
 
 
-def test_followers_keep_their_connection_between_polls_of_the_default_interval() -> None:
+class _CountingHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every GET over a keep-alive HTTP/1.1 connection and records the client's port,
+    one port per TCP connection."""
+
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        type(self).ports.append(self.client_address[1])
+        body = b"{}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def counting_server() -> Any:
+    _CountingHandler.ports = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CountingHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", _CountingHandler.ports
+    server.shutdown()
+    server.server_close()
+
+
+def _idle(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Make the connection pool believe ``seconds`` passed since its last request (no sleeping)."""
+    real = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: real() + seconds)
+
+
+def test_followers_keep_their_connection_between_polls_of_the_default_interval(
+    counting_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """httpx drops an idle connection after 5 s by default, the default poll interval: every
-    poll then paid a new connection (TCP, TLS, SPNEGO). Ours outlive a poll interval."""
+    poll then paid a new connection (TCP, TLS, SPNEGO). Ours survive an idle poll interval,
+    seen from the server: the second poll arrives on the first poll's connection."""
     from airflow_provider_tony.operators.tony import TonyOperator
 
-    default_interval = TonyOperator(task_id="t", job={"roles": {"w": {"command": ["true"]}}}).poll_interval
-    for client in (web.http_client(), web.async_http_client()):
-        pool = client._transport._pool  # type: ignore[attr-defined]
-        assert pool._keepalive_expiry > 2 * default_interval
+    url, ports = counting_server
+    idle = 1.5 * TonyOperator(task_id="t", job={"roles": {"w": {"command": ["true"]}}}).poll_interval
+
+    def two_polls(client: httpx.Client) -> list[int]:
+        start = len(ports)
+        with client:
+            client.get(url)
+            with monkeypatch.context() as m:
+                _idle(m, idle)
+                client.get(url)
+        return ports[start:]
+
+    plain = two_polls(httpx.Client())
+    assert len(plain) == 2 and plain[0] != plain[1], "httpx's default kept the connection: the test proves nothing"
+    ours = two_polls(web.http_client())
+    assert len(ours) == 2 and ours[0] == ours[1], "the idle connection was dropped between two polls"
+
+    async def two_async_polls() -> list[int]:
+        start = len(ports)
+        async with web.async_http_client() as client:
+            await client.get(url)
+            with monkeypatch.context() as m:
+                _idle(m, idle)
+                await client.get(url)
+        return ports[start:]
+
+    ours_async = asyncio.run(two_async_polls())
+    assert len(ours_async) == 2 and ours_async[0] == ours_async[1], "the trigger's client dropped it"

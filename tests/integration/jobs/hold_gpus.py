@@ -1,11 +1,12 @@
 """Record which GPUs and host this task got, then hold them until released.
 
-    hold_gpus.py DIR
+    hold_gpus.py DIR [CODE]
 
-Writes ``DIR/<app id>.<task id>.json`` with ``CUDA_VISIBLE_DEVICES`` and the
-NodeManager host, then waits (bounded) for ``DIR/release``: the test reads
-every task's record while all of them hold their GPUs at once. DIR is a
-local path: the test cluster's NodeManagers share this machine.
+Writes ``DIR/<app id>.<task id>.json`` with ``CUDA_VISIBLE_DEVICES``, the
+NodeManager host and the node's GPU lease directory, then waits (bounded) for
+``DIR/release`` and exits with CODE (default 0): the test reads every task's
+record while all of them hold their GPUs at once. DIR is a local path: the
+test cluster's NodeManagers share this machine.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from airflow_provider_tony.runtime.gpu_lease import lease_dir
+
 
 def main() -> int:
     out = Path(sys.argv[1])
@@ -24,6 +27,7 @@ def main() -> int:
         "host": os.environ.get("NM_HOST"),
         "task": os.environ["TONY_TASK_ID"],
         "app": os.environ["TONY_APPLICATION_ID"],
+        "lease_dir": str(lease_dir(dict(os.environ), os.environ.get("NM_HOST", ""))),
     }
     tmp = out / f".{record['app']}.{record['task']}.tmp"
     tmp.write_text(json.dumps(record))
@@ -34,7 +38,7 @@ def main() -> int:
             print("never released", file=sys.stderr)
             return 3
         time.sleep(0.2)
-    return 0
+    return int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,254 @@
+"""``make mutate``: mutation testing of the modules whose logic decides outcomes.
+
+mutmut (configured in ``pyproject.toml``, ``[tool.mutmut]``) copies the
+package into ``mutants/``, records which unit tests reach which function, then
+runs each mutant in a fork with only those tests. This script chooses the
+mutants (whole modules, or the functions named in :data:`SCOPE` where only part
+of a module decides outcomes), runs them, and writes the score per module and
+every surviving mutant to ``bench/results/mutation.{json,md}``.
+
+A survivor is either killed by a better test or explained in
+``bench/mutation_notes.toml`` (``"mutant name" = "why no test can or should
+kill it"``); the report shows the note beside the mutant, and lists notes whose
+mutant no longer exists (renumbered after an edit) so they do not go stale
+silently. Mutant names number the mutations of one function in order, so an
+edit to a function renumbers its mutants: rerun and re-check its notes.
+
+    python scripts/mutate.py [--max-children N] [--report-only | --survivors]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+NOTES = REPO / "bench" / "mutation_notes.toml"
+PACKAGE = "airflow_provider_tony"
+#: The score every listed module must reach (killed / all mutants in scope).
+GOAL = 0.90
+
+#: module -> mutant-name patterns in scope (``*``: the whole module).
+SCOPE: dict[str, list[str]] = {
+    "runtime/state.py": ["*"],
+    "runtime/checkpoint.py": ["*"],
+    # The exit mapping: what code the AM sees for each way a task ends.
+    "runtime/executor.py": [
+        "xǁUserProcessǁwait__mutmut_*",
+        "x_after_final_flush__mutmut_*",
+        "x_gpu_lease_exit__mutmut_*",
+    ],
+    "yarn/follower.py": ["*"],
+    # Re-attach (submit or follow an existing application) and the result (XCom, failure, retry).
+    "operators/tony.py": [
+        f"xǁTonyOperatorǁ{name}__mutmut_*"
+        for name in (
+            "_existing",
+            "submit_job",
+            "get_job_status",
+            "is_job_active",
+            "is_job_succeeded",
+            "get_job_result",
+            "ended_result",
+            "execute_complete",
+            "_finish",
+            "_xcom_result",
+        )
+    ],
+    # Every function that puts a value from a task into the page (escaping), not the CSS.
+    "runtime/page.py": [
+        f"x_{name}__mutmut_*" for name in ("_e", "_tasks_table", "_task_links", "_list", "_chart", "render_page")
+    ],
+    "yarn/source.py": ["*"],
+}
+
+
+def module_name(rel: str) -> str:
+    return f"{PACKAGE}." + rel.removesuffix(".py").replace("/", ".")
+
+
+def patterns() -> list[str]:
+    return [f"{module_name(rel)}.{pattern}" for rel, pats in SCOPE.items() for pattern in pats]
+
+
+def in_scope(rel: str, mutant: str) -> bool:
+    local = mutant.removeprefix(module_name(rel) + ".")
+    return any(fnmatch.fnmatchcase(local, pattern) for pattern in SCOPE[rel])
+
+
+def survivors() -> list[str]:
+    """The in-scope mutants not killed in the last run (what ``--survivors`` runs again)."""
+    names = []
+    for rel in SCOPE:
+        meta = REPO / "mutants" / PACKAGE / f"{rel}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        names += [name for name, code in codes.items() if in_scope(rel, name) and code not in (1, 3)]
+    return sorted(names)
+
+
+def run_mutmut(max_children: int, names: list[str]) -> float:
+    """mutmut over ``names`` (patterns or mutants); returns the wall time in seconds."""
+    started = time.monotonic()
+    cmd = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(max_children), *names]
+    with open(REPO / "mutants-run.log", "w") as log:
+        proc = subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        sys.exit(f"mutmut failed ({proc.returncode}); see mutants-run.log")
+    return time.monotonic() - started
+
+
+def _diff(name: str, path: Path) -> str:
+    """The mutated lines only (mutmut's diff is the whole function)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    try:
+        diff = get_diff_for_mutant(name, path=path)
+    except Exception as exc:  # noqa: BLE001 - a report without one diff is still a report
+        return f"(no diff: {exc})"
+    return "\n".join(line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
+
+
+def collect() -> dict[str, Any]:
+    os.chdir(REPO)  # mutmut reads its configuration and mutants/ from the working directory
+    from mutmut.stats import status_by_exit_code
+
+    notes = tomllib.loads(NOTES.read_text()) if NOTES.exists() else {}
+    modules: dict[str, Any] = {}
+    seen: set[str] = set()
+    for rel in SCOPE:
+        meta = REPO / "mutants" / PACKAGE / f"{rel}.meta"
+        codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+        counts: dict[str, int] = {}
+        survivors = []
+        for name, code in sorted(codes.items()):
+            if not in_scope(rel, name):
+                continue
+            seen.add(name)
+            status = status_by_exit_code[code]
+            counts[status] = counts.get(status, 0) + 1
+            if status not in ("killed", "timeout"):
+                survivors.append(
+                    {
+                        "mutant": name,
+                        "status": status,
+                        "diff": _diff(name, Path(PACKAGE) / rel),
+                        "note": notes.get(name, ""),
+                    }
+                )
+        total = sum(counts.values())
+        killed = counts.get("killed", 0) + counts.get("timeout", 0)
+        justified = sum(1 for s in survivors if s["note"])
+        modules[rel] = {
+            "mutants": total,
+            "killed": killed,
+            "by_status": counts,
+            "score": round(killed / total, 4) if total else None,
+            "justified": justified,
+            "score_with_justified": round((killed + justified) / total, 4) if total else None,
+            "survivors": survivors,
+        }
+    return {"modules": modules, "stale_notes": sorted(set(notes) - seen)}
+
+
+def write_report(report: dict[str, Any]) -> bool:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "mutation.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    lines = [
+        "# Mutation testing (`make mutate`)",
+        "",
+        f"mutmut {report.get('mutmut_version', '?')} over the unit tests listed in `pyproject.toml`"
+        f" (`[tool.mutmut]`); scope in `scripts/mutate.py`. Last full run: {report.get('when', '?')}"
+        f" at commit {report.get('commit', '?')},"
+        f" {report.get('wall_s', '?')} s wall with {report.get('max_children', '?')} worker(s)"
+        f" on {report.get('cpus', '?')} CPUs (load average before: {report.get('load_before', '?')});"
+        " `--survivors` reruns after it are not timed.",
+        "A timeout counts as killed (the mutant hangs the code, and the test run says so).",
+        "",
+        "| module | mutants | killed | survived (+ no tests) | score | explained | score with explained |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ok = True
+    for rel, m in report["modules"].items():
+        score = m["score_with_justified"]
+        explained = m["justified"] == len(m["survivors"])
+        ok = ok and m["score"] is not None and m["score"] >= GOAL and explained
+        lines.append(
+            f"| `{rel}` | {m['mutants']} | {m['killed']} | {m['mutants'] - m['killed']} |"
+            f" {100 * (m['score'] or 0):.1f}% | {m['justified']} | {100 * (score or 0):.1f}% |"
+        )
+    lines += [
+        "",
+        f"Goal: at least {100 * GOAL:.0f}% of the mutants killed in each module, and every survivor explained"
+        f" (`bench/mutation_notes.toml`). {'Met.' if ok else 'NOT met.'}",
+        "",
+    ]
+    for rel, m in report["modules"].items():
+        if not m["survivors"]:
+            continue
+        lines += [f"## `{rel}`: survivors", ""]
+        for s in m["survivors"]:
+            lines.append(f"- `{s['mutant']}` ({s['status']}): {s['note'] or '**not explained**'}")
+            lines += ["  ```diff", *[f"  {line}" for line in s["diff"].splitlines()], "  ```"]
+        lines.append("")
+    if report["stale_notes"]:
+        lines += ["## Notes whose mutant no longer exists (renumbered: re-check)", ""]
+        lines += [f"- `{name}`" for name in report["stale_notes"]] + [""]
+    (RESULTS / "mutation.md").write_text("\n".join(lines))
+    return ok
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--max-children", type=int, default=1, help="mutants tested at once (default 1: the machine is shared)"
+    )
+    p.add_argument("--report-only", action="store_true", help="rewrite the report from mutants/ without running")
+    p.add_argument(
+        "--survivors",
+        action="store_true",
+        help="run only the mutants the last run did not kill (after adding tests); keeps the full run's time",
+    )
+    args = p.parse_args()
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "?"
+    previous = json.loads((RESULTS / "mutation.json").read_text()) if (RESULTS / "mutation.json").exists() else {}
+    git = shutil.which("git") or "git"
+    head = subprocess.run([git, "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    commit = head.stdout.strip() or "?"
+    if args.report_only:
+        wall = None
+    elif args.survivors:
+        run_mutmut(args.max_children, survivors())
+        wall = None
+    else:
+        wall = round(run_mutmut(args.max_children, patterns()), 1)
+    report = collect()
+    from importlib.metadata import version
+
+    report |= {
+        "mutmut_version": version("mutmut"),
+        "wall_s": wall if wall is not None else previous.get("wall_s"),
+        "max_children": args.max_children if wall is not None else previous.get("max_children"),
+        "cpus": os.cpu_count(),
+        "load_before": load if wall is not None else previous.get("load_before"),
+        "when": time.strftime("%Y-%m-%d", time.gmtime()) if wall is not None else previous.get("when"),
+        "commit": commit if wall is not None else previous.get("commit"),
+    }
+    ok = write_report(report)
+    for rel, m in report["modules"].items():
+        print(f"{rel}: {m['killed']}/{m['mutants']} killed, {m['justified']} explained -> {m['score_with_justified']}")
+    print(f"report: {RESULTS / 'mutation.md'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The executor's exit mapping: what code the AM sees for the ways a task can end.
+
+A real child process stands for the user's script (no YARN, no HDFS): the
+mapping is what makes a task killed while its checkpoints could not be saved
+retryable (75) instead of successful (0) or a plain SIGTERM (143), and what
+keeps a script's own failure its own.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_tony.runtime.executor import (
+    GPU_LEASE_EXIT_CODE,
+    STDERR_TAIL_LINES,
+    UserProcess,
+    after_final_flush,
+    gpu_lease_exit,
+)
+from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
+from airflow_provider_tony.runtime.messages import ExitRecord
+
+RETRYABLE = 75
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigterm() -> Iterator[None]:
+    """UserProcess forwards SIGTERM to its child by installing a handler: put pytest's back."""
+    before = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, before)
+
+
+def _start(code: str, tmp_path: Path) -> UserProcess:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return UserProcess([sys.executable, "-c", code], {"PATH": "/usr/bin:/bin"}, tmp_path, sock)
+
+
+def test_a_clean_exit_is_0_and_a_failed_script_keeps_its_code_and_stderr(tmp_path: Path) -> None:
+    assert _start("pass", tmp_path).wait() == (0, [])
+    code, tail = _start("import sys; print('bad shape', file=sys.stderr); sys.exit(3)", tmp_path).wait()
+    assert (code, tail) == (3, ["bad shape"])
+
+
+def test_the_stderr_tail_keeps_only_the_last_lines(tmp_path: Path) -> None:
+    script = f"import sys\nfor i in range({STDERR_TAIL_LINES + 5}): print(f'line {{i}}', file=sys.stderr)"
+    code, tail = _start(script, tmp_path).wait()
+    assert code == 0 and len(tail) == STDERR_TAIL_LINES
+    assert tail[-1] == f"line {STDERR_TAIL_LINES + 4}" and tail[0] == "line 5"
+
+
+def test_a_script_killed_by_a_signal_reports_it_the_way_a_shell_does(tmp_path: Path) -> None:
+    user = _start("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", tmp_path)
+    assert user.wait()[0] == 128 + signal.SIGKILL
+
+
+def test_stopped_for_a_reason_of_ours_while_running_is_retryable_not_sigterm(tmp_path: Path) -> None:
+    """The checkpoints could not be saved: the script is stopped (SIGTERM, 143); the task must
+    say 75 (retryable) and why, or Airflow sees a plain kill."""
+    user = _start("import time; print('ready', flush=True); time.sleep(60)", tmp_path)
+    user.fail("checkpoints could not be uploaded for 300s")
+    code, tail = user.wait()
+    assert code == RETRYABLE
+    assert tail[-1] == "checkpoints could not be uploaded for 300s"
+
+
+def test_a_script_that_exits_0_while_our_failure_is_pending_is_retryable_not_successful(tmp_path: Path) -> None:
+    """The script finished by itself, but its checkpoint upload had already failed: not a success."""
+    user = _start("pass", tmp_path)
+    assert user.proc is not None
+    user.proc.wait()  # it has ended before the failure is reported
+    user.fail("the last checkpoint upload failed")
+    assert user.wait() == (RETRYABLE, ["the last checkpoint upload failed"])
+
+
+def test_our_failure_does_not_hide_the_scripts_own_exit_code(tmp_path: Path) -> None:
+    user = _start("import sys; sys.exit(4)", tmp_path)
+    assert user.proc is not None
+    user.proc.wait()
+    user.fail("the last checkpoint upload failed")
+    code, tail = user.wait()
+    assert code == 4 and tail == ["the last checkpoint upload failed"]
+
+
+def test_a_command_that_cannot_start_is_127_with_the_reason(tmp_path: Path) -> None:
+    sock = socket.socket()
+    user = UserProcess([str(tmp_path / "missing")], {}, tmp_path, sock)
+    code, tail = user.wait()
+    assert code == 127 and len(tail) == 1 and "could not start" in tail[0] and "missing" in tail[0]
+
+
+@pytest.mark.parametrize(
+    ("flushed", "code", "expected"),
+    [
+        (True, 0, 0),  # uploaded: the success stands
+        (False, 0, RETRYABLE),  # the script succeeded but its last checkpoint is not on HDFS
+        (False, 3, 3),  # a failed script keeps its own code
+        (True, 3, 3),
+        (False, 143, 143),
+    ],
+)
+def test_a_failed_final_flush_turns_a_success_into_75(flushed: bool, code: int, expected: int) -> None:
+    new_code, tail = after_final_flush(flushed, code, ["last line"], "/ckpt/job", "HdfsError: NameNode down")
+    assert new_code == expected
+    if expected == RETRYABLE:
+        assert tail == ["last line", "the last checkpoint could not be uploaded to /ckpt/job: HdfsError: NameNode down"]
+    else:
+        assert tail == ["last line"]
+
+
+def test_the_gpu_lease_exit_record_is_retryable_names_its_gang_and_says_gpu() -> None:
+    record = ExitRecord.from_json(gpu_lease_exit(GpuLeaseError("GPUs 0, 1 taken"), generation=2, now=5.5).to_json())
+    assert record.exit_code == GPU_LEASE_EXIT_CODE == RETRYABLE
+    assert record.generation == 2 and record.time == 5.5
+    assert record.stderr_tail == ["GPU lease: GPUs 0, 1 taken"]
+
+
+def test_the_gpu_lease_exit_record_is_stamped_now_by_default() -> None:
+    import time
+
+    before = time.time()
+    record = gpu_lease_exit(GpuLeaseError("taken"), generation=0)
+    assert record.time is not None and before <= record.time <= time.time()
