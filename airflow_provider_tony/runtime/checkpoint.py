@@ -101,12 +101,24 @@ def _complete_files(state_dir: Path, prefix: str) -> tuple[Path, ...] | None:
     return tuple(sorted(p.relative_to(state_dir) for p in [index, *shards]))
 
 
+def _state_files(local_dir: Path) -> list[Path]:
+    """Every ``checkpoint`` state file under ``local_dir``, in path order, links not followed.
+
+    The training process writes here while it is walked: TensorFlow saves into
+    a ``*_temp`` folder and renames it, so a folder may vanish between being
+    listed and being entered. ``os.walk`` skips such a folder (``Path.rglob``
+    raised ``FileNotFoundError`` and ended the uploader's thread).
+    """
+    found = [Path(root) / STATE_FILE for root, _dirs, files in os.walk(local_dir) if STATE_FILE in files]
+    return sorted(found)  # a stable order: of two with the same step, the first in path order wins
+
+
 def find_local(local_dir: Path) -> LocalCheckpoint | None:
     """The newest complete checkpoint anywhere under ``local_dir`` (None if none)."""
     best: LocalCheckpoint | None = None
     if not local_dir.is_dir():
         return None
-    for state in local_dir.rglob(STATE_FILE):
+    for state in _state_files(local_dir):
         try:
             match = _PATH_RE.search(state.read_text())
         except OSError:
@@ -404,7 +416,11 @@ class CheckpointSync(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_event.wait(self.poll_interval):
-            self.sync_once()
+            try:
+                self.sync_once()
+            except Exception as exc:  # noqa: BLE001 - a bad look at the folder must not end the uploads
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("checkpoint folder not read this time: %s", self.last_error)
             if self.overdue() and not self.failed:
                 self.failed = True
                 self.on_fatal(

@@ -1103,11 +1103,8 @@ def test_a_bad_state_file_does_not_hide_a_good_checkpoint_found_after_it(tmp_pat
 
 
 def test_of_two_checkpoints_with_the_same_step_the_first_found_stays(tmp_path: Path) -> None:
-    class InOrder(type(tmp_path)):  # type: ignore[misc]
-        def rglob(self, pattern: str) -> Any:
-            return sorted(super().rglob(pattern))
-
-    root = InOrder(tmp_path / "ckpt")
+    """State files are looked at in path order: ``a`` before ``b``, and a later one must be newer to win."""
+    root = tmp_path / "ckpt"
     write_ckpt(root / "a", 20)
     write_ckpt(root / "b", 20)
     found = find_local(root)
@@ -1171,3 +1168,56 @@ def test_an_index_of_the_smallest_size_tensorflow_writes_is_whole(fake: FakeHdfs
     assert "shorter than any TensorFlow index" in (
         why_not_whole({**files, "ckpt-5.index": 47}, lambda rel: state) or ""
     )
+
+
+def test_a_folder_that_vanishes_while_the_checkpoints_are_looked_for_is_skipped(tmp_path, monkeypatch) -> None:
+    """TensorFlow saves into ``ckpt-N_temp`` and renames it: the walk may list it and then not find it."""
+    import os as os_module
+
+    from airflow_provider_tony.runtime import checkpoint as ckpt_module
+
+    state = tmp_path / "checkpoint"
+    state.write_text('model_checkpoint_path: "ckpt-10"\n')
+    (tmp_path / "ckpt-10.index").write_bytes(b"i")
+    (tmp_path / "ckpt-10.data-00000-of-00001").write_bytes(b"d")
+    (tmp_path / "ckpt-20_temp").mkdir()
+    real_scandir = os_module.scandir
+
+    def scandir(path: object = ".") -> object:
+        if str(path).endswith("_temp"):  # renamed away after it was listed
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os_module, "scandir", scandir)
+    found = ckpt_module.find_local(tmp_path)
+    assert found is not None and found.step == 10
+
+
+def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path) -> None:
+    from airflow_provider_tony.runtime.checkpoint import CheckpointSync
+
+    looks: list[int] = []
+
+    class Flaky(CheckpointSync):
+        def sync_once(self) -> bool:
+            looks.append(1)
+            if len(looks) == 1:
+                raise FileNotFoundError("ckpt-20_temp")
+            if len(looks) >= 3:
+                self.stop_event.set()
+            return True
+
+    sync = Flaky(
+        None,
+        tmp_path,
+        "/ckpt",
+        keep=1,
+        poll_interval=0.01,
+        window=60.0,
+        tag="t",
+        on_event=lambda _m: None,
+        on_fatal=lambda _m: None,
+    )
+    sync.start()
+    sync.join(timeout=10)
+    assert not sync.is_alive() and len(looks) >= 3 and "ckpt-20_temp" in sync.last_error
