@@ -145,7 +145,8 @@ def _stderr_line(tail: list[str]) -> str:
 
 
 def _earliest(tasks: list[Task]) -> Task:
-    return min(tasks, key=lambda t: (t.failed_at if t.failed_at is not None else float("inf"), t.failed_seq))
+    """The failed task the AM learned of first (every failure is numbered when it is seen)."""
+    return min(tasks, key=lambda t: t.failed_seq)
 
 
 class JobTracker:

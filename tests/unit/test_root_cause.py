@@ -213,3 +213,107 @@ def test_the_drain_answer_moves_the_restarts_last_step_to_where_training_stopped
     assert record.last_step == 97 and record.drained_step == 90
     tr.drained(90, 2.0, last_step=50)  # never moves back
     assert record.last_step == 97
+
+
+def test_the_verdict_text_names_cause_and_each_consequence_exactly() -> None:
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:2", 1, COLLECTIVE, T0 + 10)
+    tr.container_ended("worker:0", "", T0 + 10.5)  # never registered its exit: lost
+    tr.tasks["worker:0"].host = None
+    tr.container_ended("worker:1", "node gone", T0 + 11)
+    verdict = tr.check(T0 + 11)
+    assert verdict is not None
+    assert verdict.diagnostics == (
+        "worker:0 lost: container ended without reporting an exit code; consequences: worker:1 lost, worker:2 exited 1"
+    )
+    failure = verdict.failure(exit_code=None)
+    assert failure is not None
+    assert (failure.kind, failure.retryable, failure.task_id, failure.exit_code, failure.message) == (
+        "lost",
+        True,
+        "worker:0",
+        None,
+        verdict.diagnostics,
+    )
+    assert failure.consequences == ["worker:1", "worker:2"]
+
+
+def test_an_unregistered_task_and_a_peer_blaming_root_are_described() -> None:
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.tasks["worker:0"].host = None
+    tr.exited("worker:0", 1, PS_LOST, T0 + 10)
+    tr.exited("worker:1", 0, [], T0 + 11)  # its peer finished: nobody to blame
+    verdict = tr.check(T0 + 10 + FULL_GRACE)
+    assert verdict is not None and verdict.diagnostics.startswith(
+        "worker:0 exited with code 1 on an unregistered container; last stderr line: "
+    )
+    assert verdict.diagnostics.endswith(
+        "(TensorFlow blames a peer, none was seen lost: a peer is unavailable: "
+        "tensorflow.python.framework.errors_impl.UnavailableError: Socket closed)"
+    )
+    doc = tr.document(T0 + 30, 1.7e9, 1, "application_1_0001")
+    assert doc.failure is not None and doc.failure.exit_code == 1 and doc.failure.kind == "peer"
+
+
+def test_a_verdict_without_a_task_has_a_failure_without_cause_or_exit_code() -> None:
+    tr = make_tracker({"worker": 1}, registration_timeout=30.0)
+    verdict = tr.check(T0 + 31)
+    assert verdict is not None and verdict.task_id is None
+    doc = tr.document(T0 + 31, 1.7e9, 1, "application_1_0001")
+    assert doc.failure is not None
+    assert (doc.failure.kind, doc.failure.task_id, doc.failure.exit_code, doc.failure.retryable) == (
+        "",
+        None,
+        None,
+        False,
+    )
+    ok = make_tracker({"worker": 1})
+    start(ok)
+    ok.exited("worker:0", 0, [], T0 + 2)
+    assert ok.check(T0 + 2) is not None
+    assert ok.document(T0 + 2, 1.7e9, 1, "a").failure is None
+
+
+@pytest.mark.parametrize(
+    ("interval", "timeout", "expected"),
+    [(0.5, 10.0, 1.0), (1.0, 10.0, 1.0), (3.0, 20.0, 3.0), (5.0, 25.0, 5.0), (8.0, 40.0, 5.0)],
+)
+def test_a_code_exit_waits_one_container_check_clamped_to_1_to_5_s(
+    interval: float, timeout: float, expected: float
+) -> None:
+    tr = make_tracker({"worker": 2}, heartbeat_interval=interval, heartbeat_timeout=timeout)
+    start(tr)
+    alive(tr, T0 + 2)
+    tr.exited("worker:0", 1, TRACEBACK, T0 + 2)
+    failed_tasks = [tr.tasks["worker:0"]]
+    assert tr.grace(failed_tasks, T0 + 2) == expected
+    assert tr.grace([], T0 + 2) == expected
+
+
+def test_a_peer_is_suspect_only_after_missing_more_than_two_beats() -> None:
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:0", 1, TRACEBACK, T0 + 10)
+    failed_tasks = [tr.tasks["worker:0"]]
+    assert tr.grace(failed_tasks, T0 + 12) == 1.0  # worker:1 silent exactly two beats
+    assert tr.grace(failed_tasks, T0 + 12.01) == FULL_GRACE
+    tr.tasks["worker:1"].state = TaskState.SUCCEEDED  # a finished peer is never suspect
+    assert tr.grace(failed_tasks, T0 + 15) == 1.0
+
+
+def test_the_silent_task_is_lost_with_the_time_it_was_silent() -> None:
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10, "worker:0")
+    tr.check(T0 + 11.5)  # worker:1 silent 10.5 s since T0+1
+    task = tr.tasks["worker:1"]
+    assert task.state is TaskState.LOST and task.kind is FailureKind.LOST and task.failed_at == T0 + 11.5
+    assert task.message == (
+        "missed heartbeats on h1: silent for 10.5s (~10 beats of 1s; timeout 10s); its executor is hung or its node is lost"
+    )
+    assert tr.tasks["worker:0"].state is TaskState.RUNNING
