@@ -314,6 +314,7 @@ def test_the_silent_task_is_lost_with_the_time_it_was_silent() -> None:
     task = tr.tasks["worker:1"]
     assert task.state is TaskState.LOST and task.kind is FailureKind.LOST and task.failed_at == T0 + 11.5
     assert task.message == (
-        "missed heartbeats on h1: silent for 10.5s (~10 beats of 1s; timeout 10s); its executor is hung or its node is lost"
+        "missed heartbeats on h1: silent for 10.5s (~10 beats of 1s; timeout 10s); "
+        "its executor is hung or its node is lost"
     )
     assert tr.tasks["worker:0"].state is TaskState.RUNNING
