@@ -64,7 +64,7 @@ def test_a_script_killed_by_a_signal_reports_it_the_way_a_shell_does(tmp_path: P
 def test_stopped_for_a_reason_of_ours_while_running_is_retryable_not_sigterm(tmp_path: Path) -> None:
     """The checkpoints could not be saved: the script is stopped (SIGTERM, 143); the task must
     say 75 (retryable) and why, or Airflow sees a plain kill."""
-    user = _start("import time; print('ready', flush=True); time.sleep(60)", tmp_path)
+    user = _start("import signal; print('ready', flush=True); signal.pause()", tmp_path)  # runs until stopped
     user.fail("checkpoints could not be uploaded for 300s")
     code, tail = user.wait()
     assert code == RETRYABLE
