@@ -25,6 +25,7 @@ from airflow_provider_tony.runtime.executor import (
 )
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import ExitRecord
+from tests._util import wait_until
 
 RETRYABLE = 75
 
@@ -128,3 +129,20 @@ def test_the_gpu_lease_exit_record_is_stamped_now_by_default() -> None:
     before = time.time()
     record = gpu_lease_exit(GpuLeaseError("taken"), generation=0)
     assert record.time is not None and before <= record.time <= time.time()
+
+
+def test_a_drain_stops_the_script_with_sigterm_and_kills_one_that_ignores_it(tmp_path: Path) -> None:
+    """Before the uploader's last flush, the training process is stopped: nothing is saved after it."""
+    polite = _start("import signal; print('ready', flush=True); signal.pause()", tmp_path)
+    polite.stop(timeout=30.0)
+    assert polite.wait()[0] == 128 + signal.SIGTERM
+    ready = tmp_path / "ready"
+    stubborn = _start(
+        "import pathlib, signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"pathlib.Path({str(ready)!r}).touch(); signal.pause()",
+        tmp_path,
+    )
+    wait_until(ready.exists, 30, "the script to ignore SIGTERM")
+    stubborn.stop(timeout=0.5)
+    assert stubborn.wait()[0] == 128 + signal.SIGKILL
+    stubborn.stop(timeout=0.5)  # already ended: nothing to do
