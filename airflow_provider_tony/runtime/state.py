@@ -58,12 +58,13 @@ class Verdict:
     task_id: str | None = None  # the task whose failure decided it (the root cause), if one did
     cause: FailureKind | None = None  # what happened to that task
     consequences: list[str] = field(default_factory=list)  # tasks that failed because of it
+    exit_code: int | None = None  # the root cause's exit code, if it exited
 
     @property
     def final_status(self) -> str:
         return "SUCCEEDED" if self.succeeded else "FAILED"
 
-    def failure(self, exit_code: int | None = None) -> Failure | None:
+    def failure(self) -> Failure | None:
         """The typed root cause for the state document (None on success)."""
         if self.succeeded:
             return None
@@ -71,7 +72,7 @@ class Verdict:
             kind=self.cause.value if self.cause is not None else "",
             retryable=self.retryable,
             task_id=self.task_id,
-            exit_code=exit_code,
+            exit_code=self.exit_code,
             message=self.diagnostics,
             consequences=list(self.consequences),
         )
@@ -605,6 +606,7 @@ class JobTracker:
             task_id=root.task_id,
             cause=kind,
             consequences=[t.task_id for t in others],
+            exit_code=root.exit_code,
         )
 
     def _decide(self, now: float) -> Verdict | None:
@@ -684,13 +686,6 @@ class JobTracker:
         done = sum(t.state.finished for t in tracked)
         return min(0.99, done / len(tracked)) if tracked else 0.0
 
-    def _failure_doc(self) -> Failure | None:
-        verdict = self.verdict
-        if verdict is None:
-            return None
-        root = self.tasks.get(verdict.task_id) if verdict.task_id else None
-        return verdict.failure(root.exit_code if root is not None else None)
-
     def document(self, now: float, wall: float, seq: int, app_id: str) -> StateDocument:
         verdict = self.verdict
         return StateDocument(
@@ -702,7 +697,7 @@ class JobTracker:
             final=verdict is not None,
             diagnostics=verdict.diagnostics if verdict else "",
             retryable=bool(verdict and verdict.retryable),
-            failure=self._failure_doc(),
+            failure=verdict.failure() if verdict else None,
             progress=self.progress_fraction(),
             tasks={tid: t.summary(now) for tid, t in self.tasks.items()},
             events=self.events[-50:],

@@ -7,20 +7,7 @@ run's tags on its own application, but not our user on it. ``find_by_tags``
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
-from tests.integration.test_secure import job, krb, other, tag  # noqa: F401 - fixtures
-
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.secure,
-    pytest.mark.skipif(
-        not os.environ.get("TONY_KERBEROS_PRINCIPAL"),
-        reason="needs the Kerberized profile: make test-secure (or TONY_DEVCLUSTER_SECURE=1)",
-    ),
-]
+from tests.integration.test_secure import job, krb, other, pytestmark, tag  # noqa: F401 - fixtures, marks
 
 
 def test_another_principals_succeeded_application_with_our_tags_is_not_ours(krb, other, tag) -> None:  # noqa: F811

@@ -228,7 +228,7 @@ def test_the_verdict_text_names_cause_and_each_consequence_exactly() -> None:
     assert verdict.diagnostics == (
         "worker:0 lost: container ended without reporting an exit code; consequences: worker:1 lost, worker:2 exited 1"
     )
-    failure = verdict.failure(exit_code=None)
+    failure = verdict.failure()
     assert failure is not None
     assert (failure.kind, failure.retryable, failure.task_id, failure.exit_code, failure.message) == (
         "lost",
