@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspace
+from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, priority, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
@@ -434,6 +434,20 @@ def restore(
     return step
 
 
+def best_of(spec: JobSpec) -> checkpoint.BestOf | None:
+    """Best-N checkpoint retention as the job asks for it (``checkpoint.keep_best`` by the gate's metric)."""
+    metric = spec.quality_gate.metric
+    if spec.checkpoint.keep_best <= 0 or metric is None:
+        return None
+    return checkpoint.BestOf(spec.checkpoint.keep_best, metric, spec.quality_gate.mode)
+
+
+def latest_metrics(progress_file: Path) -> dict[str, Any] | None:
+    """The metrics of the script's latest report, to be kept with the checkpoint uploaded now."""
+    latest = progress_api.read(progress_file)
+    return dict(latest.metrics) if latest is not None else None
+
+
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
@@ -460,11 +474,20 @@ def export_model(
     client = hdfs_io.client_from_env(env, kv=app.kv)
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
+    app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
+    gated = spec.quality_gate.enabled
+    # A gated model waits beside model_dir until the submitting side has judged it (runtime/gate.py).
+    destination = gate.candidate_dir(target, app_id) if gated else target
+    record = gate.model_record(app_id, progress_api.read(workdir / PROGRESS_FILE), hdfs_io.hdfs_path(target))
+    (local / gate.MODEL_METADATA).write_bytes(record.to_json())
     try:
-        remote = hdfs_io.publish(client, str(local), target, upload_tag)
+        remote = hdfs_io.publish(client, str(local), destination, upload_tag)
     except Exception as exc:  # noqa: BLE001 - becomes the task's failure
-        return 75, [*tail, f"model export to {target} failed: {exc}"]
-    report_event(app, task_id, f"{task_id} exported the model to {remote}")
+        return 75, [*tail, f"model export to {destination} failed: {exc}"]
+    if gated:
+        report_event(app, task_id, f"{task_id} exported the model to {remote} for the quality gate to judge")
+    else:
+        report_event(app, task_id, f"{task_id} exported the model to {remote}")
     return code, tail
 
 
@@ -618,6 +641,8 @@ def main() -> int:
             start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
             on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"),
             on_fatal=user.fail,
+            best=best_of(spec),
+            metrics=lambda: latest_metrics(workdir / PROGRESS_FILE),
         )
         sync.start()
         tb_sync = checkpoint.DirSync(

@@ -60,6 +60,7 @@ __all__ = [
     "Drained",
     "EventRecord",
     "ExitRecord",
+    "GateResult",
     "Failure",
     "Heartbeat",
     "JobHistory",
@@ -583,6 +584,36 @@ class StateDocument(Message):
 
 
 @dataclass
+class GateResult(Message):
+    """The quality gate's verdict on a job's model: both figures, and whether it was published.
+
+    Decided by the submitting side after the job succeeded
+    (``runtime.gate.judge``); kept in the job's history so the page shows it.
+    """
+
+    metric: str = ""
+    mode: str = "max"
+    value: float | None = None  # this run's figure (None: the script did not report the metric)
+    previous: float | None = None  # the last published model's (None: there was none)
+    previous_model_dir: str = ""
+    previous_application_id: str = ""
+    passed: bool = False
+    model_dir: str = ""  # where this run's model is now: the published folder, or the rejected copy
+    reason: str = ""
+
+    def validate(self) -> None:
+        self.metric = _text(self.metric, MAX_NAME_CHARS)
+        self.mode = _text(self.mode, 10)
+        self.value = _float_or_none(self.value)
+        self.previous = _float_or_none(self.previous)
+        self.previous_model_dir = _text(self.previous_model_dir, 1000)
+        self.previous_application_id = _text(self.previous_application_id, MAX_NAME_CHARS)
+        self.passed = self.passed is True
+        self.model_dir = _text(self.model_dir, 1000)
+        self.reason = _text(self.reason, 1000)
+
+
+@dataclass
 class JobHistory(Message):
     """The state document plus each task's bounded metric history: what the job page draws.
 
@@ -598,9 +629,11 @@ class JobHistory(Message):
     nm_http_port: str = ""  # the NodeManagers' web port, for links to container logs
     attempt: int = 1  # the Airflow try number that submitted the job (TONY_ATTEMPT)
     version: int = STATE_DOCUMENT_VERSION
+    gate: GateResult | None = None  # the quality gate's verdict, added by the submitting side after the job
 
     def validate(self) -> None:
         self.state = _nested(self.state, StateDocument, "state")
+        self.gate = _nested(self.gate, GateResult, "gate")
         metrics = _mapping(self.metrics, "metrics")
         if len(metrics) > MAX_TASKS:
             raise SpecError("metrics", f"{len(metrics)} tasks, more than the {MAX_TASKS} a history may hold")

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_PAGE
-from airflow_provider_tony.runtime.messages import JobHistory, Progress, TaskSummary
+from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress, TaskSummary
 
 __all__ = ["render_page"]
 
@@ -185,6 +185,26 @@ def _list(items: Iterable[str], empty: str) -> str:
     return f"<ul>{lis}</ul>" if lis else f'<p class="muted">{_e(empty)}</p>'
 
 
+def _figure(value: float | None, missing: str) -> str:
+    return f"{value:.6g}" if value is not None else f'<span class="muted">{_e(missing)}</span>'
+
+
+def _gate_section(verdict: GateResult | None) -> str:
+    """The quality gate's verdict with both figures (absent for a job without a gate)."""
+    if verdict is None:
+        return ""
+    word, colour = ("passed", _STATE_COLOURS["SUCCEEDED"]) if verdict.passed else ("failed", _STATE_COLOURS["FAILED"])
+    previous = _e(verdict.previous_model_dir or "-")
+    return (
+        f'<h2>Quality gate</h2><p id="quality-gate"><span class="state" style="background:{colour}">{word}</span> '
+        f"{_e(verdict.reason)}</p><table><tr><th>{_e(verdict.metric)} ({_e(verdict.mode)} is better)</th>"
+        "<th>figure</th><th>model</th></tr>"
+        f"<tr><td>this run</td><td>{_figure(verdict.value, 'not reported')}</td><td>{_e(verdict.model_dir)}</td></tr>"
+        f"<tr><td>published model</td><td>{_figure(verdict.previous, 'none yet')}</td><td>{previous}</td></tr>"
+        "</table>"
+    )
+
+
 def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s: int | None = 5) -> str:
     """The whole page. ``refresh_s`` reloads it while the job runs (None for a final, static copy)."""
     state = history.state
@@ -213,7 +233,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f" &middot; Airflow try {_e(history.attempt)}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
         f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
-        f"{diagnostics}<h2>Tasks</h2>{_tasks_table(history)}"
+        f"{diagnostics}{_gate_section(history.gate)}<h2>Tasks</h2>{_tasks_table(history)}"
         f"<h2>Metrics</h2>{charts}"
         f"<h2>Events</h2>{_list(state.events if state else [], 'no events yet')}"
         "</body></html>"
