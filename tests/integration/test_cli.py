@@ -81,3 +81,54 @@ def test_validate_against_the_cluster_names_the_limit(tmp_path: Path, app_tag: s
     checked = tony("validate", str(job), "--cluster")
     assert checked.returncode == 2
     assert "roles.worker.memory" in checked.stderr and "maximum-allocation-mb" in checked.stderr
+
+
+def test_gc_removes_planted_old_runs_and_nothing_else(cluster, tmp_path: Path) -> None:
+    """``tony gc`` on the real HDFS: old runs planted with old times (WebHDFS SETTIMES) under a
+    base path of this test's own; the dry run lists them and removes nothing, the real run removes
+    exactly them; the newest run, a recent one and a folder holding a published model stay."""
+    import time
+    import uuid
+
+    from hdfs import InsecureClient
+
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    root = f"/user/{cluster.user}/pytest-gc-{uuid.uuid4().hex[:10]}"
+    base = f"{root}/tony"
+    runs = f"{base}/checkpoints/nightly/train"
+    old_ms = int((time.time() - 40 * 86400) * 1000)
+    planted = {
+        f"{runs}/old/ckpt-000000000010/tony-manifest.json": True,  # path: removed?
+        f"{runs}/recent/ckpt-000000000010/tony-manifest.json": False,
+        f"{runs}/newest/ckpt-000000000020/tony-manifest.json": False,
+        f"{runs}/newest/ckpt-000000000010.damaged-1-0-7/ckpt-10.index": True,
+        f"{runs}/with-model/model/tony-model.json": False,
+        f"{base}/history/application_1_0001.json": True,
+        f"{base}/src/0123456789abcdef01234567.tar.gz": True,
+        f"{base}/envs/fedcba9876543210fedcba98.tar.gz": False,
+    }
+    try:
+        for path in planted:
+            hdfs.write(path, data=b"{}", overwrite=True)
+        aged = [p for p, gone in planted.items() if gone and not p.startswith(runs)]
+        aged += [f"{runs}/old", f"{runs}/with-model", f"{runs}/newest/ckpt-000000000010.damaged-1-0-7"]
+        for path in aged:
+            hdfs.set_times(path, access_time=old_ms, modification_time=old_ms)
+        expected = {f"{runs}/old", f"{runs}/newest/ckpt-000000000010.damaged-1-0-7"}
+        expected |= {p for p, gone in planted.items() if gone and not p.startswith(runs)}
+
+        dry = tony("gc", "--base-path", base, "--max-age-days", "30", "--dry-run", timeout=120)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        listed = {line.split()[2].rstrip(":") for line in dry.stdout.splitlines() if line.startswith("would remove")}
+        assert listed == expected, dry.stdout
+        assert all(hdfs.status(p, strict=False) for p in planted), "a dry run removes nothing"
+
+        done = tony("gc", "--base-path", base, "--max-age-days", "30", timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        for path in expected:
+            assert hdfs.status(path, strict=False) is None, path
+        for path, gone in planted.items():
+            if not gone and not path.startswith(f"{runs}/newest/ckpt-000000000010.damaged"):
+                assert hdfs.status(path, strict=False) is not None, f"{path} must stay"
+    finally:
+        hdfs.delete(root, recursive=True)

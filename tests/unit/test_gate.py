@@ -254,3 +254,23 @@ def test_the_executor_exports_a_gated_model_as_a_candidate_with_its_metadata(
     assert (hdfs.status(MODEL, strict=False) is None) is gated, "a gated model is not published by the executor"
     meta = json.loads((hdfs.root / where.lstrip("/") / gate.MODEL_METADATA).read_bytes())
     assert meta["application_id"] == APP and meta["step"] == 7 and meta["metrics"] == {"val_accuracy": 0.93}
+
+
+def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_tony.runtime import checkpoint, executor
+    from airflow_provider_tony.runtime import progress as progress_api
+
+    job = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"model_dir": MODEL, "keep_best": 2},
+            "quality_gate": {"metric": "val_loss", "mode": "min"},
+        }
+    )
+    assert executor.best_of(job) == checkpoint.BestOf(2, "val_loss", "min")
+    assert executor.best_of(spec()) is None, "keep_best 0: only the newest are kept"
+    progress_file = tmp_path / "progress.json"
+    assert executor.latest_metrics(progress_file) is None
+    monkeypatch.setenv("TONY_PROGRESS_FILE", str(progress_file))
+    assert progress_api.report(step=3, val_loss=0.25)
+    assert executor.latest_metrics(progress_file) == {"val_loss": 0.25}

@@ -150,3 +150,21 @@ def test_tony_gc_dry_run_lists_and_removes_nothing_then_removes(
     assert "4 removed" in capsys.readouterr().out
     assert hdfs.status(f"{BASE}/src/aaaa.tar.gz", strict=False) is None
     assert cli.main(["gc"]) == cli.EXIT_ERROR, "no policy: refused"
+
+
+def test_the_operator_prunes_its_own_tasks_older_runs_after_a_success(tmp_path: Path) -> None:
+    from tests.unit.test_operator import operator, succeeded
+
+    hdfs = TimedHdfs(tmp_path / "hdfs")
+    runs = f"{BASE}/checkpoints/nightly/train"
+    for run, age in (("scheduled__old", 40), ("scheduled__recent", 2)):
+        plant(hdfs, f"{runs}/{run}/ckpt-000000000010/ckpt-10.index", age)
+        plant(hdfs, f"{runs}/{run}", age, data=None)
+    plant(hdfs, f"{BASE}/checkpoints/nightly/other/scheduled__old/x", 40)  # another task's: not this task's business
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op.job["retention"] = {"keep_runs": 2}
+    hook.client.hdfs = lambda: hdfs
+    plant(hdfs, f"{runs}/manual__1/ckpt-000000000060/ckpt-60.index", 0)  # this run's own folder (the newest)
+    op.execute(ctx)
+    assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["manual__1", "scheduled__recent"]
+    assert (hdfs.root / f"{BASE}/checkpoints/nightly/other/scheduled__old/x".lstrip("/")).exists()
