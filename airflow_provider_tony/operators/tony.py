@@ -148,6 +148,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._spec: JobSpec | None = None
         self._result: JobResult | None = None
         self._gate: GateResult | None = None
+        self._pruned = False
         self._tensorboard_url = ""
 
     @property
@@ -511,8 +512,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         Best effort: pruning failing leaves a warning, never a failed task.
         """
         spec = self._spec
-        if spec is None or not (spec.retention.max_age_days or spec.retention.keep_runs):
+        if spec is None or self._pruned or not (spec.retention.max_age_days or spec.retention.keep_runs):
             return
+        self._pruned = True  # the mixin asks for the result twice: prune once
         from airflow_provider_tony.runtime import retention
 
         ti = context["ti"]

@@ -167,4 +167,6 @@ def test_the_operator_prunes_its_own_tasks_older_runs_after_a_success(tmp_path: 
     plant(hdfs, f"{runs}/manual__1/ckpt-000000000060/ckpt-60.index", 0)  # this run's own folder (the newest)
     op.execute(ctx)
     assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["manual__1", "scheduled__recent"]
+    looks = [path for name, path in hdfs.calls if name == "list" and path == runs]
+    assert len(looks) == 1, "pruned once, though the mixin asks for the result twice"
     assert (hdfs.root / f"{BASE}/checkpoints/nightly/other/scheduled__old/x".lstrip("/")).exists()
