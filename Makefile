@@ -23,7 +23,7 @@ ifdef SECURE
 export TONY_DEVCLUSTER_SECURE := $(SECURE)
 endif
 
-.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
@@ -38,8 +38,22 @@ help:
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: Kerberized profile)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
-# Reinstalls whenever pyproject.toml changes (a new dependency, the tony script).
+# The Debian packages a fresh machine lacks (scripts/bootstrap.py): installed when make runs as
+# root, named with the command to run otherwise. Nothing to do (a few milliseconds) once present.
+# `bootstrap` is what the venv and the demo's cluster need; `bootstrap-test` adds what the test
+# suites need (PostgreSQL, Chromium, the MIT KDC).
+BOOTSTRAP = $(PYTHON) scripts/bootstrap.py
+bootstrap:
+	@command -v $(PYTHON) >/dev/null || { echo "install $(PYTHON) first (as root: apt-get install -y python3)"; exit 1; }
+	@$(BOOTSTRAP) --for demo
+
+bootstrap-test: bootstrap
+	@$(BOOTSTRAP) --for test
+
+# Reinstalls whenever pyproject.toml changes (a new dependency, the tony script); the packages
+# its build needs (gssapi's: krb5-config, gcc, Python's headers) come first.
 $(VENV)/.installed: pyproject.toml
+	@$(BOOTSTRAP) --for demo
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev]'
@@ -67,7 +81,7 @@ cluster-env:
 # so a missing tool or an unset principal cannot leave the run green with nothing proven. The
 # secure tests run only in their own part. The last lines say how many tests each part ran.
 MUST_RUN = TONY_TESTS_MUST_RUN=1
-test: venv cluster-up
+test: bootstrap-test venv cluster-up
 	@rm -f test-artifacts/parts/*.json; rc=0; \
 	( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos \
 	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
@@ -85,7 +99,7 @@ CHAOS_HOME ?= $(or $(TONY_CHAOS_HOME),$(CURDIR)/.devcluster-chaos)
 CHAOS_ENV = TONY_CHAOS_HOME="$(CHAOS_HOME)" TONY_CHAOS_PORT_BASE=$(CHAOS_PORT_BASE) \
 	TONY_DEVCLUSTER_HOME="$(CHAOS_HOME)" TONY_DEVCLUSTER_PORT_BASE=$(CHAOS_PORT_BASE) \
 	TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
-test-chaos: venv
+test-chaos: bootstrap-test venv
 	@export $(CHAOS_ENV); rc=0; \
 	$(MUST_RUN) TONY_TEST_PART=chaos $(PY) -m pytest tests/chaos $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \
 	$(DEVCLUSTER) down; exit $$rc
@@ -100,7 +114,7 @@ SECURE_ENV = TONY_DEVCLUSTER_SECURE=1 TONY_DEVCLUSTER_HOME="$(CURDIR)/.devcluste
 	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)" \
 	TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS=$(SECURE_TOKEN_MAX_LIFETIME_MS)
 SECURE_JARS ?= $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
-test-secure: venv
+test-secure: bootstrap-test venv
 	@export $(SECURE_ENV); rc=0; \
 	( $(DEVCLUSTER) up && eval "$$($(DEVCLUSTER) env)" && \
 	  $(MUST_RUN) TONY_TEST_PART=secure $(PY) -m pytest tests/integration/test_secure.py \
@@ -110,7 +124,7 @@ test-secure: venv
 # Airflow as users run it (PostgreSQL, api-server, scheduler, dag-processor,
 # triggerer), pointed at dags/ and the local cluster. The e2e tests start
 # and stop their own.
-airflow-up: venv cluster-up
+airflow-up: bootstrap-test venv cluster-up
 	$(CLUSTER_ENV) && $(PYTHON) devcluster/airflow_stack.py up --python $(PY)
 
 airflow-down:
@@ -141,7 +155,7 @@ reference: venv
 #   tony submit dags/training/digits_mwms.yaml   (or python -m airflow_provider_tony submit ...)
 # The cluster stays up afterwards so the YARN pages can be browsed; stop it
 # with `make cluster-down`.
-demo: venv cluster-up
+demo: bootstrap venv cluster-up
 	$(CLUSTER_ENV) && $(PY) scripts/demo.py
 	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
 
