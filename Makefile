@@ -18,9 +18,14 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 PORT_BASE := $(or $(TONY_DEVCLUSTER_PORT_BASE),19000)
 SECURE_PORT_BASE ?= $(shell echo $$(( $(PORT_BASE) + 600 )))
 CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 900 ))))
-# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs).
+# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs), the cluster of
+# `make test-secure`: its own home (.devcluster-secure, devcluster's default for the profile) and
+# ports (SECURE_PORT_BASE), the jar cache shared. A later plain `make cluster-up` or `make demo`
+# is the open cluster in .devcluster again; `make cluster-down SECURE=1` stops the secure one.
 ifdef SECURE
-export TONY_DEVCLUSTER_SECURE := $(SECURE)
+export TONY_DEVCLUSTER_SECURE := 1
+export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_PORT_BASE)
+export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
 
 .PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
@@ -35,7 +40,7 @@ help:
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: Kerberized profile)"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 # The Debian packages a fresh machine lacks (scripts/bootstrap.py): installed when make runs as
@@ -165,4 +170,5 @@ bench: venv cluster-up
 	$(CLUSTER_ENV) && $(PY) bench/run.py $(BENCH_ARGS)
 
 clean: airflow-down cluster-down
-	rm -rf .devcluster
+	$(MAKE) --no-print-directory cluster-down SECURE=1
+	rm -rf .devcluster .devcluster-secure
