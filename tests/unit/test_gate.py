@@ -274,3 +274,49 @@ def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monk
     monkeypatch.setenv("TONY_PROGRESS_FILE", str(progress_file))
     assert progress_api.report(step=3, val_loss=0.25)
     assert executor.latest_metrics(progress_file) == {"val_loss": 0.25}
+
+
+# --------------------------------------------------------------------------- tony submit
+
+
+class SubmitClient:
+    """What ``tony submit`` uses of ``TonyClient``: submit, wait, hdfs, history_dir."""
+
+    def __init__(self, hdfs: FakeHdfs) -> None:
+        self._hdfs = hdfs
+        self.history_dir = "/user/airflow/tony/history"
+
+    def submit(self, spec: JobSpec, *, extra_tags: list[str]) -> str:
+        return APP
+
+    def wait(self, app_id: str, **kwargs: Any) -> Any:
+        return succeeded()
+
+    def hdfs(self) -> FakeHdfs:
+        return self._hdfs
+
+    def __enter__(self) -> SubmitClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_tony_submit_judges_the_model_and_exits_3_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from airflow_provider_tony import cli
+
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    monkeypatch.setattr(cli, "_client", lambda: SubmitClient(hdfs))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(spec().to_dict()))
+    export(hdfs, tmp_path, OTHER_APP, 0.95)
+    assert gate.apply(hdfs, spec(), OTHER_APP).passed
+    export(hdfs, tmp_path, APP, 0.5)
+    assert cli.main(["submit", str(job)]) == cli.EXIT_GATE_FAILED
+    out = capsys.readouterr().out
+    assert "quality gate FAILED" in out and "this run 0.5, published model 0.95" in out
+    assert model_bytes(hdfs) == OTHER_APP.encode()
