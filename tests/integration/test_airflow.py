@@ -416,6 +416,15 @@ def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
         assert json.loads(reader.read())["application_id"] == first["application_id"], "the good model stays"
     assert "weights.json" in hdfs.list(f"{model_dir}.rejected-{second}"), "the worse model is kept aside"
     assert len(asset_extras(airflow_env, "tony_model_gate_test")) == events_before + 1, "no event for it"
+    # The job page (from the history the AM left, with the verdict added) shows both figures.
+    from airflow_provider_tony.runtime.messages import JobHistory
+    from airflow_provider_tony.runtime.page import render_page
+
+    with hdfs.read(f"{fresh_base}/history/{second}.json") as reader:
+        history = JobHistory.from_json(reader.read())
+    assert history.gate is not None and (history.gate.value, history.gate.previous) == (0.5, 0.8)
+    page = render_page(history, refresh_s=None)
+    assert 'id="quality-gate"' in page and "0.5<" in page and "0.8<" in page
 
     # OpenLineage (the provider's file transport): the model folder is an output of the passing
     # run only; the run facets carry the application id and the gate's verdict.
