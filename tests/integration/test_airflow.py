@@ -378,12 +378,17 @@ def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
 ) -> None:
     """Two short one-worker jobs: the first model passes (nothing published yet), the second
     reports a worse val_accuracy: not published, no asset event, failed without retries, both
-    figures in the log; the OpenLineage events name the model folder and the application."""
+    figures in the log; the OpenLineage events name the input, the model folder and the application."""
     from hdfs import InsecureClient
 
     kill_dag_apps.append("tony_test_gate")
     hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
     model_dir = f"{fresh_base}/models/gate"
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    default_fs = TonyClient.from_env()._default_fs()
+    eval_data = f"{fresh_base}/data/eval.txt"
+    hdfs.write(eval_data, data=b"held-out\n", overwrite=True)
     lineage = tmp_path / "openlineage.jsonl"
     env = {
         **with_base_path(airflow_env, fresh_base),
@@ -393,7 +398,12 @@ def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
     before = own_runs(airflow_env)
     events_before = len(asset_extras(airflow_env, "tony_model_gate_test"))
 
-    good = dags_test(env, "tony_test_gate", dagfile=TEST_DAGS, conf={"accuracy": 0.8, "model_dir": model_dir})
+    good = dags_test(
+        env,
+        "tony_test_gate",
+        dagfile=TEST_DAGS,
+        conf={"accuracy": 0.8, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
+    )
     assert run_state(good) == "success", good[-4000:]
     first = result_of(good)
     assert "quality gate passed (val_accuracy: this run 0.8, published model None)" in good, good[-4000:]
@@ -404,7 +414,12 @@ def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
     extras = asset_extras(airflow_env, "tony_model_gate_test")
     assert len(extras) == events_before + 1 and extras[-1]["quality_gate"]["value"] == 0.8
 
-    bad = dags_test(env, "tony_test_gate", dagfile=TEST_DAGS, conf={"accuracy": 0.5, "model_dir": model_dir})
+    bad = dags_test(
+        env,
+        "tony_test_gate",
+        dagfile=TEST_DAGS,
+        conf={"accuracy": 0.5, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
+    )
     assert run_state(bad) == "failed", bad[-4000:]
     assert re.search(r"quality gate FAILED \(val_accuracy: this run 0\.5, published model 0\.8\)", bad), bad[-4000:]
     assert "QualityGateFailed" in bad, bad[-4000:]
@@ -434,6 +449,7 @@ def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
     failed = [e for e in ours if e["eventType"] == "FAIL"]
     assert complete and failed, [e.get("eventType") for e in ours]
     assert any(o["name"] == model_dir for o in complete[-1]["outputs"]), complete[-1]["outputs"]
+    assert {(i["namespace"], i["name"]) for i in complete[-1]["inputs"]} == {(default_fs, eval_data)}
     assert complete[-1]["run"]["facets"]["externalQuery"]["externalQueryId"] == first["application_id"]
     assert all(o["name"] != model_dir for o in failed[-1]["outputs"]), "a rejected model is not an output"
     assert failed[-1]["run"]["facets"]["tonyJob"]["qualityGate"]["passed"] is False

@@ -103,7 +103,7 @@ with DAG(
     schedule=None,
     start_date=START,
     catchup=False,
-    params={"accuracy": 0.8, "model_dir": "/tmp/unset"},
+    params={"accuracy": 0.8, "model_dir": "/tmp/unset", "eval_data": "/etc/hostname"},
     default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
 ):
     from airflow_provider_tony.assets import model_asset
@@ -120,6 +120,8 @@ with DAG(
                     "args": ["model", "--value", "{{ params.accuracy }}"],
                 }
             },
+            # A file the job reads (OpenLineage names it as an input): an hdfs:// URL in the test.
+            "files": {"eval.txt": "{{ params.eval_data }}"},
             "checkpoint": {"model_dir": "{{ params.model_dir }}"},
             "quality_gate": {"metric": "val_accuracy", "mode": "max"},
         },
