@@ -118,6 +118,13 @@ def choose_profile(env: Mapping[str, str], repo: Path, command: str) -> tuple[Pa
     home = Path(env.get("TONY_DEVCLUSTER_HOME", default)).resolve()
     marked = (home / SECURE_MARKER).exists()
     if command == "up" and marked and not requested:
+        if "TONY_DEVCLUSTER_HOME" not in env:
+            # The open profile's default home, made secure before each profile had its own.
+            raise ClusterError(
+                f"{home} was started with the secure profile before that profile got its own home "
+                f"(.devcluster-secure): run `make cluster-down`, remove {home / 'data'}, {home / 'krb5'} "
+                f"and {home / SECURE_MARKER} (the jar cache stays), then `make cluster-up` again"
+            )
         raise ClusterError(
             f"{home} holds a secure (Kerberized) cluster: start it with TONY_DEVCLUSTER_SECURE=1 "
             "(make cluster-up SECURE=1), or give the open cluster another TONY_DEVCLUSTER_HOME "
