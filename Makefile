@@ -58,11 +58,7 @@ bootstrap-test: bootstrap
 # Reinstalls whenever pyproject.toml changes (a new dependency, the tony script); the packages
 # its build needs (gssapi's: krb5-config, gcc, Python's headers) come first.
 $(VENV)/.installed: pyproject.toml
-	@$(BOOTSTRAP) --for demo
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,dev]'
-	touch $@
+	$(BOOTSTRAP) --for demo --venv $(VENV)
 
 venv: $(VENV)/.installed
 

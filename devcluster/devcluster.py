@@ -10,7 +10,7 @@ starts the four daemons as plain JVMs on loopback.
 
 Standard library only: it runs before the project's virtualenv exists.
 
-    python3 devcluster/devcluster.py up|down|status|env
+    python3 devcluster/devcluster.py up|down|status|env|jars
     python3 devcluster/devcluster.py stop-nm I [--lose] | start-nm I
 
 ``$TONY_DEVCLUSTER_NODEMANAGERS`` (default 1) starts that many NodeManagers
@@ -315,7 +315,7 @@ def _node_index(layout: Layout, raw: str | None, parser: argparse.ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "env", "stop", "stop-nm", "start-nm"])
+    parser.add_argument("command", choices=["up", "down", "status", "env", "jars", "stop", "stop-nm", "start-nm"])
     parser.add_argument(
         "daemon",
         nargs="?",
@@ -342,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             up(layout)
         elif args.command == "down":
             down(layout)
+        elif args.command == "jars":  # scripts/bootstrap.py --jars: the Maven step alone, no daemon
+            print(f"Hadoop jars {'fetched' if fetch_jars(layout) else 'cached'} in {layout.jars}", file=sys.stderr)
         elif args.command == "stop":
             names = [d.name for d in layout.daemons]
             if args.daemon not in names:
