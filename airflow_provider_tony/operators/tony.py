@@ -35,7 +35,7 @@ from airflow_provider_tony.links import (
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, StateDocument
-from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
+from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 from airflow_provider_tony.yarn.logformat import log_groups, shown
@@ -230,33 +230,20 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def build_spec(self, context: Any) -> JobSpec:
         """Render-time values become a validated JobSpec (no cluster contact yet)."""
-        data = self._job_dict()
         ti = context["ti"]
-        src_dir = data.get("src_dir")
-        if (
-            isinstance(src_dir, str)
-            and src_dir
-            and not src_dir.startswith(("/", "hdfs://"))
-            and self.dag
-            and self.dag.fileloc
-        ):
-            data["src_dir"] = str((Path(self.dag.fileloc).parent / src_dir).resolve())
-        data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
-        data.setdefault("queue", self.hook.default_queue)
-        if self.env:
-            data["env"] = {**(data.get("env") or {}), **self.env}
-        if self.python:
-            key = "archive" if self.python.endswith(ARCHIVE_SUFFIXES) else "interpreter"
-            data["python"] = {key: self.python}
-        # Templates render to text: "{{ params.workers }}" arrives as "2", for any numeric field.
-        data = dict(numbers_from_text(data))  # type: ignore[call-overload]  # a dict in, a dict out
-        data["tags"] = list(dict.fromkeys([*(data.get("tags") or []), "tony"]))
-        checkpoint = dict(data.get("checkpoint") or {})
-        checkpoint["dir"] = self.checkpoint_dir or checkpoint.get("dir") or self.default_checkpoint_dir(context)
-        if self.warm_start_from:
-            checkpoint["warm_start_from"] = self.warm_start_from
-        data["checkpoint"] = checkpoint
-        return JobSpec.from_dict(data)
+        spec = JobSpec.from_rendered(
+            self._job_dict(),
+            base_dir=str(Path(self.dag.fileloc).parent) if self.has_dag() and self.dag.fileloc else None,
+            defaults={"name": f"{ti.dag_id}.{ti.task_id}", "queue": self.hook.default_queue},
+        )
+        return spec.with_overrides(
+            name=self.name,
+            env=self.env,
+            python=self.python,
+            tags=["tony"],
+            checkpoint_dir=self.checkpoint_dir or spec.checkpoint.dir or self.default_checkpoint_dir(context),
+            warm_start_from=self.warm_start_from,
+        )
 
     def default_checkpoint_dir(self, context: Any) -> str:
         """Stable across the tries of one task run (HDFS names allow no ':')."""
@@ -292,11 +279,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         else:
             ti = context["ti"]
             try:
-                app_id = self.hook.submit(
-                    spec,
-                    attempt=int(ti.try_number or 1),
-                    extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)],
-                )
+                tagged = spec.with_overrides(tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)])
+                app_id = self.hook.submit(tagged, attempt=int(ti.try_number or 1))
             except SpecError as exc:
                 raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
             self.log.info("submitted %s (%s)", app_id, spec.name)
@@ -305,21 +289,21 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def _on_app(self, app_id: str, context: Any) -> None:
         self._app_id = app_id
-        url = self.hook.get_conn().tracking_url(app_id)
+        url = self.hook.tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
-        page = self.hook.get_conn().job_page_url(app_id)
+        page = self.hook.job_page_url(app_id)
         context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
         self.log.info("TonY job page: %s", page)
         context["ti"].xcom_push(key="application_id", value=app_id)
         # A deferred task cannot write XCom while the trigger follows the job, and the page's
         # address is known now: link it at once (it answers once the role serves).
         tensorboard = self._spec is not None and TENSORBOARD_ROLE in self._spec.roles
-        self._tensorboard_url = self.hook.get_conn().tensorboard_page_url(app_id) if tensorboard else ""
+        self._tensorboard_url = self.hook.tensorboard_page_url(app_id) if tensorboard else ""
         context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=self._tensorboard_url)
         self.log.info("YARN application page: %s", url)
 
     def _on_state(self, context: Any, doc: StateDocument | None) -> None:
-        url = self.hook.get_conn().tensorboard_url(self._app_id, doc) if self._app_id else ""
+        url = self.hook.tensorboard_url(self._app_id, doc) if self._app_id else ""
         if url and url != self._tensorboard_url:
             self._tensorboard_url = url
             context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=url)
@@ -347,7 +331,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self._on_app(app_id, context)
         spec = self._spec
         try:
-            result = self.hook.get_conn().wait(
+            result = self.hook.wait(
                 app_id,
                 poll_interval=self.poll_interval,
                 am_stale_timeout=self.am_stale_timeout,
@@ -379,9 +363,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         When YARN has forgotten the application (an RM restart, its retention),
         the stored history alone answers.
         """
-        client = self.hook.get_conn()
         try:
-            stored = client.stored_history(app_id)
+            stored = self.hook.stored_history(app_id)
         except TonyError as exc:
             self.log.warning("no stored history for %s: %s", app_id, exc)
             stored = None
@@ -392,7 +375,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             if state is None:
                 raise
             status = "SUCCEEDED" if state.app_state == "SUCCEEDED" else "FAILED"
-            return JobResult(app_id, "FINISHED", status, state.diagnostics, client.tracking_url(app_id), state)
+            return JobResult(app_id, "FINISHED", status, state.diagnostics, self.hook.tracking_url(app_id), state)
 
     # ------------------------------------------------------------ entry points
 

@@ -119,7 +119,7 @@ FULL: list[Message] = [
         am_started_wall=1.6e9,
         generation=1,
         restarts=[RESTART],
-        version=STATE_DOCUMENT_VERSION + 1,
+        version=STATE_DOCUMENT_VERSION - 1,  # an older layout: a newer one is refused on read
     ),
 ]
 
