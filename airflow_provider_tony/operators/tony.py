@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import Asset, BaseOperator, ResumableJobMixin, conf
+from airflow.sdk import Asset, BaseOperator, Context, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
@@ -189,7 +189,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return copy.deepcopy(self.job)
 
     def render_template(
-        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+        self, content: Any, context: Context, jinja_env: Any = None, seen_oids: set[int] | None = None
     ) -> Any:
         """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text.
 
@@ -218,7 +218,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 ) from exc
         return super().render_template(content, context, jinja_env, seen_oids)
 
-    def identity_tags(self, context: Any) -> list[str]:
+    def identity_tags(self, context: Context) -> list[str]:
         """What a retry or a restarted worker matches on (never the try number)."""
         ti = context["ti"]
         return [
@@ -228,12 +228,17 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             _tag("tony-map", getattr(ti, "map_index", -1)),
         ]
 
-    def build_spec(self, context: Any) -> JobSpec:
+    def _dag_folder(self) -> str | None:
+        """The DAG file's folder, where a relative ``src_dir`` is read from (None outside a DAG)."""
+        dag = self.get_dag()
+        return str(Path(dag.fileloc).parent) if dag is not None and dag.fileloc else None
+
+    def build_spec(self, context: Context) -> JobSpec:
         """Render-time values become a validated JobSpec (no cluster contact yet)."""
         ti = context["ti"]
         spec = JobSpec.from_rendered(
             self._job_dict(),
-            base_dir=str(Path(self.dag.fileloc).parent) if self.has_dag() and self.dag.fileloc else None,
+            base_dir=self._dag_folder(),
             defaults={"name": f"{ti.dag_id}.{ti.task_id}", "queue": self.hook.default_queue},
         )
         return spec.with_overrides(
@@ -245,7 +250,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             warm_start_from=self.warm_start_from,
         )
 
-    def default_checkpoint_dir(self, context: Any) -> str:
+    def default_checkpoint_dir(self, context: Context) -> str:
         """Stable across the tries of one task run (HDFS names allow no ':')."""
         ti = context["ti"]
         parts = [ti.dag_id, ti.task_id, ti.run_id]
@@ -256,7 +261,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ submit / re-attach
 
-    def _existing(self, context: Any) -> AppReport | None:
+    def _existing(self, context: Context) -> AppReport | None:
         """This task run's application if one is running or has succeeded."""
         apps = self.hook.find_by_tags(self.identity_tags(context), active_only=False)
         for app in apps:  # newest first
@@ -266,7 +271,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return apps[0]
         return None
 
-    def submit_job(self, context: Any) -> str:
+    def submit_job(self, context: Context) -> str:
         spec = self._spec or self.build_spec(context)
         existing = self._existing(context)
         if existing is not None:
@@ -287,7 +292,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._on_app(app_id, context)
         return app_id
 
-    def _on_app(self, app_id: str, context: Any) -> None:
+    def _on_app(self, app_id: str, context: Context) -> None:
         self._app_id = app_id
         url = self.hook.tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
@@ -302,7 +307,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=self._tensorboard_url)
         self.log.info("YARN application page: %s", url)
 
-    def _on_state(self, context: Any, doc: StateDocument | None) -> None:
+    def _on_state(self, context: Context, doc: StateDocument | None) -> None:
         url = self.hook.tensorboard_url(self._app_id, doc) if self._app_id else ""
         if url and url != self._tensorboard_url:
             self._tensorboard_url = url
@@ -311,7 +316,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ ResumableJobMixin
 
-    def get_job_status(self, external_id: Any, context: Any) -> str:
+    def get_job_status(self, external_id: Any, context: Context) -> str:
         rep = self.hook.report(str(external_id))
         if rep.active:
             return "RUNNING"
@@ -324,7 +329,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return status == "SUCCEEDED"
 
     # The mixin declares None but returns whatever this returned on reconnect: that is the XCom.
-    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """Follow to the end; returns the XCom result (the mixin returns it as is on reconnect)."""
         app_id = str(external_id)
         if self._app_id != app_id:
@@ -346,7 +351,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._finish(result)
         return self._announce(context, self.xcom_result(result))
 
-    def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
+    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
             return self._announce(context, self._xcom_result(self._result))
@@ -379,7 +384,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ entry points
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         try:
             self._spec = self.build_spec(context)
         except SpecError as exc:
@@ -398,7 +403,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             method_name="execute_complete",
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         try:
             done = TonyEvent.from_dict(event, "event")
         except SpecError as exc:  # never success: the try fails (retryable) and on_kill still knows the app
@@ -470,7 +475,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 for line in log_groups(f"{task_id} {name} ({task.container_id})", text):
                     self.log.info("%s", line)
 
-    def _announce(self, context: Any, value: dict[str, Any]) -> dict[str, Any]:
+    def _announce(self, context: Context, value: dict[str, Any]) -> dict[str, Any]:
         """A succeeded job that published a model: the model asset's event says where it is."""
         if self.model_asset is not None and value.get("final_state") == "SUCCEEDED" and value.get("model_dir"):
             context["outlet_events"][self.model_asset].extra = {

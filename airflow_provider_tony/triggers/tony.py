@@ -83,7 +83,7 @@ class TonyTrigger(BaseTrigger):
         started_at: float | None = None,
         last_heard_at: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ has no annotations
         self.app_id = app_id
         self.yarn_conn_id = yarn_conn_id
         self.poll_interval = float(poll_interval)
