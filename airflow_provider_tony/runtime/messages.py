@@ -373,12 +373,20 @@ class ExitRecord(Message):
 
 @dataclass
 class EventRecord(Message):
-    """A line for the AM's event list: checkpoint restores and uploads, model export."""
+    """A line for the AM's event list.
+
+    ``artefact`` marks what users follow in the task log and the XCom result
+    (checkpoint restores and uploads, the model export): the AM lists those
+    in ``StateDocument.artefacts`` as well, so readers select them by this
+    field rather than by searching the text.
+    """
 
     message: str = ""
+    artefact: bool = False
 
     def validate(self) -> None:
         self.message = _text(self.message)
+        self.artefact = bool(self.artefact)
 
 
 @dataclass
@@ -560,6 +568,9 @@ class StateDocument(Message):
     progress: float = 0.0  # 0..1, as YARN shows it
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # The events users follow (checkpoints restored and uploaded, the model exported, gang restarts), as
+    # the AM marked them: also in ``events``, for the full account.
+    artefacts: list[str] = field(default_factory=list)
     timeline: dict[str, float] = field(default_factory=dict)  # milestone -> seconds after AM start
     am_started_wall: float | None = None
     generation: int = 0  # restarts so far; 0 is the gang started with the application
@@ -586,6 +597,7 @@ class StateDocument(Message):
         restarts = _sequence(self.restarts, "restarts")[-MAX_EVENTS:]
         self.restarts = [_nested(r, RestartRecord, "restarts") or RestartRecord() for r in restarts]
         self.events = [_text(e) for e in _sequence(self.events, "events")[-MAX_EVENTS:]]
+        self.artefacts = [_text(e) for e in _sequence(self.artefacts, "artefacts")[-MAX_EVENTS:]]
         self.timeline = {
             _text(k, MAX_NAME_CHARS): float(v) for k, v in list(_mapping(self.timeline, "timeline").items())[:64]
         }
@@ -602,8 +614,12 @@ class StateDocument(Message):
         return self.am_started_wall + self.timeline[name]
 
     def artefact_events(self) -> list[str]:
-        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts."""
-        return [e for e in self.events if "checkpoint" in e or "model" in e or "restart" in e]
+        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts.
+
+        The AM's own selection (``artefacts``, from ``EventRecord.artefact`` and its restart
+        records); an AM from before that field publishes none.
+        """
+        return list(self.artefacts)
 
 
 @dataclass

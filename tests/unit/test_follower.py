@@ -53,6 +53,7 @@ def doc(
     final: bool = False,
     step: int | None = None,
     events: list[str] | None = None,
+    artefacts: list[str] | None = None,
     state: str = "RUNNING",
     retryable: bool = False,
     diagnostics: str = "",
@@ -65,7 +66,8 @@ def doc(
         final=final,
         retryable=retryable,
         diagnostics=diagnostics,
-        events=events or [],
+        events=[*(events or []), *(artefacts or [])],
+        artefacts=artefacts or [],
         tasks={"worker:0": TaskSummary(state=state, role="worker", progress=progress)},
     )
 
@@ -192,17 +194,20 @@ def test_a_retryable_verdict_in_the_document_makes_the_result_retryable() -> Non
 
 def test_events_once_task_states_on_change_and_one_summary_per_poll() -> None:
     f = follower()
-    events = ["worker:0 registered at h:1", "worker:0 restored checkpoint step 10 from /c in 0.1s"]
-    first = f.observe(report("RUNNING"), doc(1, step=5, events=events), T0)
+    # Chosen by the AM's mark, not by words: a container message that mentions a checkpoint is no artefact.
+    events = ["worker:0 registered at h:1", "ps:0 container ended: no checkpoint or model here"]
+    artefacts = ["worker:0 restored checkpoint step 10 from /c in 0.1s"]
+    first = f.observe(report("RUNNING"), doc(1, step=5, events=events, artefacts=artefacts), T0)
     assert first.lines == [
         f"{APP} is RUNNING ({URL})",
-        events[1],
+        artefacts[0],
         "worker:0 RUNNING",
         "RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)",
     ]
-    same = f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1)
+    same = f.observe(report("RUNNING"), doc(2, step=5, events=events, artefacts=artefacts), T0 + 1)
     assert same.lines == ["RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"], "only the summary"
-    later = f.observe(report("RUNNING"), doc(3, step=6, events=[*events, "worker:0 uploaded checkpoint 20"]), T0 + 2)
+    more = [*artefacts, "worker:0 uploaded checkpoint 20"]
+    later = f.observe(report("RUNNING"), doc(3, step=6, events=events, artefacts=more), T0 + 2)
     assert later.lines == [
         "worker:0 uploaded checkpoint 20",
         "RUNNING: 1 RUNNING | worker:0 step 6 epoch 1 (loss=0.25)",

@@ -57,12 +57,15 @@ def final_document(*, failed: bool = False) -> StateDocument:
                 resumed_at=55.0,
             )
         ],
-        events=[
-            "worker:0 registered at node1:4000",
-            "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
-            "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
-        ],
+        events=["worker:0 registered at node1:4000", *ARTEFACTS],
+        artefacts=ARTEFACTS,
     )
+
+
+ARTEFACTS = [
+    "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+    "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
+]
 
 
 class FakeClient:
