@@ -38,7 +38,7 @@ help:
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a four-node cluster (make test runs them too)"
 	@echo "make mutate          mutation testing of the outcome-deciding modules -> bench/results/mutation.{json,md}"
-	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
+	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
