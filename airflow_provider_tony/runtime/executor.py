@@ -457,7 +457,8 @@ def latest_metrics(progress_file: Path) -> dict[str, Any] | None:
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
-    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = EventRecord(message=message).to_json()
+    record = EventRecord(message=message, artefact=True)  # every executor event is a checkpoint's or the model's
+    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = record.to_json()
 
 
 def export_model(
