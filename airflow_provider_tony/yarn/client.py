@@ -10,16 +10,12 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import hashlib
-import json
 import logging
 import os
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -43,11 +39,12 @@ from airflow_provider_tony.yarn.checks import (
     validate_against_cluster,
     validate_local_files,
 )
-from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment, security_for
+from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
-from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
+from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +107,6 @@ def rm_url_from_conf(conf_dir: str) -> str | None:
     return addr if "://" in addr else f"http://{addr}"
 
 
-DRIVER_LOG4J = Path(__file__).with_name("driver-log4j.properties")
-
-
-def driver_java_options() -> list[str]:
-    """The skein driver's JVM options: the control-plane JIT setting and our log4j config."""
-    return [*JVM_OPTIONS, f"-Dlog4j.configuration={DRIVER_LOG4J.as_uri()}"]
-
-
 class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
@@ -153,17 +142,19 @@ class TonyClient:
                 _read_site(self.cluster_env.conf_dir(), "core-site.xml", "hadoop.security.authentication") == "kerberos"
             )
         self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
-        self._skein: Any = None
-        self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
-        self._apps: dict[str, Any] = {}
         self._trusted_dirs: set[str] = set()  # HDFS cache folders checked by _check_cache_dir
-        # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
+        # Every HTTP call to the cluster (RM, NodeManagers, proxy, WebHDFS tokens) goes through one
+        # client: SPNEGO with the same credentials on a Kerberized cluster (yarn/rest.py).
         self.http_settings = (
             web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
             if self._krb is not None
             else web.HttpSettings()
         )
-        self._http: Any = None
+        self.cluster = ClusterHttp(
+            self.http_settings,
+            user=None if self._krb is not None else (os.environ.get("HADOOP_USER_NAME") or getpass.getuser()),
+        )
+        self.urls = ClusterUrls(self.rm_url, webhdfs_url)
 
     @classmethod
     def from_env(cls) -> TonyClient:
@@ -200,48 +191,12 @@ class TonyClient:
     # ------------------------------------------------------------ plumbing
 
     @property
-    def skein(self) -> Any:
-        """One skein driver per client, started on first use (a JVM: ~2 s)."""
-        with self._skein_lock:
-            return self._skein or self._start_driver()
-
-    def _start_driver(self) -> Any:
-        """Called under ``_skein_lock`` when no driver runs yet."""
-        import skein
-
-        with _cluster_errors(
-            "could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set and the ResourceManager up?)"
-        ):
-            kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
-            java_options = driver_java_options() + (self._krb.java_options() if self._krb else [])
-            # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real
-            # errors, Hadoop's client loggers included (its own log4j config would print INFO/WARN).
-            with driver_environment(self.cluster_env):
-                self._skein = skein.Client(
-                    security=security_for(self.cluster_env), log_level="error", java_options=java_options, **kwargs
-                )
-        return self._skein
-
-    @property
     def http(self) -> Any:
         """The blocking HTTP client that follows jobs (RM REST, the AM's state through the proxy)."""
-        if self._http is None:
-            self._http = web.http_client(self.http_settings)
-        return self._http
-
-    def release_driver(self) -> None:
-        """Stop the skein driver (a JVM) until the next submit or kill needs it: following does not."""
-        with self._skein_lock:
-            if self._skein is not None:
-                self._skein.close()
-                self._skein = None
-        self._apps.clear()
+        return self.cluster.client
 
     def close(self) -> None:
-        self.release_driver()
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        self.cluster.close()
 
     def __enter__(self) -> TonyClient:
         return self
@@ -250,14 +205,7 @@ class TonyClient:
         self.close()
 
     def _rm_get(self, path: str) -> Any:
-        url = f"{self.rm_url}/ws/v1/cluster/{path}"
-        if self._krb is not None:
-            return self._krb.get_json(url, what=f"ResourceManager at {self.rm_url}")
-        with (
-            _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"),
-            urllib.request.urlopen(url, timeout=15) as resp,  # noqa: S310 - configured RM
-        ):
-            return json.load(resp)
+        return self.cluster.get_json(self.urls.rm(path), what=f"ResourceManager at {self.rm_url} ({path})")
 
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
@@ -476,8 +424,30 @@ class TonyClient:
         )
         ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
-            app_id: str = self.skein.submit(app_spec)
-        return app_id
+            return self.submitter().submit(app_spec)
+
+    def submitter(self) -> RestSubmitter:
+        """What submits over the RM's REST API and WebHDFS (yarn/submit.py): no JVM, no Hadoop client."""
+        conf = self.cluster_env.conf_dir()
+        principal = None
+        if self._krb is not None:
+            principal = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.principal")
+            if not principal:
+                raise ClusterError(
+                    "yarn.resourcemanager.principal not found in $HADOOP_CONF_DIR/yarn-site.xml: on a Kerberized "
+                    "cluster it names the renewer of the job's HDFS token"
+                )
+            principal = principal.replace("_HOST", urllib.parse.urlsplit(self.rm_url).hostname or "")
+        return RestSubmitter(
+            http=self.cluster,
+            urls=self.urls,
+            hdfs=self.hdfs(),
+            default_fs=self._default_fs(),
+            user=self.yarn_user,
+            application_classpath=_read_site(conf, "yarn-site.xml", "yarn.application.classpath"),
+            rm_principal=principal,
+            security=security_for(self.cluster_env),
+        )
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}
@@ -572,8 +542,9 @@ class TonyClient:
             pass
 
     def kill(self, app_id: str) -> None:
+        """Kill through the RM's REST API (``PUT .../state``); YARN finishes it in the background."""
         with _cluster_errors(f"could not kill {app_id}"):
-            self.skein.kill_application(app_id)
+            kill_application(self.cluster, self.urls, app_id)
 
     @property
     def yarn_user(self) -> str:
@@ -680,67 +651,38 @@ class TonyClient:
                 number += 1
         return sorted(found)
 
-    @staticmethod
-    def _nm_get(address: str, path: str) -> Any:
+    def _nm_get(self, address: str, path: str) -> Any:
         """A NodeManager REST document, or None when it has nothing there (or is unreachable)."""
         try:
-            with urllib.request.urlopen(f"http://{address}/ws/v1/node/{path}", timeout=15) as resp:
-                return json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError):
+            return self.cluster.get_json(self.urls.nm(address, path), what=f"NodeManager at {address}")
+        except ClusterError as exc:
+            log.debug("%s", exc)
             return None
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         """A container's log files as its NodeManager serves them (REST), by file name.
 
         Works while the NodeManager keeps them (``yarn.nodemanager.log.retain-seconds``
-        when log aggregation is off); an empty dict when it no longer does.
+        when log aggregation is off); an empty dict when it no longer does. On a
+        Kerberized cluster the calls carry SPNEGO (the NodeManager checks the
+        application's view ACL), like every call of ``self.cluster``.
         """
         nodes = (self._rm_get("nodes").get("nodes") or {}).get("node") or []
         address = next((n["nodeHTTPAddress"] for n in nodes if n.get("nodeHostName") == host), None)
         if address is None:
             return {}
-        base = f"http://{address}/ws/v1/node"
-        if self._krb is not None:
-            return self._container_logs_spnego(base, container_id)
-        try:
-            with urllib.request.urlopen(f"{base}/containers/{container_id}/logs", timeout=15) as resp:  # noqa: S310
-                listing = json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError):
-            return {}
+        listing = self._nm_get(address, f"containers/{container_id}/logs") or {}
         infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
         if isinstance(infos, dict):
             infos = [infos]
         out = {}
         # skein writes each service's stdout+stderr to <service>.log.
         for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
-            url = f"{base}/containerlogs/{container_id}/{name}"
+            url = self.urls.nm(address, f"containerlogs/{container_id}/{urllib.parse.quote(name)}")
             try:
-                with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - the cluster's NM
-                    out[name] = resp.read().decode(errors="replace")
-            except (urllib.error.URLError, OSError):
-                continue
-        return out
-
-    def _container_logs_spnego(self, base: str, container_id: str) -> dict[str, str]:
-        """``container_logs`` on a Kerberized cluster: the NodeManager checks the application's view ACL."""
-        assert self._krb is not None
-        try:
-            listing = self._krb.get_json(f"{base}/containers/{container_id}/logs", what="NodeManager")
-        except ClusterError:
-            return {}
-        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
-        if isinstance(infos, dict):
-            infos = [infos]
-        out = {}
-        session = self._krb.session()
-        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
-            try:
-                resp = session.get(f"{base}/containerlogs/{container_id}/{name}", timeout=15)
-            except Exception as exc:  # noqa: BLE001 - a missing file must not hide the others
+                out[name] = self.cluster.get_text(url, what=f"NodeManager at {address}")
+            except ClusterError as exc:  # a missing file must not hide the others
                 log.debug("could not read %s of %s: %s", name, container_id, exc)
-                continue
-            if resp.ok:
-                out[name] = resp.text
         return out
 
     # ------------------------------------------------------------ follow
@@ -792,7 +734,6 @@ class TonyClient:
     ) -> JobResult:
         """Follow until the end, printing state changes and progress."""
         follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
-        self.release_driver()  # following is HTTP only; a kill starts the driver again
         while True:
             result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:
