@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import uuid
 import xml.etree.ElementTree as ET
@@ -163,7 +164,8 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
     assert not first.succeeded and first.retryable, first.diagnostics
     # The uploader publishes the newest complete checkpoint when it looks: 5 may be skipped, 10 may not.
     assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 10
-    second = krb.wait(krb.submit(spec, attempt=2, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
+    second_id = krb.submit(spec, attempt=2, extra_tags=[tag])
+    second = krb.wait(second_id, poll_interval=0.5, emit=lambda _: None)
     assert second.succeeded, second.diagnostics
     task = second.am_state.task("worker:0")
     assert task.restored_step == 10 and task.progress.metrics["start_step"] == 10
@@ -171,6 +173,24 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
     # Nothing secret in what the AM publishes (and the operator logs / pushes to XCom).
     doc = json.dumps(second.am_state.to_dict())
     assert "delegation=" not in doc and os.environ["TONY_KERBEROS_KEYTAB"] not in doc
+    # `tony logs` of the finished job: the NodeManagers answer only SPNEGO (and check the view ACL).
+    _tony_logs_print_the_workers_log(second_id)
+
+
+def _tony_logs_print_the_workers_log(app_id: str) -> None:
+    """``tony logs`` (the command, as a person runs it) lists the job's containers and prints worker.log."""
+
+    def worker_log() -> str | None:
+        out = subprocess.run(
+            [sys.executable, "-m", "airflow_provider_tony", "logs", app_id, "--file", "worker.log"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return out.stdout if out.returncode == 0 and "worker.log ====" in out.stdout else None
+
+    printed = wait_until(worker_log, 60, f"tony logs to print worker.log of {app_id}")
+    assert f"_{app_id.split('_', 1)[1]}_" in printed and "LogType:worker.log" in printed, printed[-2000:]
 
 
 def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt) -> None:
