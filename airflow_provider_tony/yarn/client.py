@@ -8,6 +8,7 @@ where skein and HTTP errors become this provider's own exceptions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import getpass
 import hashlib
 import logging
@@ -43,7 +44,7 @@ from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
-from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,37 @@ def _cluster_errors(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise ClusterError(f"{what}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
+
+
+def _digest(path: str) -> str:
+    """A local file's content hash, computed once per process while it stays unchanged."""
+    st = os.stat(path)
+    return _file_digest(path, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The check phase's result: the spec as containers run it (scripts relative to ``src_dir``),
+    the cluster's view, and the scanned source tree (None without a local ``src_dir``)."""
+
+    spec: JobSpec
+    info: ClusterInfo
+    tree: src.SourceTree | None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The stage phase's result: where the source tree and the python environment are on HDFS."""
+
+    checked: Checked
+    source_url: str | None
+    python: str
+    archive_url: str | None
 
 
 @dataclass
@@ -143,6 +175,8 @@ class TonyClient:
             )
         self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
         self._trusted_dirs: set[str] = set()  # HDFS cache folders checked by _check_cache_dir
+        self._tls: Any = None  # skein's TLS credentials for the AMs, read once
+        self._webhdfs: WebHdfs | None = None
         # Every HTTP call to the cluster (RM, NodeManagers, proxy, WebHDFS tokens) goes through one
         # client: SPNEGO with the same credentials on a Kerberized cluster (yarn/rest.py).
         self.http_settings = (
@@ -207,6 +241,15 @@ class TonyClient:
     def _rm_get(self, path: str) -> Any:
         return self.cluster.get_json(self.urls.rm(path), what=f"ResourceManager at {self.rm_url} ({path})")
 
+    @property
+    def webhdfs(self) -> WebHdfs:
+        """WebHDFS over the cluster-access client (httpx, SPNEGO): what submitting writes with."""
+        if not self.webhdfs_url:
+            raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
+        if self._webhdfs is None:
+            self._webhdfs = WebHdfs(self.cluster, self.urls)
+        return self._webhdfs
+
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
             raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
@@ -264,11 +307,48 @@ class TonyClient:
 
     def validate(self, spec: JobSpec) -> ClusterInfo:
         """Everything we can check before a single container is requested; returns the cluster's view."""
+        return self.check(spec).info
+
+    # The submit pipeline: check -> stage -> build -> submit. Each phase takes the one before's
+    # result and enters each module it needs once (the source tree is scanned once, in check).
+
+    def check(self, spec: JobSpec) -> Checked:
+        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the cluster's limits."""
+        self.check_kerberos()
         validate_local_files(spec)
-        src.validate_source(spec)
+        tree = src.validate_source(spec)
         info = self.cluster_info()
         validate_against_cluster(spec, info)
-        return info
+        return Checked(spec=src.relative_scripts(spec), info=info, tree=tree)
+
+    def stage(self, checked: Checked) -> Staged:
+        """Phase 2, on HDFS: the source tree and the python environment, each once per content hash."""
+        spec = checked.spec
+        source = self.stage_source(spec.src_dir, tree=checked.tree).url if spec.src_dir else None
+        archive = spec.python.archive
+        if archive:
+            return Staged(checked, source, spec.python.python_command(), self.stage_archive(archive))
+        return Staged(checked, source, spec.python.interpreter or sys.executable, None)
+
+    def build(self, staged: Staged, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> Any:
+        """Phase 3, pure but for the keytab check: the skein ``ApplicationSpec`` of the job."""
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
+
+        spec = staged.checked.spec
+        if extra_tags:
+            data = spec.to_dict()
+            data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
+            spec = JobSpec.from_dict(data)
+        app_spec = build_application_spec(
+            spec,
+            python=staged.python,
+            python_archive_source=staged.archive_url,
+            source_archive=staged.source_url,
+            extra_env=self._container_env(attempt),
+            placement_plan=plan_placement(spec, staged.checked.info.hosts),
+        )
+        ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
+        return app_spec
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -288,17 +368,32 @@ class TonyClient:
         fs = self._default_fs()
         return f"{fs}{remote}"
 
-    def stage_source(self, src_dir: str) -> StagedSource:
+    def stage_cached(self, local: str, name: str) -> str:
+        """``local`` uploaded once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
+
+        For what every job ships unchanged (skein's jar, the runtime zip): reused
+        only under the same trust checks as environments (``_reusable``).
+        """
+        remote = f"{self.base_path}/cache/{name}-{_digest(local)}{Path(local).suffix}"
+        client = self.webhdfs
+        with _cluster_errors(f"could not upload {local} to {remote} on HDFS"):
+            if not self._reusable(client, remote, size=os.path.getsize(local)):
+                publish(client, local, remote, f"submit-{os.getpid()}")
+        return remote
+
+    def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
         """Pack a local source directory and upload it once per content hash.
 
         The hash comes from the files themselves, so an unchanged tree is
         neither packed nor uploaded again. An ``hdfs://`` archive is used as is.
+        ``tree`` is the check phase's scan of ``src_dir``, when it made one.
         """
         if src_dir.startswith("hdfs://"):
             return StagedSource(src_dir, "", 0, False, 0.0, 0.0, 0.0)
         started = time.monotonic()
-        tree = src.scan(src_dir)
-        src.check_size(tree)
+        if tree is None:
+            tree = src.scan(src_dir)
+            src.check_size(tree)
         digest = tree.digest()
         scanned = time.monotonic()
         remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
@@ -397,32 +492,8 @@ class TonyClient:
         return fs.rstrip("/")
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
-        """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
-
-        self.check_kerberos()
-        info = self.validate(spec)
-        plan = plan_placement(spec, info.hosts)
-        spec = src.relative_scripts(spec)
-        source = self.stage_source(spec.src_dir).url if spec.src_dir else None
-        archive = spec.python.archive
-        if archive:
-            python, archive_source = spec.python.python_command(), self.stage_archive(archive)
-        else:
-            python, archive_source = spec.python.interpreter or sys.executable, None
-        if extra_tags:
-            data = spec.to_dict()
-            data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
-            spec = JobSpec.from_dict(data)
-        app_spec = build_application_spec(
-            spec,
-            python=python,
-            python_archive_source=archive_source,
-            source_archive=source,
-            extra_env=self._container_env(attempt),
-            placement_plan=plan,
-        )
-        ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
+        """check -> stage -> build -> submit (over the RM's REST API); returns the YARN application id."""
+        app_spec = self.build(self.stage(self.check(spec)), attempt=attempt, extra_tags=extra_tags)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
             return self.submitter().submit(app_spec)
 
@@ -441,13 +512,19 @@ class TonyClient:
         return RestSubmitter(
             http=self.cluster,
             urls=self.urls,
-            hdfs=self.hdfs(),
+            hdfs=self.webhdfs,
             default_fs=self._default_fs(),
             user=self.yarn_user,
             application_classpath=_read_site(conf, "yarn-site.xml", "yarn.application.classpath"),
             rm_principal=principal,
-            security=security_for(self.cluster_env),
+            security=self._security(),
+            cache=self.stage_cached,
         )
+
+    def _security(self) -> Any:
+        if self._tls is None:
+            self._tls = security_for(self.cluster_env)
+        return self._tls
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}

@@ -23,7 +23,7 @@ class ClusterEnv:
     """One cluster's client-side settings; None means "as this process's environment says"."""
 
     hadoop_conf_dir: str | None = None
-    skein_config: str | None = None  # a folder of TLS credentials for skein's AMs; None: fresh ones per job
+    skein_config: str | None = None  # a folder of TLS credentials for skein's AMs; None: skein's own (~/.skein)
 
     def conf_dir(self) -> str | None:
         """The Hadoop conf dir to read site files from."""
@@ -31,16 +31,20 @@ class ClusterEnv:
 
 
 def security_for(cluster: ClusterEnv) -> Any:
-    """skein credentials from the cluster's own config folder (made there on first use); None: fresh per job."""
-    if not cluster.skein_config:
-        return None
-    import skein
+    """The TLS credentials skein's AMs serve with: from the connection's folder, else skein's own (``~/.skein``).
 
+    Made there on first use (an RSA key takes about a second to generate:
+    too long to pay on every submit), as skein's driver did.
+    """
+    import skein
+    from skein.core import properties
+
+    folder = cluster.skein_config or properties.config_dir
     try:
-        return skein.Security.from_directory(cluster.skein_config)
+        return skein.Security.from_directory(folder)
     except FileNotFoundError:
         pass
     try:
-        return skein.Security.new_credentials().to_directory(cluster.skein_config)
+        return skein.Security.new_credentials().to_directory(folder)
     except FileExistsError:  # another process wrote them first: use theirs
-        return skein.Security.from_directory(cluster.skein_config)
+        return skein.Security.from_directory(folder)

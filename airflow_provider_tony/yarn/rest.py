@@ -30,7 +30,7 @@ from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachabl
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.kerberos import KerberosError
 
-__all__ = ["ClusterForbidden", "ClusterHttp", "ClusterUrls", "NotFound", "cluster_error"]
+__all__ = ["ClusterForbidden", "ClusterHttp", "ClusterUrls", "NotFound", "WebHdfs", "cluster_error"]
 
 
 class ClusterForbidden(ClusterError):
@@ -132,10 +132,14 @@ class ClusterHttp:
         follow_redirects: bool = True,
         timeout: float | None = None,
         accept: str | None = None,
+        user: bool = True,
     ) -> httpx.Response:
-        """One call; any failure leaves as :func:`cluster_error`'s answer, naming ``what``."""
+        """One call; any failure leaves as :func:`cluster_error`'s answer, naming ``what``.
+
+        ``user=False``: the URL already says who calls (a DataNode's redirect).
+        """
         query = dict(params or {})
-        if self.user and "user.name" not in query:
+        if user and self.user and "user.name" not in query:
             query["user.name"] = self.user
         try:
             resp = self.client.request(
@@ -167,3 +171,69 @@ class ClusterHttp:
     def get_text(self, url: str, *, what: str) -> str:
         """A plain-text document (a container's log file: the NodeManager refuses ``Accept: application/json``)."""
         return self.request("GET", url, what=what, accept="text/plain, */*").text
+
+
+class WebHdfs:
+    """The few WebHDFS operations submitting needs, over :class:`ClusterHttp` (SPNEGO or ``user.name``).
+
+    Shaped like the ``hdfs`` package's client for those operations (``status``,
+    ``makedirs``, ``write``, ``upload``, ``rename``, ``delete``, ``resolve``),
+    so the cache checks work with either; but it needs neither ``requests``
+    nor that package's import (seconds on a loaded worker), and one httpx
+    client may write several files at once from threads.
+    """
+
+    def __init__(self, http: ClusterHttp, urls: ClusterUrls) -> None:
+        self.http = http
+        self.urls = urls
+        self._home: str | None = None
+
+    def _op(self, method: str, path: str, op: str, **params: str) -> httpx.Response:
+        return self.http.request(
+            method, self.urls.webhdfs(path), what=f"WebHDFS {op} {path}", params={"op": op, **params}
+        )
+
+    def resolve(self, path: str) -> str:
+        if path.startswith("/"):
+            return path
+        if self._home is None:
+            self._home = str(self._op("GET", "/", "GETHOMEDIRECTORY").json()["Path"])
+        return f"{self._home.rstrip('/')}/{path}"
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        try:
+            return dict(self._op("GET", self.resolve(path), "GETFILESTATUS").json()["FileStatus"])
+        except NotFound:
+            if strict:
+                raise
+            return None
+
+    def makedirs(self, path: str, permission: str | None = None) -> None:
+        self._op("PUT", self.resolve(path), "MKDIRS", **({"permission": permission} if permission else {}))
+
+    def write(self, path: str, data: bytes, overwrite: bool = False, permission: str | None = None) -> None:
+        """CREATE in its two steps: the NameNode names a DataNode (``noredirect``), the bytes go there."""
+        params = {"overwrite": str(overwrite).lower(), "noredirect": "true"}
+        if permission:
+            params["permission"] = permission
+        path = self.resolve(path)
+        answer = self._op("PUT", path, "CREATE", **params)
+        location = answer.json().get("Location") if "json" in answer.headers.get("content-type", "") else None
+        location = location or answer.headers.get("location")
+        if not location:
+            raise ClusterError(f"WebHDFS CREATE {path}: the NameNode named no DataNode to write to")
+        # The DataNode's URL already carries the caller (user.name or a delegation token).
+        self.http.request(
+            "PUT", location, what=f"WebHDFS write of {path}", content=data, user=False,
+            accept="application/json",
+        )  # fmt: skip
+
+    def upload(self, path: str, local: str, overwrite: bool = False, permission: str | None = None, **_: Any) -> None:
+        with open(local, "rb") as fh:
+            self.write(path, fh.read(), overwrite=overwrite, permission=permission)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._op("PUT", self.resolve(src), "RENAME", destination=self.resolve(dst))
+
+    def delete(self, path: str, recursive: bool = False) -> None:
+        self._op("DELETE", self.resolve(path), "DELETE", recursive=str(recursive).lower())

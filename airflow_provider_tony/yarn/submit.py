@@ -27,13 +27,16 @@ The pieces are pure where they can be (``am_command``, ``am_classpath``,
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
 import logging
 import os
 import socket
 import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +237,8 @@ class RestSubmitter:
     application_classpath: str | None = None
     rm_principal: str | None = None
     security: Any = None
-    _uploaded: dict[str, LocalResource] = field(default_factory=dict)
+    #: Uploads ``(local file, name)`` once per content hash to a trusted cache; returns its HDFS path.
+    cache: Callable[[str, str], str] | None = None
 
     # ------------------------------------------------------------ phases
 
@@ -260,7 +264,6 @@ class RestSubmitter:
         app_spec._validate()  # skein's own checks, as its driver made them before anything is asked
         app_id = self.new_application()
         app_dir = self.app_dir(app_id)
-        self._uploaded = {}
         try:
             resources = self.stage(app_id, app_dir, app_spec)
             tokens = self.tokens()
@@ -293,24 +296,48 @@ class RestSubmitter:
         return app_id
 
     def stage(self, app_id: str, app_dir: str, app_spec: skein.ApplicationSpec) -> dict[str, LocalResource]:
-        """Upload skein's files and the spec's local files; write the finished spec; the AM's resources."""
+        """Upload skein's files and the spec's local files; write the finished spec; the AM's resources.
+
+        Every file but the spec is independent of the others: they are written
+        at once from a few threads (each WebHDFS write is two round trips, one
+        to the NameNode and one to a DataNode), then the spec, which names them all.
+        """
         self.hdfs.makedirs(app_dir, permission="700")
         security = self.security or skein.Security.new_credentials()
-        crt = self._write(f"{app_dir}/.skein.crt", security._get_bytes("cert"))
-        pem = self._write(f"{app_dir}/.skein.pem", security._get_bytes("key"))
-        skein_files = {".skein.crt": crt, ".skein.pem": pem}
+        services = app_spec.services
+        files = [f for svc in [app_spec.master, *services.values()] for f in svc.files.values()]
+        work: dict[str, Callable[[], LocalResource]] = {
+            ".skein.crt": lambda: self._write(f"{app_dir}/.skein.crt", security._get_bytes("cert")),
+            ".skein.pem": lambda: self._write(f"{app_dir}/.skein.pem", security._get_bytes("key")),
+            ".skein.jar": lambda: self._cached(app_dir, str(skein_jar()), "skein"),
+        }
+        for name, service in services.items():
+            work[f"script {name}"] = functools.partial(self._write, f"{app_dir}/{name}.sh", service.script.encode())
+        for source in sorted({f.source for f in files}):
+            work[f"file {source}"] = functools.partial(self._resource, app_dir, source)
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tony-stage") as pool:
+            futures = {key: pool.submit(fn) for key, fn in work.items()}
+            done = {key: future.result() for key, future in futures.items()}
+
+        def staged(file: skein.File) -> LocalResource:
+            res = done[f"file {file.source}"]
+            kind = "ARCHIVE" if str(file.type).lower().endswith("archive") else "FILE"
+            return dataclasses.replace(res, type=kind)
+
+        skein_files = {k: done[k] for k in (".skein.crt", ".skein.pem")}
         finished = copy.deepcopy(app_spec)
-        for name, service in app_spec.services.items():
-            script = self._write(f"{app_dir}/{name}.sh", service.script.encode())
-            own = {k: self._resource(app_dir, f) for k, f in service.files.items()}
-            finished.services[name] = finished_service(name, service, {**own, ".skein.sh": script, **skein_files})
-        master = {k: self._resource(app_dir, f) for k, f in app_spec.master.files.items()}
-        master[".skein.jar"] = self._upload(app_dir, str(skein_jar()), hashed=False)
+        for name, service in services.items():
+            own = {k: staged(f) for k, f in service.files.items()}
+            resources = {**own, ".skein.sh": done[f"script {name}"], **skein_files}
+            finished.services[name] = finished_service(name, service, resources)
+        master = {k: staged(f) for k, f in app_spec.master.files.items()}
+        master[".skein.jar"] = done[".skein.jar"]
         master.update(skein_files)
         finished.master.files = {k: r.to_skein() for k, r in master.items()}
+        crt, pem = skein_files[".skein.crt"], skein_files[".skein.pem"]
         finished.master.security = skein.Security(cert_file=crt.to_skein(), key_file=pem.to_skein())
         master[".skein.proto"] = self._write(f"{app_dir}/.skein.proto", finished.to_protobuf().SerializeToString())
-        log.info("staged %d files of %s in %s", len(self._uploaded) + len(app_spec.services) + 3, app_id, app_dir)
+        log.info("staged %d files of %s in %s", len(work) + 1, app_id, app_dir)
         return master
 
     def tokens(self) -> dict[str, str]:
@@ -348,31 +375,33 @@ class RestSubmitter:
         status = self._status(path)
         return LocalResource(self._url(path), int(status["length"]), int(status["modificationTime"]))
 
-    def _upload(self, app_dir: str, local: str, *, hashed: bool = True, kind: str = "FILE") -> LocalResource:
-        """A local file uploaded once per application (``<app_dir>/<hash of its path>/<name>``)."""
-        cached = self._uploaded.get(local)
-        if cached is not None:
-            return LocalResource(cached.url, cached.size, cached.timestamp, kind)
-        name = Path(local).name
-        folder = f"{app_dir}/{hashlib.md5(local.encode()).hexdigest()[:8].upper()}" if hashed else app_dir  # noqa: S324
+    def _upload(self, app_dir: str, local: str) -> LocalResource:
+        """A local file uploaded with the job (``<app_dir>/<hash of its path>/<name>``, as skein's driver names it)."""
+        folder = f"{app_dir}/{hashlib.md5(local.encode()).hexdigest()[:8].upper()}"  # noqa: S324 - a name, not security
         self.hdfs.makedirs(folder, permission="700")
-        remote = f"{folder}/{name}"
+        remote = f"{folder}/{Path(local).name}"
         self.hdfs.upload(remote, local, overwrite=True, permission="600")
         status = self._status(remote)
-        res = LocalResource(self._url(remote), int(status["length"]), int(status["modificationTime"]), kind)
-        self._uploaded[local] = res
-        return res
+        return LocalResource(self._url(remote), int(status["length"]), int(status["modificationTime"]))
 
-    def _resource(self, app_dir: str, file: skein.File) -> LocalResource:
-        kind = "ARCHIVE" if str(file.type).lower().endswith("archive") else "FILE"
-        parsed = urllib.parse.urlsplit(file.source)
+    def _cached(self, app_dir: str, local: str, name: str) -> LocalResource:
+        """A file every job ships unchanged (skein's jar: 8 MB) from the cache, else uploaded with the job."""
+        if self.cache is None:
+            return self._upload(app_dir, local)
+        path = self.cache(local, name)
+        status = self._status(path)
+        return LocalResource(self._url(path), int(status["length"]), int(status["modificationTime"]))
+
+    def _resource(self, app_dir: str, source: str) -> LocalResource:
+        """A file of the spec on HDFS: a local one uploaded with the job, an ``hdfs://`` one as it is."""
+        parsed = urllib.parse.urlsplit(source)
         if parsed.scheme == "file":
-            return self._upload(app_dir, parsed.path, kind=kind)
+            return self._upload(app_dir, parsed.path)
         if parsed.scheme not in ("hdfs", "viewfs"):
-            raise ClusterError(f"cannot stage {file.source}: only local files and hdfs:// sources are supported")
+            raise ClusterError(f"cannot stage {source}: only local files and hdfs:// sources are supported")
         status = self._status(parsed.path)
-        source = file.source if parsed.netloc else self._url(parsed.path)
-        return LocalResource(source, int(status["length"]), int(status["modificationTime"]), kind)
+        url = source if parsed.netloc else self._url(parsed.path)
+        return LocalResource(url, int(status["length"]), int(status["modificationTime"]))
 
 
 def _level(level: Any) -> str:
