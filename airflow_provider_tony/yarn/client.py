@@ -500,7 +500,7 @@ class TonyClient:
     def submitter(self) -> RestSubmitter:
         """What submits over the RM's REST API and WebHDFS (yarn/submit.py): no JVM, no Hadoop client."""
         conf = self.cluster_env.conf_dir()
-        principal = None
+        principal = rm_address = None
         if self._krb is not None:
             principal = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.principal")
             if not principal:
@@ -508,7 +508,10 @@ class TonyClient:
                     "yarn.resourcemanager.principal not found in $HADOOP_CONF_DIR/yarn-site.xml: on a Kerberized "
                     "cluster it names the renewer of the job's HDFS token"
                 )
-            principal = principal.replace("_HOST", urllib.parse.urlsplit(self.rm_url).hostname or "")
+            rm_host = urllib.parse.urlsplit(self.rm_url).hostname or ""
+            principal = principal.replace("_HOST", rm_host)
+            rm_address = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.address") or f"{rm_host}:8032"
+            rm_address = rm_address.replace("${yarn.resourcemanager.hostname}", rm_host)
         return RestSubmitter(
             http=self.cluster,
             urls=self.urls,
@@ -517,6 +520,7 @@ class TonyClient:
             user=self.yarn_user,
             application_classpath=_read_site(conf, "yarn-site.xml", "yarn.application.classpath"),
             rm_principal=principal,
+            rm_address=rm_address,
             security=self._security(),
             cache=self.stage_cached,
         )

@@ -132,20 +132,20 @@ class ClusterHttp:
         follow_redirects: bool = True,
         timeout: float | None = None,
         accept: str | None = None,
-        user: bool = True,
     ) -> httpx.Response:
-        """One call; any failure leaves as :func:`cluster_error`'s answer, naming ``what``.
-
-        ``user=False``: the URL already says who calls (a DataNode's redirect).
-        """
+        """One call; any failure leaves as :func:`cluster_error`'s answer, naming ``what``."""
+        # Merged into the URL's own query: httpx's params= would replace it (a DataNode's redirect
+        # carries op=CREATE and its caller in its URL).
+        target = httpx.URL(url)
         query = dict(params or {})
-        if user and self.user and "user.name" not in query:
+        if self.user and "user.name" not in query and "user.name" not in target.params:
             query["user.name"] = self.user
+        if query:
+            target = target.copy_merge_params(query)
         try:
             resp = self.client.request(
                 method,
-                url,
-                params=query or None,
+                target,
                 json=json,
                 content=content,
                 follow_redirects=follow_redirects,
@@ -222,11 +222,8 @@ class WebHdfs:
         location = location or answer.headers.get("location")
         if not location:
             raise ClusterError(f"WebHDFS CREATE {path}: the NameNode named no DataNode to write to")
-        # The DataNode's URL already carries the caller (user.name or a delegation token).
-        self.http.request(
-            "PUT", location, what=f"WebHDFS write of {path}", content=data, user=False,
-            accept="application/json",
-        )  # fmt: skip
+        # The DataNode's URL carries the caller already (user.name, or a delegation token the NameNode chose).
+        self.http.request("PUT", location, what=f"WebHDFS write of {path}", content=data)
 
     def upload(self, path: str, local: str, overwrite: bool = False, permission: str | None = None, **_: Any) -> None:
         with open(local, "rb") as fh:

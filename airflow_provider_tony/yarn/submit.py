@@ -180,6 +180,19 @@ def submission_context(
     return context
 
 
+RM_DELEGATION_TOKEN = "RM_DELEGATION_TOKEN"  # noqa: S105 - a token kind's name, not a secret
+
+
+def rpc_token_service(address: str) -> str:
+    """``<ip>:<port>`` of an RPC address (``host:port``), as Hadoop files a token for it."""
+    host, _, port = address.rpartition(":")
+    try:
+        host = socket.gethostbyname(host)
+    except OSError:
+        pass
+    return f"{host}:{port}"
+
+
 def hdfs_token_service(default_fs: str) -> str:
     """The service an HDFS delegation token is filed under, as Hadoop names it.
 
@@ -236,6 +249,7 @@ class RestSubmitter:
     user: str
     application_classpath: str | None = None
     rm_principal: str | None = None
+    rm_address: str | None = None  # the RM's client RPC address (host:port), on a Kerberized cluster
     security: Any = None
     #: Uploads ``(local file, name)`` once per content hash to a trusted cache; returns its HDFS path.
     cache: Callable[[str, str], str] | None = None
@@ -341,7 +355,14 @@ class RestSubmitter:
         return master
 
     def tokens(self) -> dict[str, str]:
-        """On a Kerberized cluster, the HDFS delegation token the containers need, renewed by the RM."""
+        """On a Kerberized cluster, the tokens the AM and the containers need, renewed by the RM.
+
+        As skein's driver collects them: an HDFS delegation token (YARN localises
+        the job's files with it; containers use it for WebHDFS) and an RM
+        delegation token (skein's AM asks the RM for its application's report).
+        Both are fetched with SPNEGO, the RM's principal as renewer, and filed
+        under the service names Hadoop's clients look them up by.
+        """
         if self.rm_principal is None:
             return {}
         data = self.http.get_json(
@@ -353,11 +374,22 @@ class RestSubmitter:
         if not url_string:
             raise ClusterError("WebHDFS GETDELEGATIONTOKEN answered without a token")
         got = Token.from_url_string(str(url_string))
-        service = hdfs_token_service(self.default_fs)
+        hdfs_service = hdfs_token_service(self.default_fs)
         # WebHDFS files it as a WEBHDFS token of its HTTP address; YARN's localiser and the RM's
         # renewer look for the same identifier as an HDFS token of the NameNode's RPC address.
-        token = Token(service, HDFS_DELEGATION_TOKEN, service, got.identifier, got.password)
-        return {service: token.url_string()}
+        hdfs = Token(hdfs_service, HDFS_DELEGATION_TOKEN, hdfs_service, got.identifier, got.password)
+        answer = self.http.request(
+            "POST",
+            self.urls.rm("delegation-token"),
+            what="the ResourceManager's delegation-token",
+            json={"renewer": self.rm_principal},
+        ).json()
+        if not isinstance(answer, dict) or not answer.get("token"):
+            raise ClusterError("the ResourceManager's delegation-token answered without a token")
+        rm_got = Token.from_url_string(str(answer["token"]))
+        rm_service = rpc_token_service(self.rm_address or "")
+        rm = Token(rm_service, RM_DELEGATION_TOKEN, rm_service, rm_got.identifier, rm_got.password)
+        return {hdfs_service: hdfs.url_string(), rm_service: rm.url_string()}
 
     # ------------------------------------------------------------ files
 

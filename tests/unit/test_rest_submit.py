@@ -69,6 +69,8 @@ class FakeRm:
         self.submitted: list[dict[str, Any]] = []
         self.queries: list[dict[str, str]] = []
         self.token = Token("", "WEBHDFS delegation", "127.0.0.1:9870", b"ident", b"secret")
+        self.rm_token = Token("", "RM_DELEGATION_TOKEN", "", b"rm-ident", b"rm-secret")
+        self.rm_renewer = ""
         self.refuse_submit = 0
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -81,6 +83,9 @@ class FakeRm:
                 return httpx.Response(self.refuse_submit, text="no")
             self.submitted.append(json.loads(request.content))
             return httpx.Response(202)
+        if (method, path) == ("POST", "/ws/v1/cluster/delegation-token"):
+            self.rm_renewer = json.loads(request.content)["renewer"]
+            return httpx.Response(200, json={"token": self.rm_token.url_string(), "renewer": self.rm_renewer})
         if path == "/webhdfs/v1/" and request.url.params.get("op") == "GETDELEGATIONTOKEN":
             return httpx.Response(200, json={"Token": {"urlString": self.token.url_string()}})
         if (method, path) == ("PUT", f"/ws/v1/cluster/apps/{APP}/state"):
@@ -102,6 +107,7 @@ def make(tmp_path: Path, *, principal: str | None = None) -> tuple[RestSubmitter
         user="alice",
         application_classpath="/etc/hadoop,/jars/*",
         rm_principal=principal,
+        rm_address="localhost:8032" if principal else None,
     )
     return sub, rm, fs
 
@@ -192,10 +198,18 @@ def test_a_kerberized_submit_passes_the_hdfs_token_filed_for_yarn(tmp_path: Path
     asked = next(q for q in rm.queries if q.get("op") == "GETDELEGATIONTOKEN")
     assert asked["renewer"] == "rm/localhost@TONY.LOCAL"
     am = rm.submitted[0]["am-container-spec"]
-    (entry,) = am["credentials"]["tokens"]["entry"]
-    token = Token.from_url_string(entry["value"])
-    assert entry["key"] == "127.0.0.1:9000" == token.service
-    assert (token.kind, token.identifier, token.password) == (HDFS_DELEGATION_TOKEN, b"ident", b"secret")
+    tokens = {e["key"]: Token.from_url_string(e["value"]) for e in am["credentials"]["tokens"]["entry"]}
+    assert sorted(tokens) == ["127.0.0.1:8032", "127.0.0.1:9000"]
+    hdfs, rm_token = tokens["127.0.0.1:9000"], tokens["127.0.0.1:8032"]
+    assert hdfs.service == "127.0.0.1:9000"
+    assert (hdfs.kind, hdfs.identifier, hdfs.password) == (HDFS_DELEGATION_TOKEN, b"ident", b"secret")
+    # skein's AM asks the RM for its report over RPC: an RM token filed under the RM's RPC address.
+    assert (rm_token.kind, rm_token.service, rm_token.identifier) == (
+        "RM_DELEGATION_TOKEN",
+        "127.0.0.1:8032",
+        b"rm-ident",
+    )
+    assert rm.rm_renewer == "rm/localhost@TONY.LOCAL"
     env = {e["key"]: e["value"] for e in am["environment"]["entry"]}
     assert "HADOOP_USER_NAME" not in env  # Kerberos says who it is
     assert all("user.name" not in q for q in rm.queries)
@@ -248,3 +262,39 @@ def test_the_classifier_reads_the_status(status: int, kind: type) -> None:
     exc = httpx.HTTPStatusError("x", request=request, response=httpx.Response(status, text="body", request=request))
     err = cluster_error("the RM", exc)
     assert type(err) is kind and str(err).startswith("the RM: ")
+
+
+def test_webhdfs_writes_in_two_steps() -> None:
+    from airflow_provider_tony.yarn.rest import WebHdfs
+
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host == "nn" and request.url.params["op"] == "CREATE":
+            location = "http://dn:9864/webhdfs/v1/user/alice/f?op=CREATE&namenoderpcaddress=nn:8020"
+            return httpx.Response(200, json={"Location": location})
+        if request.url.host == "dn":
+            return httpx.Response(201)
+        if request.url.params["op"] == "GETFILESTATUS":
+            return httpx.Response(404, json={"RemoteException": {"message": "File does not exist"}})
+        return httpx.Response(400)
+
+    http = ClusterHttp(HttpSettings(), user="alice")
+    http._client = httpx.Client(transport=httpx.MockTransport(handle))
+    fs = WebHdfs(http, ClusterUrls("http://rm:8088", "http://nn:9870"))
+    fs.write("/user/alice/f", b"data", overwrite=True, permission="600")
+    create, put = seen
+    assert dict(create.url.params) == {
+        "op": "CREATE",
+        "overwrite": "true",
+        "noredirect": "true",
+        "permission": "600",
+        "user.name": "alice",
+    }
+    assert put.method == "PUT" and put.content == b"data"
+    assert put.url.host == "dn" and put.url.params.get_list("user.name") == ["alice"]
+    assert (put.url.params["op"], put.url.params["namenoderpcaddress"]) == ("CREATE", "nn:8020")  # its URL kept
+    assert fs.status("/nope", strict=False) is None
+    with pytest.raises(NotFound):
+        fs.status("/nope")
