@@ -763,7 +763,7 @@ class TonyClient:
             try:
                 out[name] = self.cluster.get_text(url, what=f"NodeManager at {address}")
             except ClusterError as exc:  # a missing file must not hide the others
-                log.debug("could not read %s of %s: %s", name, container_id, exc)
+                log.warning("could not read %s of %s: %s", name, container_id, str(exc)[:300])
         return out
 
     # ------------------------------------------------------------ follow

@@ -53,7 +53,7 @@ def cluster_error(what: str, exc: BaseException) -> ClusterError:
         return exc
     if isinstance(exc, httpx.HTTPStatusError):
         status = exc.response.status_code
-        body = exc.response.text[:300].strip()
+        body = " ".join(exc.response.text[:300].split())  # one line in a log
         if status == 404:
             return NotFound(f"{what}: not found (HTTP 404) {body}".rstrip())
         if status in (401, 403):
