@@ -1,4 +1,4 @@
-"""``TonyClient``: every YARN/skein/WebHDFS call of the submitting side.
+"""``TonyClient``: every YARN/WebHDFS call of the submitting side (HTTP only: yarn/rest.py).
 
 The Airflow hook and the command line both go through this class, so a job
 behaves the same from a DAG and from a terminal. It is also the one place
@@ -41,7 +41,7 @@ from airflow_provider_tony.yarn.checks import (
     validate_local_files,
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
-from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
+from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
@@ -160,7 +160,7 @@ class TonyClient:
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         self.base_path = base_path or f"/user/{self.webhdfs_user}/tony"
-        # This cluster's Hadoop conf dir, JDK, `yarn` and skein credentials: never set process-wide,
+        # This cluster's Hadoop conf dir and skein credentials: never set process-wide,
         # so one process may follow jobs on several clusters (yarn/clusterenv.py).
         self.cluster_env = cluster_env or ClusterEnv()
         if skein_config and not self.cluster_env.skein_config:
@@ -196,7 +196,7 @@ class TonyClient:
 
         ``TONY_RM_URL`` wins over ``HADOOP_CONF_DIR`` when both are set: the
         explicit address beats the derived one (``HADOOP_CONF_DIR`` still tells
-        skein's driver where the rest of the configuration is).
+        where the rest of the configuration is: fs.defaultFS, the class path, the RM's principal).
         """
         rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
@@ -334,11 +334,7 @@ class TonyClient:
         """Phase 3, pure but for the keytab check: the skein ``ApplicationSpec`` of the job."""
         from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
 
-        spec = staged.checked.spec
-        if extra_tags:
-            data = spec.to_dict()
-            data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
-            spec = JobSpec.from_dict(data)
+        spec = staged.checked.spec.with_overrides(tags=extra_tags)
         app_spec = build_application_spec(
             spec,
             python=staged.python,
@@ -544,12 +540,10 @@ class TonyClient:
     def report(self, app_id: str) -> AppReport:
         """YARN's report of ``app_id`` from the RM's REST API (no skein driver)."""
         try:
-            resp = self.http.get(web.rm_app_url(self.rm_url, app_id))
-            resp.raise_for_status()
-            data = resp.json()
+            response = self.http.get(web.rm_app_url(self.rm_url, app_id))
         except Exception as exc:
             raise web.rm_error(self.rm_url, app_id, exc) from exc
-        return web.parse_app_report(data, app_id, self.tracking_url(app_id))
+        return web.read_report(response, self.rm_url, app_id)
 
     def tracking_url(self, app_id: str) -> str:
         return web.tracking_url(self.rm_url, app_id)
@@ -633,7 +627,7 @@ class TonyClient:
 
         With Kerberos, the principal's short name (the ticket cache's principal
         when none is configured); otherwise Hadoop's simple-auth user:
-        ``HADOOP_USER_NAME``, else the login user, as skein's driver submits.
+        ``HADOOP_USER_NAME``, else the login user, as the REST submit names it (``user.name``).
         """
         if self._krb is not None:
             name = self._principal or str(self._krb.credentials().name)
@@ -677,17 +671,9 @@ class TonyClient:
                 )
                 continue
             found.append(a)
+        # The same parsing as ``report``'s: one AppReport for one RM answer (progress 0..1).
         return [
-            AppReport(
-                app_id=a["id"],
-                state=a["state"],
-                final_status=a.get("finalStatus") or "UNDEFINED",
-                diagnostics=a.get("diagnostics") or "",
-                tracking_url=self.tracking_url(a["id"]),
-                progress=float(a.get("progress") or 0.0),
-                tags=sorted(t for t in (a.get("applicationTags") or "").split(",") if t),
-                name=a.get("name") or "",
-            )
+            web.parse_app_report({"app": a}, a["id"], self.tracking_url(a["id"]))
             for a in sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
         ]
 
@@ -777,30 +763,15 @@ class TonyClient:
     ) -> JobResult | None:
         """One look at the application through ``follower``; a JobResult once it has ended.
 
-        Input and output only: the rules are ``Follower.observe``'s.
+        This client is the look's blocking transport (``report``, ``am_state``,
+        ``ack_final``, ``kill``); the rules and the order of the requests are
+        ``Follower.look``'s, the same the trigger's asyncio transport answers.
         """
-        app_id = follower.app_id
-        now = time.monotonic()
-        doc = self.am_state(app_id) if follower.wants_document_first else None
-        rep = follower.report_from_document(doc, now)
-        if rep is None:
-            try:
-                rep = self.report(app_id)
-            except ClusterError as exc:
-                for line in follower.unreachable(exc, now).lines:  # raises unless it is an outage to wait out
-                    emit(line)
-                return None
-            if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
-                doc = self.am_state(app_id)
-        step = follower.observe(rep, doc, now)
+        step = follow_step(follower, time.monotonic(), self)
         for line in step.lines:
             emit(line)
         if step.new_document is not None and on_state is not None:
             on_state(step.new_document)
-        if step.action is Action.ACK:
-            self.ack_final(app_id)
-        elif step.action.kills:
-            self.kill(app_id)
         return step.result
 
     def wait(

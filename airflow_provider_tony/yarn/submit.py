@@ -6,8 +6,8 @@ What skein's Java driver did, done over HTTP (``rest.ClusterHttp``) and WebHDFS:
 2. the application folder ``~/.skein/<id>`` (mode 0700) on HDFS receives what
    skein's ApplicationMaster expects beside it: skein's jar (``.skein.jar``),
    the TLS certificate and key the AM serves its key-value store with
-   (``.skein.crt``/``.skein.pem``, fresh per application from
-   ``skein.Security.new_credentials``), each service's script (``.skein.sh``),
+   (``.skein.crt``/``.skein.pem``, skein's own from ``~/.skein`` or the
+   connection's folder, as its driver used), each service's script (``.skein.sh``),
    every local file of the spec, and last the finished spec itself
    (``.skein.proto``, the protobuf the AM reads, with every file's HDFS URL,
    size and modification time filled in, as YARN localises them);
