@@ -40,17 +40,19 @@ class StackError(RuntimeError):
     pass
 
 
-#: What a Java launcher on PATH would be called, and the tripwire's record of a call.
+#: The tripwire's record of a call to ``java``.
 JAVA_TRIPWIRE_LOG = "java-called.log"
+SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
 def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
-    """``env`` as an Airflow image without a JDK sees it: no ``JAVA_HOME``, no ``java`` on ``PATH``.
+    """``env`` as an Airflow image without a JDK sees it: no ``JAVA_HOME``, no working ``java`` on ``PATH``.
 
     The provider submits, follows and kills over HTTP; nothing on the Airflow
     side may start a JVM (the cluster's daemons keep their own environment).
-    Every ``PATH`` folder holding a ``java`` is left out, and a tripwire
-    ``java`` goes first: it records its arguments in
+    Every ``PATH`` folder holding a ``java`` is left out but the system's own
+    (``/usr/bin`` holds Debian's alternatives link beside every other tool),
+    and a tripwire ``java`` goes first, shadowing those: it records its arguments in
     ``<tripwire_dir>/java-called.log`` and fails, so a test can assert that
     nothing tried (skein's driver looks for ``$JAVA_HOME/bin/java``, then
     ``java`` on ``PATH``).
@@ -61,7 +63,11 @@ def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
     log.unlink(missing_ok=True)
     shim.write_text(f'#!/bin/sh\necho "$PPID $*" >> {shlex.quote(str(log))}\nexit 127\n')
     shim.chmod(0o755)
-    folders = [d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "java").exists()]
+    # A JDK's own bin folder goes; a system folder (/usr/bin holds the alternatives link to java,
+    # and everything else Airflow may call) stays, shadowed by the tripwire.
+    folders = [
+        d for d in env.get("PATH", "").split(os.pathsep) if d and (d in SYSTEM_BIN or not (Path(d) / "java").exists())
+    ]
     out = {k: v for k, v in env.items() if k not in ("JAVA_HOME", "JDK_HOME", "JRE_HOME")}
     out["PATH"] = os.pathsep.join([str(tripwire_dir), *folders])
     return out
