@@ -144,7 +144,7 @@ class YarnHook(BaseHook):
     def follow_target(self) -> tuple[str, HttpSettings]:
         """The ResourceManager's address and how to speak HTTP to it: all a trigger needs to follow.
 
-        Reads the connection; starts nothing (no skein driver, no request).
+        Reads the connection; starts nothing (no request).
         """
         client = self.get_conn()
         return client.rm_url, client.http_settings
