@@ -36,9 +36,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
+from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
 __all__ = [
@@ -233,9 +233,29 @@ def _local_files(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
+if TYPE_CHECKING:
+    from airflow_provider_tony.runtime.spec import JobSpec
+
+
 def tensorboard_remote(checkpoint_dir: str) -> str:
     """Where the deciding task mirrors its TensorBoard events and the tensorboard role reads them."""
     return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
+
+
+def events_remote(spec: JobSpec, events_dir: str | None, app_id: str) -> str | None:
+    """The HDFS folder of the job's TensorBoard events, None when nothing would read them.
+
+    Beside the checkpoints when the job has a ``checkpoint.dir``; else, for a
+    job with a ``tensorboard`` role, ``<events_dir>/<application id>`` (the
+    submitter's ``<base_path>/tensorboard``, ``TONY_EVENTS_DIR``), so the role
+    shows the run's scalars without a checkpoint folder. A job with neither
+    keeps its events in the container.
+    """
+    if spec.checkpoint.dir:
+        return tensorboard_remote(spec.checkpoint.dir)
+    if TENSORBOARD_ROLE in spec.roles and events_dir and app_id:
+        return f"{hdfs_path(events_dir).rstrip('/')}/{app_id}"
+    return None
 
 
 def _steps(names: Any) -> list[int]:
@@ -497,3 +517,12 @@ class DirSync(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - best effort, retried next round
                 log.warning("syncing %s: %s", self.remote_dir, exc)
             self.stop_event.wait(self.interval)
+
+    def final(self) -> None:
+        """Stop the rounds and sync once more: what was written since the last round (best effort)."""
+        self.stop_event.set()
+        self.join(timeout=60)
+        try:
+            self.sync_once()
+        except Exception as exc:  # noqa: BLE001 - best effort: the job's outcome does not depend on it
+            log.warning("syncing %s at the end: %s", self.remote_dir, exc)

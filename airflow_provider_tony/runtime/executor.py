@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspace
+from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
@@ -40,6 +40,7 @@ from airflow_provider_tony.runtime.messages import (
     ExitRecord,
     Registration,
     Slot,
+    Usage,
 )
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
@@ -186,19 +187,23 @@ class Heartbeat(threading.Thread):
         self.progress_file = progress_file
         self.user_started = False
         self.restored_step: int | None = None
+        self.usage: Callable[[], Usage | None] | None = None  # the training process's use so far, once it runs
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.seq = 0
 
     def beat(self) -> None:
         self.seq += 1
+        latest, recent = progress_api.read_all(self.progress_file)
         payload = Beat(
             seq=self.seq,
             time=time.time(),
             user_started=self.user_started,
             restored_step=self.restored_step,
-            progress=progress_api.read(self.progress_file),
+            progress=latest,
             generation=self.generation,
+            points=recent,  # every report since about the last beat: the AM keeps those it has not seen
+            usage=self.usage() if self.usage is not None else None,
         )
         self.app.kv[self.key] = payload.to_json()
 
@@ -218,6 +223,20 @@ class Heartbeat(threading.Thread):
                 log.warning("heartbeat failed: %s", exc)
             self.wake.wait(self.interval)
             self.wake.clear()
+
+
+def start_sampler(spec: JobSpec, role: str, user: UserProcess, user_env: dict[str, str]) -> usage.UsageSampler | None:
+    """The training process tree's peak memory, CPU and GPU use, sampled beside it (None if it did not start)."""
+    if user.proc is None:
+        return None
+    sampler = usage.UsageSampler(
+        user.proc.pid,
+        visible_gpus=user_env.get(C.ENV_CUDA_VISIBLE_DEVICES),
+        want_gpus=spec.roles[role].gpus > 0,
+        env=user_env,
+    )
+    sampler.start()
+    return sampler
 
 
 class DrainWatch(threading.Thread):
@@ -592,20 +611,28 @@ def main() -> int:
         user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
     user_env[C.ENV_PORT] = str(registration.port)
     ckpt_dir = workdir / spec.checkpoint.local_dir
-    hdfs = hdfs_io.client_from_env(env, kv=app.kv) if spec.checkpoint.dir else None
+    events = checkpoint.events_remote(spec, env.get(C.ENV_EVENTS_DIR), app_id) if is_decider else None
+    hdfs = hdfs_io.client_from_env(env, kv=app.kv) if spec.checkpoint.dir or events else None
     restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
     heartbeat.restored_step = restored
     argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)
     program = spec.roles[role].script or spec.roles[role].module or argv[0]
     log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
     user = UserProcess(argv, user_env, workdir, sock, keep_fds=leases.fds if leases else None)
+    sampler = start_sampler(spec, role, user, user_env)
+    heartbeat.usage = sampler.snapshot if sampler is not None else None
     heartbeat.user_started = True
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it
     sync = None
     drain_watch = None
-    if hdfs is not None and is_decider:
-        assert spec.checkpoint.dir is not None  # hdfs is set only when it is
+    tb_sync = None
+    if hdfs is not None and events is not None:  # the tensorboard role (or anyone) reads them from there
+        tb_sync = checkpoint.DirSync(
+            hdfs, workdir / TENSORBOARD_DIR, events, interval=max(5.0, spec.checkpoint.poll_interval), push=True
+        )
+        tb_sync.start()
+    if hdfs is not None and is_decider and spec.checkpoint.dir is not None:
         sync = checkpoint.CheckpointSync(
             hdfs,
             ckpt_dir,
@@ -620,14 +647,6 @@ def main() -> int:
             on_fatal=user.fail,
         )
         sync.start()
-        tb_sync = checkpoint.DirSync(
-            hdfs,
-            workdir / TENSORBOARD_DIR,
-            checkpoint.tensorboard_remote(spec.checkpoint.dir),
-            interval=max(5.0, spec.checkpoint.poll_interval),
-            push=True,
-        )
-        tb_sync.start()
         drain_watch = DrainWatch(
             app,
             task_id,
@@ -641,6 +660,9 @@ def main() -> int:
         drain_watch.start()
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task_id, code)
+    used = sampler.stop() if sampler is not None else None
+    if tb_sync is not None:
+        tb_sync.final()  # the last epoch's scalars, written just before the exit
     if sync is not None:
         assert drain_watch is not None  # started with the sync
         if drain_watch.draining.is_set():  # stopped for a gang restart: the watch uploads and answers
@@ -656,12 +678,15 @@ def main() -> int:
     heartbeat.stop()
     # The exit record carries the last progress too: the script's final
     # report (its metrics) often lands after the last heartbeat.
+    latest, recent = progress_api.read_all(workdir / PROGRESS_FILE)
     app.kv[C.kv_exit(task_id)] = ExitRecord(
         exit_code=code,
         stderr_tail=tail,
         time=time.time(),
-        progress=progress_api.read(workdir / PROGRESS_FILE),
+        progress=latest,
         generation=generation,
+        points=recent,
+        usage=used,
     ).to_json()
     return 0
 

@@ -1,5 +1,11 @@
 """The ``tensorboard`` role: serve the chief's event files, pulled from HDFS while the job runs.
 
+The events travel through ``<checkpoint.dir>/tensorboard`` when the job has a
+checkpoint folder, else through ``<base_path>/tensorboard/<application id>``
+(``checkpoint.events_remote``): the chief writes them under
+``$TONY_TENSORBOARD_DIR`` and its executor mirrors that folder every few
+seconds and once more when the script ends.
+
 Declare it as ``tensorboard: {module: airflow_provider_tony.runtime.tensorboard}``;
 it is reached on the port its executor reserved (``$TONY_PORT``), which the AM
 registers as a page of skein's web UI, so people reach it through the
@@ -26,7 +32,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
-from airflow_provider_tony.runtime.checkpoint import DirSync, tensorboard_remote
+from airflow_provider_tony.runtime.checkpoint import DirSync, events_remote
 from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.tensorboard")
@@ -116,9 +122,12 @@ def main() -> int:
     spec = decode_spec(os.environ[C.ENV_JOB_SPEC])
     logdir = Path(os.environ[C.ENV_TENSORBOARD_DIR])
     logdir.mkdir(parents=True, exist_ok=True)
-    client = hdfs_io.client_from_env()
-    if client is not None and spec.checkpoint.dir:
-        DirSync(client, logdir, tensorboard_remote(spec.checkpoint.dir), interval=5.0, push=False).start()
+    events = events_remote(spec, os.environ.get(C.ENV_EVENTS_DIR), os.environ.get(C.ENV_SKEIN_APPLICATION_ID, ""))
+    client = hdfs_io.client_from_env() if events else None
+    if client is not None and events is not None:
+        DirSync(client, logdir, events, interval=5.0, push=False).start()
+    else:
+        print("TensorBoard has no events folder on HDFS to read (no WebHDFS address): it shows nothing", flush=True)
     from tensorboard import program
 
     inner = _free_loopback_port()
