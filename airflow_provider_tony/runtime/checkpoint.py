@@ -506,9 +506,25 @@ class DirSync(threading.Thread):
                     if self.sizes.get(rel) != size:
                         target = self.local_dir / rel
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        self.client.download(remote, str(target), overwrite=True)
+                        self._pull(remote, target, self.sizes.get(rel) or 0, size)
                         self.sizes[rel], moved = size, moved + 1
         return moved
+
+    def _pull(self, remote: str, target: Path, have: int, size: int) -> None:
+        """Bring ``target`` up to the remote file: append what is new to the same file, else copy it whole.
+
+        Event files only grow, and TensorBoard keeps each one open and reads
+        on from where it stopped: a file replaced by a new one (a new inode)
+        is never read again, so a run pulled before its first epoch ended
+        showed no scalars for good. A file that shrank was rewritten: copied
+        whole.
+        """
+        local = target.stat().st_size if target.exists() else 0
+        if 0 < have == local < size:
+            with self.client.read(remote, offset=have) as reader, open(target, "ab") as out:
+                shutil.copyfileobj(reader, out)
+        else:
+            self.client.download(remote, str(target), overwrite=True)
 
     def run(self) -> None:
         while not self.stop_event.is_set():

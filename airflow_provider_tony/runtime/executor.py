@@ -58,6 +58,7 @@ RESTORING_ROLES = frozenset({"chief", "worker"})
 PROGRESS_FILE = "progress.json"
 MODEL_DIR = "model"
 TENSORBOARD_DIR = "tensorboard"
+EVENTS_SYNC_S = 5.0  # the shortest interval between two mirrorings of the TensorBoard events to HDFS
 
 
 SLOT_POLL_S = 0.25
@@ -628,9 +629,9 @@ def main() -> int:
     drain_watch = None
     tb_sync = None
     if hdfs is not None and events is not None:  # the tensorboard role (or anyone) reads them from there
-        tb_sync = checkpoint.DirSync(
-            hdfs, workdir / TENSORBOARD_DIR, events, interval=max(5.0, spec.checkpoint.poll_interval), push=True
-        )
+        # With checkpoints, at their pace (each upload costs the nodes that train); without, every 5 s.
+        every = max(EVENTS_SYNC_S, spec.checkpoint.poll_interval) if spec.checkpoint.dir else EVENTS_SYNC_S
+        tb_sync = checkpoint.DirSync(hdfs, workdir / TENSORBOARD_DIR, events, interval=every, push=True)
         tb_sync.start()
     if hdfs is not None and is_decider and spec.checkpoint.dir is not None:
         sync = checkpoint.CheckpointSync(

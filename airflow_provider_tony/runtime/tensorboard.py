@@ -112,6 +112,46 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
+COLAB_FLAG = "tensorboardColab"
+
+
+# The browser, not the server, must carry the flag: skein's UI follows an HTTP redirect itself and
+# hands the browser the page under the old URL, where TensorBoard's code does not see the flag.
+_TO_GET_ONLY = (
+    b'<!doctype html><meta charset="utf-8"><title>TensorBoard</title><script>'
+    b"var q = new URLSearchParams(location.search); q.set('" + COLAB_FLAG.encode() + b"', 'true');"
+    b"location.replace('?' + q.toString() + (location.hash || '#scalars'));</script>"
+)
+
+
+def get_only(app: Callable[..., Any]) -> Callable[..., Any]:
+    """Send a browser opening TensorBoard's page to its GET-only mode (``?tensorboardColab=true``).
+
+    People reach TensorBoard through the ResourceManager's web proxy, which
+    answers every method but GET with 405, and answers 500 to a query holding
+    a quote (it decodes the query and cannot rebuild the URI). TensorBoard's
+    default Time Series dashboard fetches its scalars with POST, or in its
+    Colab mode with GET and a JSON query: through the proxy its charts stay
+    empty either way. Its Scalars dashboard in Colab mode asks with plain GETs
+    (``scalars?run=train&tag=epoch_loss``), which pass. The page's first load
+    replaces its own URL by one with the flag and, unless another dashboard
+    was asked for, ``#scalars`` (relative: it stays under the proxy's URL).
+    """
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if (
+            environ.get("REQUEST_METHOD") == "GET"
+            and environ.get("PATH_INFO", "/") in ("", "/", "/index.html")
+            and f"{COLAB_FLAG}=" not in environ.get("QUERY_STRING", "")
+        ):
+            headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(_TO_GET_ONLY)))]
+            start_response("200 OK", headers + [("Cache-Control", "no-store")])
+            return [_TO_GET_ONLY]
+        return app(environ, start_response)
+
+    return wrapped
+
+
 def _free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
@@ -133,7 +173,7 @@ def main() -> int:
     inner = _free_loopback_port()
     guard = PeerGuard(int(os.environ[C.ENV_PORT]), inner, allowed_peers(os.environ.get("SKEIN_APPMASTER_ADDRESS")))
     guard.start()
-    board = program.TensorBoard()
+    board = program.TensorBoard(server_class=lambda app, flags: program.WerkzeugServer(get_only(app), flags))
     board.configure(
         argv=[None, "--logdir", str(logdir), "--host", LOOPBACK, "--port", str(inner), "--reload_interval", "5"]
     )
