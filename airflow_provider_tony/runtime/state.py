@@ -163,6 +163,7 @@ class JobTracker:
         self.cluster_published_at: float | None = None
         self.verdict: Verdict | None = None
         self.events: list[str] = []
+        self.artefacts: list[str] = []  # the events users follow (StateDocument.artefacts)
         # Seconds after the AM started at which milestones were reached (benchmarks, logs).
         self.timeline: dict[str, float] = {}
         # The gang: 0 is the one started with the application; each restart adds one.
@@ -314,7 +315,7 @@ class JobTracker:
         )
         if record.last_step is not None:
             where += f" (step {record.last_step} reached before the failure)"
-        self.events.append(
+        self.note_artefact(
             f"restart {record.attempt}: the new gang resumed {where}, "
             f"{record.resumed_at - record.at:.1f}s after the failure"
         )
@@ -422,14 +423,14 @@ class JobTracker:
         return sum(not r.preempted for r in self.restarts)
 
     def _restartable(self, verdict: Verdict) -> bool:
-        if verdict.succeeded or not verdict.retryable or verdict.task_id is None:
+        if verdict.succeeded or not verdict.retryable or verdict.task_id is None or verdict.cause is None:
             return False
         if verdict.cause is FailureKind.PREEMPTED:
             return len(self.restarts) - self._restarts_counted() < MAX_PREEMPTION_RESTARTS
         return self._restarts_counted() < self.spec.max_restarts
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
-        assert verdict.task_id is not None  # _restartable checked it
+        assert verdict.task_id is not None and verdict.cause is not None  # _restartable checked both
         failed = self.tasks[verdict.task_id]
         decider = self.tasks.get(self.spec.decider_task())
         last_step = decider.progress.step if decider is not None and decider.progress is not None else None
@@ -441,7 +442,7 @@ class JobTracker:
             at=round(now - self.started, 3),
             at_wall=wall,
             last_step=last_step,
-            cause=verdict.cause.value if verdict.cause is not None else "",
+            cause=verdict.cause.value,
             consequences=list(verdict.consequences),
         )
         self.restarts.append(record)
@@ -450,7 +451,7 @@ class JobTracker:
         lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
         if failed.host and lost and failed.kind is not FailureKind.PREEMPTED:
             self.lost_hosts.add(failed.host)
-        self.drain_task = self._uploader_alive(failed)
+        self.drain_task = self._uploader_alive()
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
@@ -465,19 +466,19 @@ class JobTracker:
             which = f"restart {record.attempt} of {self.spec.max_restarts}"
         else:  # earlier restarts were preemptions
             which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
-        self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
+        self.note_artefact(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
-    def _uploader_alive(self, failed: Task) -> str | None:
+    def _uploader_alive(self) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.
 
         Only the decider uploads (the executor's rule); it is worth waiting for
-        only while it runs and is not itself the failure or on the lost node.
+        only while it runs (so not when it is the failure: a failed or lost
+        task is not RUNNING) and is not on the lost node.
         """
         uploader = self.tasks.get(self.spec.decider_task())
         if (
             self.spec.checkpoint.dir is None
             or uploader is None
-            or uploader is failed
             or uploader.state is not TaskState.RUNNING
             or uploader.host in self.lost_hosts
         ):
@@ -499,7 +500,7 @@ class JobTracker:
         record.drained_step = step
         record.drain_seconds = round(seconds, 3)
         if step is not None:
-            self.events.append(f"restart {record.attempt}: checkpoint step {step} on HDFS before the gang was stopped")
+            self.note_artefact(f"restart {record.attempt}: checkpoint step {step} on HDFS before the gang was stopped")
 
     def begin_generation(self, slots: dict[str, str], now: float) -> None:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
@@ -512,9 +513,14 @@ class JobTracker:
         self.restart_pending = None
         self.drain_task = None
         self._noted_capacity_wait = False
-        self.events.append(
+        self.note_artefact(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )
+
+    def note_artefact(self, text: str) -> None:
+        """An event users follow (a checkpoint, the model, a restart): in ``events`` and ``artefacts``."""
+        self.events.append(text)
+        self.artefacts.append(text)
 
     def waiting_for_capacity(self) -> bool:
         """The gang replaces a preempted one and has not registered yet.
@@ -620,7 +626,8 @@ class JobTracker:
         return self._failure_verdict(root, [t for t in failed if t is not root])
 
     def _failure_verdict(self, root: Task, others: list[Task]) -> Verdict:
-        kind = root.kind or (FailureKind.LOST if root.state is TaskState.LOST else FailureKind.CODE)
+        # Every failed or lost task has its kind (set where it failed); CODE is the conservative default.
+        kind = root.kind or FailureKind.CODE
         if root.state is TaskState.LOST:
             text = f"{root.task_id} lost: {root.message}"
         else:
@@ -680,6 +687,7 @@ class JobTracker:
                         f"last step {step}); a collective may be deadlocked",
                         retryable=True,
                         task_id=task.task_id,
+                        cause=FailureKind.STALLED,
                     )
         if spec.deadline is not None and now - self.started > spec.deadline:
             running = [t.task_id for t in self.tasks.values() if t.tracked and not t.state.finished]
@@ -738,6 +746,7 @@ class JobTracker:
             progress=self.progress_fraction(),
             tasks={tid: t.summary(now) for tid, t in self.tasks.items()},
             events=self.events[-50:],
+            artefacts=self.artefacts[-50:],
             timeline=dict(self.timeline),
             am_started_wall=round(wall - (now - self.started), 3),
             generation=self.generation,
