@@ -44,6 +44,7 @@ from airflow_provider_tony.runtime.messages import (
     Drained,
     EventRecord,
     ExitRecord,
+    Progress,
     Registration,
     Slot,
     Usage,
@@ -198,6 +199,20 @@ class Heartbeat(threading.Thread):
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.seq = 0
+        self.newest_sent: collections.deque[float | None] = collections.deque(maxlen=2)  # per beat
+
+    def new_points(self, recent: list[Progress]) -> list[Progress]:
+        """The reports made since the beat before the last one: each rides on two beats.
+
+        The AM reads the store at least once a heartbeat interval, so two beats
+        are enough for it to see each report, and a beat of a job that reports
+        rarely carries none instead of the whole window.
+        """
+        floor = self.newest_sent[0] if len(self.newest_sent) == 2 else None
+        points = [p for p in recent if floor is None or p.time is None or p.time > floor]
+        times = [p.time for p in recent if p.time is not None]
+        self.newest_sent.append(max(times) if times else (self.newest_sent[-1] if self.newest_sent else None))
+        return points
 
     def beat(self) -> None:
         self.seq += 1
@@ -209,7 +224,7 @@ class Heartbeat(threading.Thread):
             restored_step=self.restored_step,
             progress=latest,
             generation=self.generation,
-            points=recent,  # every report since about the last beat: the AM keeps those it has not seen
+            points=self.new_points(recent),  # the AM keeps those it has not seen
             usage=self.usage() if self.usage is not None else None,
         )
         self.app.kv[self.key] = payload.to_json()

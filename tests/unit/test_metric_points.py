@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import progress
+from airflow_provider_tony.runtime import executor, progress
 from airflow_provider_tony.runtime.am import ApplicationMaster
 from airflow_provider_tony.runtime.history import MetricHistory, bytes_per_task
 from airflow_provider_tony.runtime.messages import (
@@ -59,12 +59,14 @@ def _am() -> ApplicationMaster:
 
 def test_every_report_between_two_beats_reaches_the_history_and_the_page(progress_file: Path) -> None:
     am = _am()
+    beats = executor.Heartbeat(am.app, "worker:0", 1.0, progress_file)  # the executor's, writing the AM's store
     clock = 1000.0
+    carried = []
     for step in range(1, 201):
         progress.report(step=step, epoch=(step - 1) // 25, total_steps=200, loss=2.0 / step)
         if step % 7 == 0:  # a beat: what the executor reads and sends, what the AM reads
-            latest, recent = progress.read_all(progress_file)
-            am.app.kv[C.kv_heartbeat("worker:0")] = Heartbeat(seq=step, progress=latest, points=recent).to_json()
+            beats.beat()
+            carried.append(len(Heartbeat.from_json(am.app.kv[C.kv_heartbeat("worker:0")]).points))
             clock += 1
             am.read_store(clock)
             am.read_store(clock + 0.5)  # the same beat read twice adds nothing
@@ -73,9 +75,21 @@ def test_every_report_between_two_beats_reaches_the_history_and_the_page(progres
     am.read_store(clock + 1)
     steps = [p.step for p in am.job_history().metrics["worker:0"]]
     assert steps == list(range(1, 201))
+    # Each report rides on two beats, not the whole window on every beat.
+    assert carried[:2] == [7, 14] and max(carried) == 14, carried
     page = render_page(am.job_history())
     polyline = page.split('data-metric="loss"')[1].split('points="')[1].split('"')[0]
     assert len(polyline.split()) == 200, "every point is drawn"
+
+
+def test_a_beat_of_a_job_that_reports_rarely_carries_nothing_new(progress_file: Path) -> None:
+    beats = executor.Heartbeat(SimpleNamespace(kv={}), "worker:0", 1.0, progress_file)
+    progress.report(step=1, loss=1.0)
+    sent = []
+    for _ in range(4):
+        beats.beat()
+        sent.append([p.step for p in Heartbeat.from_json(beats.app.kv[beats.key]).points])
+    assert sent == [[1], [1], [], []]
 
 
 def test_the_window_in_the_progress_file_is_bounded(progress_file: Path) -> None:
