@@ -68,7 +68,9 @@ class TonyTrigger(BaseTrigger):
         deadline instead of granting a fresh ``startup_timeout`` (None: now).
     :param last_heard_at: wall-clock time the AM was last heard from (its document moved, or the
         application started running), kept up to date while following and serialised with the
-        rest: the stale-AM deadline counts from it. None: not heard from yet.
+        rest: the stale-AM deadline counts from it. None: not heard from yet, and so after a
+        triggerer restart, because Airflow stores a trigger's arguments once, when the task
+        defers; the stale-AM clock then starts at the first look (a later kill, never an early one).
     """
 
     def __init__(
