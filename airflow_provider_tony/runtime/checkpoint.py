@@ -534,10 +534,18 @@ class DirSync(threading.Thread):
                 log.warning("syncing %s: %s", self.remote_dir, exc)
             self.stop_event.wait(self.interval)
 
-    def final(self) -> None:
-        """Stop the rounds and sync once more: what was written since the last round (best effort)."""
+    def final(self, timeout: float = 30.0) -> None:
+        """Stop the rounds and sync once more: what was written since the last round (best effort).
+
+        A round still stuck on HDFS after ``timeout`` seconds means HDFS is in
+        trouble: the task's exit does not wait for another one.
+        """
         self.stop_event.set()
-        self.join(timeout=60)
+        if self.is_alive():
+            self.join(timeout=timeout)
+            if self.is_alive():
+                log.warning("syncing %s: still busy after %.0fs, no final round", self.remote_dir, timeout)
+                return
         try:
             self.sync_once()
         except Exception as exc:  # noqa: BLE001 - best effort: the job's outcome does not depend on it

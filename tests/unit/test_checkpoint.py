@@ -1229,3 +1229,18 @@ def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path) -> N
     sync.start()
     sync.join(timeout=10)
     assert not sync.is_alive() and len(looks) >= 3 and "ckpt-20_temp" in sync.last_error
+
+
+def test_dirsync_final_pushes_what_was_written_since_the_last_round(fake: FakeHdfs, tmp_path: Path) -> None:
+    """The last epoch's scalars are written just before the script exits: one more round then."""
+    logdir = tmp_path / "tb"
+    logdir.mkdir()
+    (logdir / "events.1").write_bytes(b"abc")
+    sync = DirSync(fake, logdir, TB, interval=3600, push=True)
+    sync.start()
+    deadline = time.monotonic() + 10
+    while fake.tree(TB) != {"events.1": b"abc"} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (logdir / "events.1").write_bytes(b"abcdef")  # the next round would be an hour away
+    sync.final()
+    assert not sync.is_alive() and fake.tree(TB) == {"events.1": b"abcdef"}
