@@ -65,6 +65,7 @@ RESTORING_ROLES = frozenset({"chief", "worker"})
 PROGRESS_FILE = "progress.json"
 MODEL_DIR = "model"
 TENSORBOARD_DIR = "tensorboard"
+BEATS_PER_POINT = 8  # heartbeats that carry each progress report (the AM may miss a few under load)
 EVENTS_SYNC_S = 5.0  # the shortest interval between two mirrorings of the TensorBoard events to HDFS
 
 
@@ -199,16 +200,17 @@ class Heartbeat(threading.Thread):
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.seq = 0
-        self.newest_sent: collections.deque[float | None] = collections.deque(maxlen=2)  # per beat
+        self.newest_sent: collections.deque[float | None] = collections.deque(maxlen=BEATS_PER_POINT)
 
     def new_points(self, recent: list[Progress]) -> list[Progress]:
-        """The reports made since the beat before the last one: each rides on two beats.
+        """The reports made in the last ``BEATS_PER_POINT`` beats: each rides on that many beats.
 
-        The AM reads the store at least once a heartbeat interval, so two beats
-        are enough for it to see each report, and a beat of a job that reports
-        rarely carries none instead of the whole window.
+        The AM reads the store about once a heartbeat interval, but a busy node
+        can delay a read by a few: two beats lost points under load. A beat of
+        a job that reports rarely still carries none instead of the whole window.
         """
-        floor = self.newest_sent[0] if len(self.newest_sent) == 2 else None
+        full = len(self.newest_sent) == self.newest_sent.maxlen
+        floor = self.newest_sent[0] if full else None
         points = [p for p in recent if floor is None or p.time is None or p.time > floor]
         times = [p.time for p in recent if p.time is not None]
         self.newest_sent.append(max(times) if times else (self.newest_sent[-1] if self.newest_sent else None))

@@ -98,8 +98,11 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(
     # After the end: the final history on HDFS, beside the checkpoints and in the history folder.
     stored = tony_client.stored_history(app_id)
     assert stored is not None and stored.state is not None and stored.state.app_state == "SUCCEEDED"
-    for task_id in ("worker:0", "worker:1"):  # every point reported, not only those current at a heartbeat
-        assert [p.step for p in stored.metrics[task_id]] == list(range(1, steps + 1)), task_id
+    # Every point reported, not only those current at a heartbeat. worker:1 may be stopped when
+    # worker:0 decides (its last beat or two then never arrive): no gap, whatever it reached.
+    assert [p.step for p in stored.metrics["worker:0"]] == list(range(1, steps + 1))
+    other = [p.step for p in stored.metrics["worker:1"]]
+    assert other == list(range(1, len(other) + 1)) and len(other) >= steps - 8, other
     # Each task's resource use, sampled by its executor, beside its role's request.
     used = stored.state.tasks["worker:0"].usage
     assert used is not None and used.samples >= 3, used

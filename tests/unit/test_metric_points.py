@@ -75,8 +75,10 @@ def test_every_report_between_two_beats_reaches_the_history_and_the_page(progres
     am.read_store(clock + 1)
     steps = [p.step for p in am.job_history().metrics["worker:0"]]
     assert steps == list(range(1, 201))
-    # Each report rides on two beats, not the whole window on every beat.
-    assert carried[:2] == [7, 14] and max(carried) == 14, carried
+    # Each report rides on BEATS_PER_POINT beats, not the whole 64-report window on every beat.
+    per = executor.BEATS_PER_POINT
+    assert carried[: per + 2] == [7 * n for n in range(1, per + 1)] + [7 * per] * 2, carried
+    assert max(carried) == 7 * per, carried
     page = render_page(am.job_history())
     polyline = page.split('data-metric="loss"')[1].split('points="')[1].split('"')[0]
     assert len(polyline.split()) == 200, "every point is drawn"
@@ -86,10 +88,10 @@ def test_a_beat_of_a_job_that_reports_rarely_carries_nothing_new(progress_file: 
     beats = executor.Heartbeat(SimpleNamespace(kv={}), "worker:0", 1.0, progress_file)
     progress.report(step=1, loss=1.0)
     sent = []
-    for _ in range(4):
+    for _ in range(executor.BEATS_PER_POINT + 2):
         beats.beat()
         sent.append([p.step for p in Heartbeat.from_json(beats.app.kv[beats.key]).points])
-    assert sent == [[1], [1], [], []]
+    assert sent == [[1]] * executor.BEATS_PER_POINT + [[], []]
 
 
 def test_the_window_in_the_progress_file_is_bounded(progress_file: Path) -> None:
