@@ -93,7 +93,7 @@ def test_the_job_page_state_and_history_through_the_proxy_then_on_hdfs(
     result = tony_client.wait(app_id, poll_interval=0.5, emit=lambda line: print(line, flush=True))
     assert result.succeeded, result.diagnostics
     assert result.am_state is not None and result.am_state.final
-    assert tony_client._skein is None, "following must not start the skein driver"
+    assert getattr(tony_client, "_skein", None) is None, "following must not start the skein driver"
 
     # After the end: the final history on HDFS, beside the checkpoints and in the history folder.
     stored = tony_client.stored_history(app_id)
