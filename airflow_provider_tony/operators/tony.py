@@ -635,7 +635,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def _full_xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or StateDocument()
         tasks = {
-            tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}
+            tid: {
+                "state": t.state,
+                "host": t.host,
+                "exit_code": t.exit_code,
+                "restored_step": t.restored_step,
+                # Peak memory/CPU/GPU beside the role's request, with notes for a request used under half.
+                "usage": t.usage.to_dict() if t.usage is not None else None,
+            }
             for tid, t in state.tasks.items()
         }
         decider = state.task(self._spec.decider_task()) if self._spec is not None else None

@@ -39,9 +39,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
+from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
 __all__ = [
@@ -285,9 +285,29 @@ def _local_files(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
+if TYPE_CHECKING:
+    from airflow_provider_tony.runtime.spec import JobSpec
+
+
 def tensorboard_remote(checkpoint_dir: str) -> str:
     """Where the deciding task mirrors its TensorBoard events and the tensorboard role reads them."""
     return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
+
+
+def events_remote(spec: JobSpec, events_dir: str | None, app_id: str) -> str | None:
+    """The HDFS folder of the job's TensorBoard events, None when nothing would read them.
+
+    Beside the checkpoints when the job has a ``checkpoint.dir``; else, for a
+    job with a ``tensorboard`` role, ``<events_dir>/<application id>`` (the
+    submitter's ``<base_path>/tensorboard``, ``TONY_EVENTS_DIR``), so the role
+    shows the run's scalars without a checkpoint folder. A job with neither
+    keeps its events in the container.
+    """
+    if spec.checkpoint.dir:
+        return tensorboard_remote(spec.checkpoint.dir)
+    if TENSORBOARD_ROLE in spec.roles and events_dir and app_id:
+        return f"{hdfs_path(events_dir).rstrip('/')}/{app_id}"
+    return None
 
 
 def _steps(names: Any) -> list[int]:
@@ -570,9 +590,25 @@ class DirSync(threading.Thread):
                     if self.sizes.get(rel) != size:
                         target = self.local_dir / rel
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        self.client.download(remote, str(target), overwrite=True)
+                        self._pull(remote, target, self.sizes.get(rel) or 0, size)
                         self.sizes[rel], moved = size, moved + 1
         return moved
+
+    def _pull(self, remote: str, target: Path, have: int, size: int) -> None:
+        """Bring ``target`` up to the remote file: append what is new to the same file, else copy it whole.
+
+        Event files only grow, and TensorBoard keeps each one open and reads
+        on from where it stopped: a file replaced by a new one (a new inode)
+        is never read again, so a run pulled before its first epoch ended
+        showed no scalars for good. A file that shrank was rewritten: copied
+        whole.
+        """
+        local = target.stat().st_size if target.exists() else 0
+        if 0 < have == local < size:
+            with self.client.read(remote, offset=have) as reader, open(target, "ab") as out:
+                shutil.copyfileobj(reader, out)
+        else:
+            self.client.download(remote, str(target), overwrite=True)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -581,3 +617,20 @@ class DirSync(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - best effort, retried next round
                 log.warning("syncing %s: %s", self.remote_dir, exc)
             self.stop_event.wait(self.interval)
+
+    def final(self, timeout: float = 30.0) -> None:
+        """Stop the rounds and sync once more: what was written since the last round (best effort).
+
+        A round still stuck on HDFS after ``timeout`` seconds means HDFS is in
+        trouble: the task's exit does not wait for another one.
+        """
+        self.stop_event.set()
+        if self.is_alive():
+            self.join(timeout=timeout)
+            if self.is_alive():
+                log.warning("syncing %s: still busy after %.0fs, no final round", self.remote_dir, timeout)
+                return
+        try:
+            self.sync_once()
+        except Exception as exc:  # noqa: BLE001 - best effort: the job's outcome does not depend on it
+            log.warning("syncing %s at the end: %s", self.remote_dir, exc)

@@ -167,7 +167,9 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
     assert result["final_state"] == "SUCCEEDED"
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
     assert result["metrics"]["val_accuracy"] > 0.3
-    assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "KILLED")
+    assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "STOPPED")
+    used = result["tasks"]["worker:0"]["usage"]  # peak use beside the request, in the XCom
+    assert used["peak_rss_bytes"] > 50 << 20 and used["requested_memory_mib"] > 0, used
     assert result["tasks"]["worker:0"]["restored_step"] is None, "trained from scratch, not resumed"
     # The data partition comes from the run's data interval, in the DAG's timezone.
     assert result["metrics"]["partition"] == "2026-11-02"

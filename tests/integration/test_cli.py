@@ -92,6 +92,77 @@ def test_validate_against_the_cluster_names_the_limit(tmp_path: Path, app_tag: s
     assert "roles.worker.memory" in checked.stderr and "maximum-allocation-mb" in checked.stderr
 
 
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+DIGITS = Path(__file__).resolve().parents[2] / "dags" / "training" / "digits_mwms.py"
+
+
+def test_submit_with_a_tensorboard_role_and_no_checkpoint_dir_shows_scalars(
+    tmp_path: Path, app_tag: str, python_exe: str, tony_client
+) -> None:
+    """`tony submit` of a JobSpec with a tensorboard role and no checkpoint.dir: TensorBoard, opened
+    in Chromium through the RM's proxy, draws the run's scalars while it trains (it showed "No
+    dashboards are active" for the whole run when events travelled only beside checkpoints)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    doc = {
+        "name": "pytest-cli-tensorboard",
+        "tags": [app_tag],
+        "python": {"interpreter": python_exe},
+        "roles": {
+            "worker": {
+                "memory": "1 GiB",
+                "script": str(DIGITS),
+                "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "120"],
+            },
+            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+        },
+        "heartbeat_timeout": 60,
+    }
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(doc))
+    submitted = tony("submit", str(job), "--detach")
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    app_id = submitted.stdout.split()[0]
+    try:
+        url = wait_until(
+            lambda: tony_client.tensorboard_url(app_id, tony_client.am_state(app_id)), 180, "TensorBoard to run"
+        )
+        assert url == f"{tony_client.rm_url}/proxy/{app_id}/pages/tensorboard/"
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": 1300, "height": 900})
+                refused = []  # YARN's proxy answers POST with 405: TensorBoard must ask with GET
+                page.on("response", lambda r: r.status == 405 and refused.append(r.url))
+
+                curve = "tf-scalar-card:has-text('epoch_loss') path.line"
+
+                def drawn() -> int:
+                    try:  # TensorBoard starts, then reloads its logdir every 5 s: look until the loss curve draws
+                        page.goto(url)  # the link as people get it: no query, no #dashboard
+                        page.wait_for_selector(curve, timeout=20_000)
+                    except Exception:  # noqa: BLE001 - not there yet
+                        return 0
+                    lines = page.locator(curve)  # an SVG path through at least two epochs' points
+                    return sum("L" in (lines.nth(i).get_attribute("d") or "") for i in range(lines.count()))
+
+                wait_until(drawn, 180, "the epoch_loss curve drawn by TensorBoard through the RM's proxy")
+                assert page.url.endswith("?tensorboardColab=true#scalars"), page.url  # its GET-only Scalars view
+                assert not refused, refused
+                page.screenshot(path=str(SHOTS / "tensorboard-scalars.png"), full_page=True)
+            finally:
+                browser.close()
+        # The events travelled through the default folder: <base_path>/tensorboard/<application id>.
+        assert tony_client.hdfs().list(f"{tony_client.events_dir}/{app_id}")
+    finally:
+        tony_client.kill(app_id)
+        tony_client.hdfs().delete(f"{tony_client.events_dir}/{app_id}", recursive=True)
+
+
 def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, python_exe: str) -> None:
     """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony())."""
     job = write_job(tmp_path, app_tag, python_exe, args=["sleep", "--seconds", "600"])

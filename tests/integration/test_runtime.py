@@ -108,7 +108,8 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app
     assert tasks["chief:0"].state == "SUCCEEDED"
     assert tasks["chief:0"].progress.metrics["accuracy"] > 0.3
     for stopped in ("ps:0", "worker:0", "worker:1"):
-        assert tasks[stopped].state == "KILLED", (stopped, tasks[stopped])
+        assert tasks[stopped].state == "STOPPED", (stopped, tasks[stopped])  # the chief finished: no kill
+        assert tasks[stopped].message == "stopped: chief:0 finished"
     assert_no_live_containers(result.app_id)
 
 

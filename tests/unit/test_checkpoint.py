@@ -103,12 +103,12 @@ class FakeHdfs:
         ]
 
     @contextmanager
-    def read(self, path: str) -> Iterator[io.BytesIO]:
+    def read(self, path: str, offset: int = 0) -> Iterator[io.BytesIO]:
         self._enter("read", path)
         p = self._p(path)
         if not p.is_file():
             raise FakeHdfsError(f"File does not exist: {path}")
-        yield io.BytesIO(p.read_bytes())
+        yield io.BytesIO(p.read_bytes()[offset:])
 
     def write(self, hdfs_path: str, data: bytes, overwrite: bool = False, **kwargs: Any) -> None:
         self._enter("write", hdfs_path)
@@ -1018,9 +1018,17 @@ def test_dirsync_pull_downloads_changed_files_only(fake: FakeHdfs, tmp_path: Pat
     assert tree(logdir) == {"train/events.1": b"abc", "events.2": b"xy"}
     assert sync.sync_once() == 0
     assert fake.count("download") == 2
+    inode = (logdir / "train/events.1").stat().st_ino
     fake.put(f"{TB}/train/events.1", b"abcdef")
     assert sync.sync_once() == 1
     assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"xy"}
+    # A grown event file is appended to in place: TensorBoard keeps the file open and reads on from
+    # where it stopped (a replaced file, a new inode, was never read again: no scalars for good).
+    assert (logdir / "train/events.1").stat().st_ino == inode
+    assert fake.count("download") == 2 and fake.count("read") == 1
+    fake.put(f"{TB}/events.2", b"z")  # rewritten shorter: copied whole
+    assert sync.sync_once() == 1
+    assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"z"}
     assert fake.count("download") == 3
 
 
@@ -1273,3 +1281,18 @@ def test_upload_keeps_the_best_checkpoint_by_its_manifest_metrics(fake: FakeHdfs
     assert manifest["metrics"] == {"val_accuracy": 0.9, "loss": 1.0}
     reads = [path for name, path in fake.calls if name == "read" and path.endswith(MANIFEST)]
     assert len(reads) == len(set(reads)), "each manifest is read at most once per uploader"
+
+
+def test_dirsync_final_pushes_what_was_written_since_the_last_round(fake: FakeHdfs, tmp_path: Path) -> None:
+    """The last epoch's scalars are written just before the script exits: one more round then."""
+    logdir = tmp_path / "tb"
+    logdir.mkdir()
+    (logdir / "events.1").write_bytes(b"abc")
+    sync = DirSync(fake, logdir, TB, interval=3600, push=True)
+    sync.start()
+    deadline = time.monotonic() + 10
+    while fake.tree(TB) != {"events.1": b"abc"} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (logdir / "events.1").write_bytes(b"abcdef")  # the next round would be an hour away
+    sync.final()
+    assert not sync.is_alive() and fake.tree(TB) == {"events.1": b"abcdef"}
