@@ -273,8 +273,8 @@ def _gc_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-age-days",
         type=float,
         metavar="DAYS",
-        help="remove old runs' checkpoint folders, .damaged- copies, history files and staged src/ and envs/ "
-        "archives not used for this many days",
+        help="remove old runs' checkpoint folders, .damaged- copies, history files, staged src/ and envs/ "
+        "archives and TensorBoard events folders (tensorboard/<app>) not used for this many days",
     )
     parser.add_argument(
         "--keep-runs",
@@ -299,7 +299,8 @@ def _gc_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "gc",
-    "prune old runs' checkpoints, .damaged- copies, history files and staged archives under the base path",
+    "prune old runs' checkpoints, .damaged- copies, history files, staged archives and TensorBoard events "
+    "folders under the base path",
     _gc_arguments,
 )
 def gc(args: argparse.Namespace) -> int:
@@ -314,7 +315,9 @@ def gc(args: argparse.Namespace) -> int:
     with _client() as client:
         hdfs = client.hdfs()
         base = args.base_path or client.base_path
-        items = retention.scan(hdfs, base, protect=args.protect)
+        # A running job appends to its events file without touching its folder's times: keep it whatever its age.
+        running = [f"{base.rstrip('/')}/tensorboard/{app.app_id}" for app in client.find_by_tags(())]
+        items = retention.scan(hdfs, base, protect=[*args.protect, *running])
         removals = retention.plan(items, policy, now=time.time())
         for item, why in removals:
             print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)

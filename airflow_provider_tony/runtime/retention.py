@@ -5,13 +5,18 @@ Every run of a task leaves a checkpoint folder
 (``<base_path>/history/<app>.json``), a checkpoint that was replaced keeps a
 ``ckpt-<step>.damaged-<tag>`` copy for a person to look at, and every new
 source tree or environment a staged archive (``<base_path>/src``,
-``<base_path>/envs``). Nothing removes them, so a daily job fills HDFS.
+``<base_path>/envs``), and every job with a ``tensorboard`` role but no
+``checkpoint.dir`` an events folder (``<base_path>/tensorboard/<app>``).
+Nothing removes them, so a daily job fills HDFS.
 
 The policy (:func:`plan`) is pure and takes the clock as an argument: an item
 goes when it is older than ``max_age_days``, and a task's run also when it
-is beyond the task's newest ``keep_runs``. It never removes the newest run of a task, a published
+is beyond the task's newest ``keep_runs`` (events folders, like history
+files, go by age only). It never removes the newest run of a task, a published
 model (a folder holding ``tony-model.json``, or any folder above one, or a
-path named in ``protect``) or anything outside those four places. Age is the
+path named in ``protect``: ``tony gc`` names the running applications' events
+folders there, whose folder times need not move while TensorBoard appends to
+an events file) or anything outside those five places. Age is the
 latest of HDFS's modification and access times, so a staged archive that
 jobs still localise counts as used.
 """
@@ -53,10 +58,10 @@ class Policy:
 
 @dataclass(frozen=True)
 class Item:
-    """One thing retention may remove: a run folder, a damaged copy, a history file or an archive."""
+    """One thing retention may remove: a run folder, a damaged copy, a history file, an archive or an events folder."""
 
     path: str
-    kind: str  # "run", "damaged", "history", "src", "envs"
+    kind: str  # "run", "damaged", "history", "src", "envs", "tensorboard"
     group: str  # runs of the same task, the damaged copies of one run, ...
     used: float  # seconds since the epoch: the latest of modification and access
     protected: str = ""  # why it must stay ("" when it may go)
@@ -102,11 +107,18 @@ def _children(client: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
     return [(posixpath.join(path, name), status) for name, status in client.list(path, status=True)]
 
 
-def _holds_model(client: Any, folder: str, protect: set[str]) -> str:
-    """Why ``folder`` must stay: it holds a published model, or a protected path is inside it."""
-    for path in protect:
+def _guarded(folder: str, protect: set[str]) -> str:
+    """Why ``folder`` must stay because of ``protect``: a protected path is it or inside it."""
+    for path in sorted(protect):
         if path == folder or path.startswith(folder.rstrip("/") + "/"):
             return f"{path} is protected"
+    return ""
+
+
+def _holds_model(client: Any, folder: str, protect: set[str]) -> str:
+    """Why ``folder`` must stay: it holds a published model, or a protected path is inside it."""
+    if guarded := _guarded(folder, protect):
+        return guarded
     for root, _dirs, files in client.walk(folder):
         if _MODEL_METADATA in files:
             return f"{root} holds a published model"
@@ -141,6 +153,9 @@ def scan(client: Any, base_path: str, protect: Iterable[str] = ()) -> list[Item]
     for path, status in _children(client, f"{base}/history"):
         if status["type"] == "FILE" and path.endswith(".json"):
             items.append(Item(path, "history", f"{base}/history", _used(status)))
+    for path, status in _children(client, f"{base}/tensorboard"):
+        if status["type"] == "DIRECTORY":
+            items.append(Item(path, "tensorboard", f"{base}/tensorboard", _used(status), _guarded(path, guarded)))
     for kind in ("src", "envs"):
         for path, status in _children(client, f"{base}/{kind}"):
             if status["type"] == "FILE":

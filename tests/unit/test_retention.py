@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -122,9 +123,16 @@ def test_the_policy_alone() -> None:
 
 
 class GcClient:
-    def __init__(self, hdfs: TimedHdfs) -> None:
+    def __init__(self, hdfs: TimedHdfs, running: tuple[str, ...] = ()) -> None:
         self._hdfs = hdfs
         self.base_path = BASE
+        self.running = running
+        self.asked: list[tuple[tuple[str, ...], bool]] = []
+
+    def find_by_tags(self, tags: Any, *, active_only: bool = True) -> list[Any]:
+        """The RM's answer for this user's active TonY applications (no tag asked: all of them)."""
+        self.asked.append((tuple(tags), active_only))
+        return [SimpleNamespace(app_id=app_id) for app_id in self.running]
 
     def hdfs(self) -> TimedHdfs:
         return self._hdfs
@@ -170,3 +178,40 @@ def test_the_operator_prunes_its_own_tasks_older_runs_after_a_success(tmp_path: 
     looks = [path for name, path in hdfs.calls if name == "list" and path == runs]
     assert len(looks) == 1, "pruned once, though the mixin asks for the result twice"
     assert (hdfs.root / f"{BASE}/checkpoints/nightly/other/scheduled__old/x".lstrip("/")).exists()
+
+
+def test_tony_gc_prunes_old_tensorboard_events_folders_but_never_a_running_applications(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``<base_path>/tensorboard/<app>`` goes by age like a history file; the running job's stays.
+
+    A running job's TensorBoard appends to an events file, which moves neither
+    the folder's time nor the file's access time, so its folder can look as
+    old as a finished one: only the RM's list of running applications tells them apart.
+    """
+    hdfs = TimedHdfs(tmp_path / "hdfs")
+    events = f"{BASE}/tensorboard"
+    for app, age in (("application_1_0001", 40), ("application_1_0002", 1), ("application_1_0003", 40)):
+        plant(hdfs, f"{events}/{app}/events.out.tfevents.1.host", age)
+        plant(hdfs, f"{events}/{app}", age, data=None)
+    plant(hdfs, f"{events}/stray.txt", 40)  # not an application's folder: not retention's business
+    gc_client = GcClient(hdfs, running=("application_1_0003",))
+    monkeypatch.setattr(cli, "_client", lambda: gc_client)
+
+    assert cli.main(["gc", "--max-age-days", "30", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"would remove {events}/application_1_0001: unused for 40.0 days" in out
+    assert "application_1_0003" not in out and "application_1_0002" not in out and "stray" not in out
+    assert "1 to remove" in out
+    assert gc_client.asked == [((), True)], "asks the RM for every active application, once"
+    assert (hdfs.root / events.lstrip("/") / "application_1_0001").exists(), "a dry run removes nothing"
+
+    assert cli.main(["gc", "--max-age-days", "30", "--keep-runs", "1"]) == 0
+    assert "1 removed" in capsys.readouterr().out
+    left = sorted(p.name for p in (hdfs.root / events.lstrip("/")).iterdir())
+    assert left == ["application_1_0002", "application_1_0003", "stray.txt"], "keep-runs counts runs, not events"
+    items = retention.scan(hdfs, BASE, protect=[f"{events}/application_1_0003"])
+    assert {i.path: i.protected for i in items} == {
+        f"{events}/application_1_0002": "",
+        f"{events}/application_1_0003": f"{events}/application_1_0003 is protected",
+    }
