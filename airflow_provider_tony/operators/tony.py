@@ -33,7 +33,7 @@ from airflow_provider_tony.links import (
     YarnApplicationLink,
 )
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
-from airflow_provider_tony.runtime.errors import SpecError, TonyError
+from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, StateDocument
 from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
 from airflow_provider_tony.triggers.tony import TonyTrigger
@@ -297,6 +297,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                     attempt=int(ti.try_number or 1),
                     extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)],
                 )
+            except InputMissing as exc:  # a late partition: retried or not as the input says
+                raise (AirflowException if exc.retryable else AirflowFailException)(str(exc)) from exc
             except SpecError as exc:
                 raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
             self.log.info("submitted %s (%s)", app_id, spec.name)

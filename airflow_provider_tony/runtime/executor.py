@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, priority, workspace
+from airflow_provider_tony.runtime import checkpoint, hdfs_io, inputs, priority, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
@@ -166,6 +166,7 @@ def source_links(spec: JobSpec, workdir: Path) -> list[str]:
     if spec.src_dir is None or not (workdir / C.SRC_ALIAS).is_dir():
         return []
     reserved = {PROGRESS_FILE, MODEL_DIR, TENSORBOARD_DIR, spec.checkpoint.local_dir.split("/")[0], *spec.files}
+    reserved |= {inputs.INPUTS_DIR} if spec.inputs else set()
     return workspace.link_source(workdir / C.SRC_ALIAS, workdir, reserved)
 
 
@@ -434,6 +435,40 @@ def restore(
     return step
 
 
+#: Exit code of a task whose inputs could not be staged: EX_TEMPFAIL, retryable (HDFS trouble passes,
+#: and a partition that changed after submit is listed again by the next try).
+INPUT_STAGING_EXIT_CODE = 75
+
+
+def stage_inputs(
+    app: Any, spec: JobSpec, task_id: str, workdir: Path, env: dict[str, str], generation: int
+) -> dict[str, str] | None:
+    """The job's HDFS inputs on this task's disk before its script starts: the script's variables.
+
+    None when staging failed: the exit record (retryable, naming the input) is already sent, so
+    the AM fails the job with that message instead of waiting for the script.
+    """
+    if not any(task_id in spec.input_tasks(name) for name in spec.inputs):
+        return {}
+    try:
+        client = hdfs_io.client_from_env(env, kv=app.kv)
+        if client is None:
+            raise RuntimeError("the job has inputs but no WebHDFS URL to read them with")
+        found, _ = inputs.stage_inputs(
+            client, spec, task_id, workdir, env, on_event=lambda msg: report_event(app, task_id, msg)
+        )
+    except Exception as exc:  # noqa: BLE001 - becomes the task's retryable exit
+        log.error("%s: staging inputs failed: %s", task_id, exc)
+        app.kv[C.kv_exit(task_id)] = ExitRecord(
+            exit_code=INPUT_STAGING_EXIT_CODE,
+            stderr_tail=[f"staging the job's inputs failed: {exc}"],
+            time=time.time(),
+            generation=generation,
+        ).to_json()
+        return None
+    return found
+
+
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
@@ -584,8 +619,14 @@ def main() -> int:
     app.kv[C.kv_register(task_id)] = registration.to_json()
     log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
 
+    # Staged while the other tasks register: the gang's start waits for the slowest stager only.
+    input_env = stage_inputs(app, spec, task_id, workdir, env, generation)
+    if input_env is None:
+        heartbeat.stop()
+        return 0
     cluster = wait_for_cluster(app, task_id, generation)
     user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
+    user_env.update(input_env)
     if pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.

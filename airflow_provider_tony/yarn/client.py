@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
@@ -39,6 +40,7 @@ from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
+    check_inputs,
     cluster_info_from_rm,
     validate_against_cluster,
     validate_local_files,
@@ -322,6 +324,13 @@ class TonyClient:
         validate_against_cluster(spec, info)
         return info
 
+    def check_inputs(self, spec: JobSpec) -> dict[str, str]:
+        """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them."""
+        if not spec.inputs:
+            return {}
+        with _cluster_errors("could not list the job's inputs on HDFS"):
+            return inputs.seen_env(check_inputs(spec, self.hdfs()))
+
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
         if archive.startswith("hdfs://"):
@@ -454,6 +463,7 @@ class TonyClient:
 
         self.check_kerberos()
         info = self.validate(spec)
+        inputs_env = self.check_inputs(spec)
         plan = plan_placement(spec, info.hosts)
         spec = src.relative_scripts(spec)
         source = self.stage_source(spec.src_dir).url if spec.src_dir else None
@@ -471,7 +481,7 @@ class TonyClient:
             python=python,
             python_archive_source=archive_source,
             source_archive=source,
-            extra_env=self._container_env(attempt),
+            extra_env={**self._container_env(attempt), **inputs_env},
             placement_plan=plan,
         )
         ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)

@@ -18,6 +18,7 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import (
     Acls,
     CheckpointSpec,
+    InputSpec,
     JobSpec,
     KerberosSpec,
     PythonEnv,
@@ -100,6 +101,14 @@ FULL: dict[str, Any] = {
     },
     "env": {"PYTHONHASHSEED": "0"},
     "kerberos": {"refresh_tokens": True},
+    "inputs": {
+        "clicks": {
+            "path": "/data/clicks/dt=2026-12-01/part-*",
+            "sharding": "shard",
+            "roles": ["worker"],
+            "retryable_if_missing": False,
+        },
+    },
 }
 
 MINIMAL: dict[str, Any] = {"roles": {"worker": {"module": "trainer.main"}}}
@@ -137,6 +146,7 @@ def test_full_fixture_sets_every_field_to_a_non_default_value() -> None:
         (CheckpointSpec, [FULL["checkpoint"]]),
         (Acls, [FULL["acls"]]),
         (KerberosSpec, [FULL["kerberos"]]),
+        (InputSpec, list(FULL["inputs"].values())),
         (PythonEnv, [FULL["python"], {"interpreter": "/usr/bin/python3", "archive": None}]),
         (RoleSpec, list(FULL["roles"].values())),
     ):
@@ -293,6 +303,28 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], object], str, str]] = [
         "2.0 s",
     ),
     ("bad-success-policy", lambda d: d.update(success_policy="majority"), "success_policy", "'majority'"),
+    ("input-bad-name", lambda d: d.update(inputs={"Clicks": {"path": "/d"}}), "inputs.Clicks", "'Clicks'"),
+    ("input-no-path", lambda d: d.update(inputs={"clicks": {}}), "inputs.clicks.path", "'' is not"),
+    ("input-relative", lambda d: d.update(inputs={"clicks": {"path": "d/x"}}), "inputs.clicks.path", "'d/x'"),
+    (
+        "input-bad-sharding",
+        lambda d: d.update(inputs={"clicks": {"path": "/d", "sharding": "split"}}),
+        "inputs.clicks.sharding",
+        "'split'",
+    ),
+    (
+        "input-unknown-role",
+        lambda d: d.update(inputs={"clicks": {"path": "/d", "roles": ["wroker"]}}),
+        "inputs.clicks.roles[0]",
+        "'wroker'",
+    ),
+    (
+        "input-retryable-text",
+        lambda d: d.update(inputs={"clicks": {"path": "/d", "retryable_if_missing": "no"}}),
+        "inputs.clicks.retryable_if_missing",
+        "'no'",
+    ),
+    ("inputs-not-mapping", lambda d: d.update(inputs=["/d"]), "inputs", "['/d']"),
     ("timeout-zero", lambda d: d.update(startup_timeout=0), "startup_timeout", "0 seconds"),
     ("deadline-negative", lambda d: d.update(deadline=-5), "deadline", "-5"),
     ("timeout-string", lambda d: d.update(registration_timeout="5m"), "registration_timeout", "'5m'"),
