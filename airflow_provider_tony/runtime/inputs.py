@@ -67,7 +67,7 @@ log = logging.getLogger("tony.inputs")
 
 #: Folder under the container's working directory where inputs are staged, one folder per input.
 INPUTS_DIR = "inputs"
-#: JSON ``{name: [files, bytes]}``: what the submitting side listed, checked again by every task.
+#: ``name=files:bytes,...``: what the submitting side listed, checked again by every task.
 ENV_INPUTS_SEEN = "TONY_INPUTS_SEEN"
 #: Files copied at once per task: WebHDFS reads are latency-bound for small files, and more
 #: streams than this only share the same disk and network.
@@ -229,11 +229,24 @@ def check_shardable(spec: JobSpec, name: str, listed: list[InputFile]) -> None:
 
 
 def seen_env(listed: Mapping[str, list[InputFile]]) -> dict[str, str]:
-    """The container variable that carries what the submitting side listed (files and bytes per input)."""
+    """The container variable that carries what the submitting side listed: ``name=files:bytes,...``.
+
+    Not JSON: YARN writes environment values into the launch script without escaping quotes.
+    """
     if not listed:
         return {}
-    seen = {name: [len(items), sum(f.size for f in items)] for name, items in sorted(listed.items())}
-    return {ENV_INPUTS_SEEN: json.dumps(seen, separators=(",", ":"))}
+    seen = ",".join(f"{name}={len(items)}:{sum(f.size for f in items)}" for name, items in sorted(listed.items()))
+    return {ENV_INPUTS_SEEN: seen}
+
+
+def _parse_seen(text: str) -> dict[str, list[int]]:
+    """``seen_env``'s value back as ``{name: [files, bytes]}``."""
+    out: dict[str, list[int]] = {}
+    for part in filter(None, text.split(",")):
+        name, _, counts = part.partition("=")
+        files, _, size = counts.partition(":")
+        out[name] = [int(files), int(size)]
+    return out
 
 
 def env_names(name: str) -> tuple[str, str]:
@@ -335,7 +348,7 @@ def stage_inputs(
     Raises :class:`TonyError` (or the WebHDFS client's error) when an input cannot be staged whole;
     the caller turns that into a retryable exit before the script starts.
     """
-    seen = json.loads(env.get(ENV_INPUTS_SEEN) or "{}")
+    seen = _parse_seen(env.get(ENV_INPUTS_SEEN) or "")
     out: dict[str, str] = {}
     staged: list[StagedInput] = []
     for name, item in spec.inputs.items():

@@ -176,7 +176,7 @@ def test_check_inputs_refuses_fewer_files_than_shards_and_returns_the_listing() 
     with pytest.raises(SpecError, match=r"inputs.d.sharding: /data/d/dt=2 holds 1 file\(s\) but 2 tasks"):
         check_inputs(_spec("/data/d/dt=2", sharding="shard"), FakeHdfs(PARTITION))
     listed = check_inputs(_spec("/data/d/dt=2"), FakeHdfs(PARTITION))  # 'all': one file is enough
-    assert inputs.seen_env(listed) == {inputs.ENV_INPUTS_SEEN: '{"d":[1,4]}'}
+    assert inputs.seen_env(listed) == {inputs.ENV_INPUTS_SEEN: "d=1:4"}  # no quotes: YARN's launch script
 
 
 # --------------------------------------------------------------------------- staging in the container
