@@ -578,8 +578,10 @@ class StateDocument(Message):
         return self.am_started_wall + self.timeline[name]
 
     def artefact_events(self) -> list[str]:
-        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts."""
-        return [e for e in self.events if "checkpoint" in e or "model" in e or "restart" in e]
+        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts,
+        inputs staged."""
+        words = ("checkpoint", "model", "restart", " input ")
+        return [e for e in self.events if any(w in e for w in words)]
 
 
 @dataclass

@@ -167,6 +167,7 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
     assert len(result["metrics"]["input_files"].split(",")) == 2, result["metrics"]
     assert 0 < result["metrics"]["input_records"] < 1437
     assert result["metrics"]["eval_records"] == 360
+    assert any(e.startswith("worker:1 staged input digits_train: 2 files") for e in result["events"]), result["events"]
     app_id = result["application_id"]
     assert result["final_state"] == "SUCCEEDED"
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"

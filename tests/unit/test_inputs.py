@@ -258,3 +258,16 @@ def test_the_executor_phase_turns_a_staging_failure_into_a_retryable_exit_before
     assert record.stderr_tail == [
         "staging the job's inputs failed: the job has inputs but no WebHDFS URL to read them with"
     ]
+
+
+def test_staging_events_reach_the_airflow_log() -> None:
+    from airflow_provider_tony.runtime.messages import StateDocument
+
+    doc = StateDocument(
+        events=[
+            "worker:1 staging input d (shard 2/2): 2 files, 0.3 MiB",
+            "worker:1 staged input d: 2 files, 0.3 MiB in 0.10s (3.0 MiB/s)",
+            "worker:0 REGISTERED",
+        ]
+    )
+    assert doc.artefact_events() == doc.events[:2]
