@@ -18,12 +18,17 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 PORT_BASE := $(or $(TONY_DEVCLUSTER_PORT_BASE),19000)
 SECURE_PORT_BASE ?= $(shell echo $$(( $(PORT_BASE) + 600 )))
 CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 900 ))))
-# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs).
+# `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs), the cluster of
+# `make test-secure`: its own home (.devcluster-secure, devcluster's default for the profile) and
+# ports (SECURE_PORT_BASE), the jar cache shared. A later plain `make cluster-up` or `make demo`
+# is the open cluster in .devcluster again; `make cluster-down SECURE=1` stops the secure one.
 ifdef SECURE
-export TONY_DEVCLUSTER_SECURE := $(SECURE)
+export TONY_DEVCLUSTER_SECURE := 1
+export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_PORT_BASE)
+export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
 
-.PHONY: bench help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
@@ -35,11 +40,25 @@ help:
 	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: Kerberized profile)"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
-# Reinstalls whenever pyproject.toml changes (a new dependency, the tony script).
+# The Debian packages a fresh machine lacks (scripts/bootstrap.py): installed when make runs as
+# root, named with the command to run otherwise. Nothing to do (a few milliseconds) once present.
+# `bootstrap` is what the venv and the demo's cluster need; `bootstrap-test` adds what the test
+# suites need (PostgreSQL, Chromium, the MIT KDC).
+BOOTSTRAP = $(PYTHON) scripts/bootstrap.py
+bootstrap:
+	@command -v $(PYTHON) >/dev/null || { echo "install $(PYTHON) first (as root: apt-get install -y python3)"; exit 1; }
+	@$(BOOTSTRAP) --for demo
+
+bootstrap-test: bootstrap
+	@$(BOOTSTRAP) --for test
+
+# Reinstalls whenever pyproject.toml changes (a new dependency, the tony script); the packages
+# its build needs (gssapi's: krb5-config, gcc, Python's headers) come first.
 $(VENV)/.installed: pyproject.toml
+	@$(BOOTSTRAP) --for demo
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev]'
@@ -67,7 +86,7 @@ cluster-env:
 # so a missing tool or an unset principal cannot leave the run green with nothing proven. The
 # secure tests run only in their own part. The last lines say how many tests each part ran.
 MUST_RUN = TONY_TESTS_MUST_RUN=1
-test: venv cluster-up
+test: bootstrap-test venv cluster-up
 	@rm -f test-artifacts/parts/*.json; rc=0; \
 	( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos \
 	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
@@ -85,7 +104,7 @@ CHAOS_HOME ?= $(or $(TONY_CHAOS_HOME),$(CURDIR)/.devcluster-chaos)
 CHAOS_ENV = TONY_CHAOS_HOME="$(CHAOS_HOME)" TONY_CHAOS_PORT_BASE=$(CHAOS_PORT_BASE) \
 	TONY_DEVCLUSTER_HOME="$(CHAOS_HOME)" TONY_DEVCLUSTER_PORT_BASE=$(CHAOS_PORT_BASE) \
 	TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
-test-chaos: venv
+test-chaos: bootstrap-test venv
 	@export $(CHAOS_ENV); rc=0; \
 	$(MUST_RUN) TONY_TEST_PART=chaos $(PY) -m pytest tests/chaos $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \
 	$(DEVCLUSTER) down; exit $$rc
@@ -100,7 +119,7 @@ SECURE_ENV = TONY_DEVCLUSTER_SECURE=1 TONY_DEVCLUSTER_HOME="$(CURDIR)/.devcluste
 	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)" \
 	TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS=$(SECURE_TOKEN_MAX_LIFETIME_MS)
 SECURE_JARS ?= $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
-test-secure: venv
+test-secure: bootstrap-test venv
 	@export $(SECURE_ENV); rc=0; \
 	( $(DEVCLUSTER) up && eval "$$($(DEVCLUSTER) env)" && \
 	  $(MUST_RUN) TONY_TEST_PART=secure $(PY) -m pytest tests/integration/test_secure.py \
@@ -110,7 +129,7 @@ test-secure: venv
 # Airflow as users run it (PostgreSQL, api-server, scheduler, dag-processor,
 # triggerer), pointed at dags/ and the local cluster. The e2e tests start
 # and stop their own.
-airflow-up: venv cluster-up
+airflow-up: bootstrap-test venv cluster-up
 	$(CLUSTER_ENV) && $(PYTHON) devcluster/airflow_stack.py up --python $(PY)
 
 airflow-down:
@@ -141,7 +160,7 @@ reference: venv
 #   tony submit dags/training/digits_mwms.yaml   (or python -m airflow_provider_tony submit ...)
 # The cluster stays up afterwards so the YARN pages can be browsed; stop it
 # with `make cluster-down`.
-demo: venv cluster-up
+demo: bootstrap venv cluster-up
 	$(CLUSTER_ENV) && $(PY) scripts/demo.py
 	@echo "YARN UI: $$($(CLUSTER_ENV) && echo $$TONY_RM_URL)/cluster  (make cluster-down to stop the cluster)"
 
@@ -151,4 +170,5 @@ bench: venv cluster-up
 	$(CLUSTER_ENV) && $(PY) bench/run.py $(BENCH_ARGS)
 
 clean: airflow-down cluster-down
-	rm -rf .devcluster
+	$(MAKE) --no-print-directory cluster-down SECURE=1
+	rm -rf .devcluster .devcluster-secure

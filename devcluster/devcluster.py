@@ -29,8 +29,10 @@ checkouts can run side by side.
 ``TONY_DEVCLUSTER_SECURE=1`` (``make cluster-up SECURE=1``) starts the secure
 profile instead: a local MIT KDC (``kdc.py``), Kerberos on every RPC, SPNEGO
 on every web server, block access tokens, SASL data transfer and YARN ACLs
-(the fragments in ``conf-secure/``). A home started secure stays secure:
-``env`` and ``status`` read the marker ``up`` leaves in it.
+(the fragments in ``conf-secure/``), in its own default home
+(``.devcluster-secure/``). ``env``, ``status`` and ``down`` read the marker
+``up`` leaves in a secure home; a plain ``up`` of such a home is refused
+(see ``choose_profile``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kdc
@@ -147,6 +149,29 @@ DAEMONS = (
 SECURE_MARKER = "secure-profile"
 
 
+def choose_profile(env: Mapping[str, str], repo: Path, command: str) -> tuple[Path, bool]:
+    """The home and whether it runs the secure profile; each profile keeps its own default home.
+
+    ``TONY_DEVCLUSTER_SECURE`` asks for the secure profile; without ``TONY_DEVCLUSTER_HOME`` it
+    lives in ``.devcluster-secure/`` and the open one in ``.devcluster/``, so trying the secure
+    profile once never turns a later plain ``up`` (or ``make demo``) Kerberized. A home started
+    secure keeps its marker: ``env``, ``status`` and ``down`` read it (they describe the home as it
+    is), but a plain ``up`` of a marked home is refused with the two ways out rather than quietly
+    bringing back a cluster that answers plain HTTP with 401.
+    """
+    requested = env.get("TONY_DEVCLUSTER_SECURE", "").lower() in ("1", "true", "yes")
+    default = repo / (".devcluster-secure" if requested else ".devcluster")
+    home = Path(env.get("TONY_DEVCLUSTER_HOME", default)).resolve()
+    marked = (home / SECURE_MARKER).exists()
+    if command == "up" and marked and not requested:
+        raise ClusterError(
+            f"{home} holds a secure (Kerberized) cluster: start it with TONY_DEVCLUSTER_SECURE=1 "
+            "(make cluster-up SECURE=1), or give the open cluster another TONY_DEVCLUSTER_HOME "
+            f"(or remove {home} after `down`)"
+        )
+    return home, requested or marked
+
+
 def nodemanager(index: int) -> Daemon:
     """NodeManager ``index``; 0 keeps the single-node cluster's name."""
     return Daemon("nodemanager" if index == 0 else f"nodemanager-{index}", NM_MAIN_CLASS, 384, node=index)
@@ -173,12 +198,8 @@ class Layout:
     preemption: bool = True
 
     @classmethod
-    def from_env(cls) -> Layout:
-        home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve()
-        secure = (
-            os.environ.get("TONY_DEVCLUSTER_SECURE", "").lower() in ("1", "true", "yes")
-            or (home / SECURE_MARKER).exists()
-        )
+    def from_env(cls, command: str = "status") -> Layout:
+        home, secure = choose_profile(os.environ, REPO, command)
         layout = cls(
             home=home,
             port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
@@ -1209,7 +1230,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        layout = Layout.from_env()
+        layout = Layout.from_env(args.command)
     except ClusterError as exc:
         print(f"devcluster {args.command} failed: {exc}", file=sys.stderr)
         return 1

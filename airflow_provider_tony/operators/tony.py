@@ -43,6 +43,13 @@ from airflow_provider_tony.yarn.source import paths_beside_job_file
 
 #: The largest XCom result (JSON): whatever the job's containers wrote, downstream reads stay small.
 XCOM_MAX_BYTES = 60 * 1024
+#: Past ``XCOM_MAX_BYTES``, what the summarised XCom keeps: the newest events and
+#: restarts, the start of the diagnostics (the cause comes first).
+XCOM_SUMMARY_EVENTS = 20
+XCOM_SUMMARY_RESTARTS = 10
+XCOM_SUMMARY_DIAGNOSTICS = 4000
+#: A final status is one word from YARN; more is a forged or broken one, cut here.
+MAX_STATUS_CHARS = 40
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -458,11 +465,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self.log.info("%s SUCCEEDED: %s", result.app_id, shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS))
             return
         self.log.error(
-            "%s %s: %s", result.app_id, shown(result.final_status, 40), shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS)
+            "%s %s: %s",
+            result.app_id,
+            shown(result.final_status, MAX_STATUS_CHARS),
+            shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS),
         )
         self._copy_failed_logs(result)
         message = (
-            f"TonY job {result.app_id} {shown(result.final_status, 40)}: "
+            f"TonY job {result.app_id} {shown(result.final_status, MAX_STATUS_CHARS)}: "
             f"{shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS)}\n"
             f"Logs: yarn logs -applicationId {result.app_id}"
         )
@@ -515,9 +525,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return value
         tasks = value["tasks"]
         value["tasks"] = {"count": len(tasks), "by_state": dict(Counter(str(t["state"]) for t in tasks.values()))}
-        value["events"] = value["events"][-20:]
-        value["restarts"] = value["restarts"][-10:]
-        value["diagnostics"] = value["diagnostics"][:4000]
+        value["events"] = value["events"][-XCOM_SUMMARY_EVENTS:]
+        value["restarts"] = value["restarts"][-XCOM_SUMMARY_RESTARTS:]
+        value["diagnostics"] = value["diagnostics"][:XCOM_SUMMARY_DIAGNOSTICS]
         if len(json.dumps(value, default=str)) > XCOM_MAX_BYTES:
             value["metrics"], value["events"], value["restarts"] = {}, [], []
         self.log.warning("the job's result was too large for an XCom: per-task details are summarised")

@@ -118,7 +118,10 @@ SKEIN_PAGES_PREFIX = "pages"
 # code from a signal (128 + N: preemption, OOM kill, SIGTERM; a negative code is
 # Python's way of saying the same). Codes 1-127 are the script's own failure,
 # which a retry repeats; JobSpec.retryable_exit_codes adds to this set.
-RETRYABLE_EXIT_CODES = frozenset({75})
+#: EX_TEMPFAIL: the exit code the executor reports for a failure of ours that a retry can clear (an HDFS
+#: upload or model export that failed, GPUs that stayed taken, the user process stopped for our reason).
+TEMPFAIL_EXIT_CODE = 75
+RETRYABLE_EXIT_CODES = frozenset({TEMPFAIL_EXIT_CODE})
 SIGNAL_EXIT_CODES = range(128, 256)
 RETRYABLE_MARK = "[retryable]"
 

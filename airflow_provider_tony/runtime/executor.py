@@ -7,12 +7,18 @@ user process starts, then heartbeat until it exits and report the exit code
 with the tail of its stderr. The executor itself exits 0 whenever it could
 report, so that the AM, not skein, decides what a failure means.
 
+:func:`main` runs these as named phases, one function each: ``identify``,
+``prepare_workdir``, ``claim_gpus``, ``register``, ``stage_inputs``, (``wait_for_cluster``),
+``task_environment``, ``restore``, ``start_user``, ``start_uploads``,
+(``UserProcess.wait``), ``finish_uploads``, ``export_model``, ``report_exit``.
+
     python -m airflow_provider_tony.runtime.executor
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import json
 import logging
@@ -391,7 +397,7 @@ class UserProcess:
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         if self.extra and code in (0, 143):
-            code = 75  # ours, and retryable
+            code = C.TEMPFAIL_EXIT_CODE  # ours, and retryable
         return code, [*self.tail, *self.extra]
 
 
@@ -403,7 +409,7 @@ def after_final_flush(
     on HDFS and saves again; a failed script keeps its own code."""
     if flushed or code != 0:
         return code, tail
-    return 75, [*tail, f"the last checkpoint could not be uploaded to {checkpoint_dir}: {error}"]
+    return C.TEMPFAIL_EXIT_CODE, [*tail, f"the last checkpoint could not be uploaded to {checkpoint_dir}: {error}"]
 
 
 def restore(
@@ -435,40 +441,6 @@ def restore(
     return step
 
 
-#: Exit code of a task whose inputs could not be staged: EX_TEMPFAIL, retryable (HDFS trouble passes,
-#: and a partition that changed after submit is listed again by the next try).
-INPUT_STAGING_EXIT_CODE = 75
-
-
-def stage_inputs(
-    app: Any, spec: JobSpec, task_id: str, workdir: Path, env: dict[str, str], generation: int
-) -> dict[str, str] | None:
-    """The job's HDFS inputs on this task's disk before its script starts: the script's variables.
-
-    None when staging failed: the exit record (retryable, naming the input) is already sent, so
-    the AM fails the job with that message instead of waiting for the script.
-    """
-    if not any(task_id in spec.input_tasks(name) for name in spec.inputs):
-        return {}
-    try:
-        client = hdfs_io.client_from_env(env, kv=app.kv)
-        if client is None:
-            raise RuntimeError("the job has inputs but no WebHDFS URL to read them with")
-        found, _ = inputs.stage_inputs(
-            client, spec, task_id, workdir, env, on_event=lambda msg: report_event(app, task_id, msg)
-        )
-    except Exception as exc:  # noqa: BLE001 - becomes the task's retryable exit
-        log.error("%s: staging inputs failed: %s", task_id, exc)
-        app.kv[C.kv_exit(task_id)] = ExitRecord(
-            exit_code=INPUT_STAGING_EXIT_CODE,
-            stderr_tail=[f"staging the job's inputs failed: {exc}"],
-            time=time.time(),
-            generation=generation,
-        ).to_json()
-        return None
-    return found
-
-
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
@@ -498,14 +470,14 @@ def export_model(
     try:
         remote = hdfs_io.publish(client, str(local), target, upload_tag)
     except Exception as exc:  # noqa: BLE001 - becomes the task's failure
-        return 75, [*tail, f"model export to {target} failed: {exc}"]
+        return C.TEMPFAIL_EXIT_CODE, [*tail, f"model export to {target} failed: {exc}"]
     report_event(app, task_id, f"{task_id} exported the model to {remote}")
     return code, tail
 
 
 #: Exit code reported when the node's GPUs stayed taken: EX_TEMPFAIL, retryable,
 #: because GPUs on a node free up as other jobs end.
-GPU_LEASE_EXIT_CODE = 75
+GPU_LEASE_EXIT_CODE = C.TEMPFAIL_EXIT_CODE
 
 
 def gpu_lease_exit(exc: GpuLeaseError, generation: int, now: float | None = None) -> ExitRecord:
@@ -567,22 +539,68 @@ def take_gpus(
     return leases, got
 
 
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import skein
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """Who this container is, learnt once at start-up and passed to every phase of :func:`main`."""
 
-    env = dict(os.environ)
-    spec = decode_spec(env[C.ENV_JOB_SPEC])
-    app = skein.ApplicationClient.from_current()
+    app: Any
+    spec: JobSpec
+    env: dict[str, str]
+    role: str
+    index: int
+    generation: int
+    workdir: Path
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.role}:{self.index}"
+
+    @property
+    def is_decider(self) -> bool:
+        return self.task_id == self.spec.decider_task()
+
+    @property
+    def app_id(self) -> str:
+        return self.env.get(C.ENV_SKEIN_APPLICATION_ID, "")
+
+    @property
+    def upload_tag(self) -> str:
+        """Names this process's temporary uploads: unique per try, gang and process."""
+        return f"{self.env.get(C.ENV_ATTEMPT, '1')}-{self.generation}-{os.getpid()}"
+
+    def event(self, message: str) -> None:
+        """An event line for the AM, prefixed with this task."""
+        report_event(self.app, self.task_id, f"{self.task_id} {message}")
+
+
+@dataclasses.dataclass
+class Gpus:
+    """What this container found and owns of the node's GPUs (see :func:`take_gpus`)."""
+
+    local: list[str]
+    pinned: list[str] | None  # by the NVIDIA runtime: the container sees only these
+    owned: list[str] | None  # YARN's assignment or our leases
+    leases: GpuLeases | None
+
+
+@dataclasses.dataclass
+class Uploads:
+    """The decider's uploaders while the user process runs: checkpoints, TensorBoard events, the drain."""
+
+    sync: checkpoint.CheckpointSync
+    drain_watch: DrainWatch
+
+
+def identify(app: Any, spec: JobSpec, env: dict[str, str], workdir: Path) -> Task:
+    """Phase 1: learn this container's task and gang (see :func:`find_slot`)."""
     role, index, generation = find_slot(app, spec, env)
-    task_id = f"{role}:{index}"
-    is_decider = task_id == spec.decider_task()
-    # Names this process's temporary uploads: unique per try, gang and process.
-    upload_tag = f"{env.get(C.ENV_ATTEMPT, '1')}-{generation}-{os.getpid()}"
-    app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
-    workdir = Path.cwd()
-    (workdir / spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
-    skipped = source_links(spec, workdir)
+    return Task(app=app, spec=spec, env=env, role=role, index=index, generation=generation, workdir=workdir)
+
+
+def prepare_workdir(task: Task) -> None:
+    """Phase 2: the local checkpoint folder and the job's source tree linked in."""
+    (task.workdir / task.spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
+    skipped = source_links(task.spec, task.workdir)
     if skipped:
         log.warning(
             "source entries %s not linked into the working directory: the name is taken by a shipped"
@@ -591,119 +609,213 @@ def main() -> int:
             C.SRC_ALIAS,
         )
 
-    sock = reserve_port()
-    host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
-    pinned = parse_visible_devices(env.get("NVIDIA_VISIBLE_DEVICES"))
-    local_gpus = discover_local_gpus() if spec.roles[role].gpus > 0 else []
-    try:
-        leases, node_pinned = take_gpus(spec, role, task_id, env, host, local_gpus, pinned, app_id)
-    except GpuLeaseError as exc:
-        log.error("%s: %s", task_id, exc)
-        # Reported like any task exit, before registering: the AM fails the
-        # job with this message instead of a registration timeout.
-        app.kv[C.kv_exit(task_id)] = gpu_lease_exit(exc, generation).to_json()
-        return 0
+
+def claim_gpus(task: Task, host: str) -> Gpus:
+    """Phase 3: the node's GPUs this task may use; raises :class:`GpuLeaseError` when they stayed taken."""
+    pinned = parse_visible_devices(task.env.get("NVIDIA_VISIBLE_DEVICES"))
+    local = discover_local_gpus() if task.spec.roles[task.role].gpus > 0 else []
+    leases, owned = take_gpus(task.spec, task.role, task.task_id, task.env, host, local, pinned, task.app_id)
+    return Gpus(local=local, pinned=pinned, owned=owned, leases=leases)
+
+
+def report_gpu_failure(task: Task, exc: GpuLeaseError) -> None:
+    """Phase 3's failure, reported like any task exit and before registering: the AM fails the job
+    with this message instead of a registration timeout."""
+    log.error("%s: %s", task.task_id, exc)
+    task.app.kv[C.kv_exit(task.task_id)] = gpu_lease_exit(exc, task.generation).to_json()
+
+
+def register(task: Task, host: str, port: int, gpus: Gpus) -> Heartbeat:
+    """Phase 4: start beating and register this task's address; returns the running heartbeat."""
     # gpus_pinned: devices this container owns on the node (YARN's or leased);
     # the AM treats them as fixed and withholds them from the job's other tasks.
     registration = Registration(
         host=host,
-        port=sock.getsockname()[1],
+        port=port,
         pid=os.getpid(),
-        container_id=env.get(C.ENV_YARN_CONTAINER_ID),
-        gpus_local=local_gpus,
-        gpus_pinned=pinned if pinned is not None else node_pinned,
-        generation=generation,
+        container_id=task.env.get(C.ENV_YARN_CONTAINER_ID),
+        gpus_local=gpus.local,
+        gpus_pinned=gpus.pinned if gpus.pinned is not None else gpus.owned,
+        generation=task.generation,
     )
-    heartbeat = Heartbeat(app, task_id, spec.heartbeat_interval, workdir / PROGRESS_FILE, generation)
+    heartbeat = Heartbeat(
+        task.app, task.task_id, task.spec.heartbeat_interval, task.workdir / PROGRESS_FILE, task.generation
+    )
     heartbeat.start()
-    app.kv[C.kv_register(task_id)] = registration.to_json()
-    log.info("%s registered %s:%s; waiting for the cluster spec", task_id, host, registration.port)
+    task.app.kv[C.kv_register(task.task_id)] = registration.to_json()
+    log.info("%s registered %s:%s; waiting for the cluster spec", task.task_id, host, port)
+    return heartbeat
 
-    # Staged while the other tasks register: the gang's start waits for the slowest stager only.
-    input_env = stage_inputs(app, spec, task_id, workdir, env, generation)
-    if input_env is None:
-        heartbeat.stop()
-        return 0
-    cluster = wait_for_cluster(app, task_id, generation)
-    user_env = user_environment(spec, role, index, cluster, app_id, workdir, env, port=registration.port)
-    user_env.update(input_env)
-    if pinned is not None:
+
+def stage_inputs(task: Task) -> dict[str, str] | None:
+    """Phase 4b: the job's HDFS inputs on this task's disk before its script starts (see
+    :mod:`~airflow_provider_tony.runtime.inputs`); returns the script's variables.
+
+    Runs after registering, while the other tasks register: the gang's start waits for the
+    slowest stager only. None when staging failed: the exit record (retryable, naming the
+    input) is already sent, so the AM fails the job with that message.
+    """
+    spec = task.spec
+    if not any(task.task_id in spec.input_tasks(name) for name in spec.inputs):
+        return {}
+    try:
+        client = hdfs_io.client_from_env(task.env, kv=task.app.kv)
+        if client is None:
+            raise RuntimeError("the job has inputs but no WebHDFS URL to read them with")
+        found, _ = inputs.stage_inputs(
+            client,
+            spec,
+            task.task_id,
+            task.workdir,
+            task.env,
+            on_event=lambda msg: report_event(task.app, task.task_id, msg),
+        )
+    except Exception as exc:  # noqa: BLE001 - becomes the task's retryable exit
+        log.error("%s: staging inputs failed: %s", task.task_id, exc)
+        task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
+            exit_code=C.TEMPFAIL_EXIT_CODE,
+            stderr_tail=[f"staging the job's inputs failed: {exc}"],
+            time=time.time(),
+            generation=task.generation,
+        ).to_json()
+        return None
+    return found
+
+
+def task_environment(task: Task, cluster: ClusterDocument, port: int, gpus: Gpus) -> dict[str, str]:
+    """Phase 5: the user process's environment, once the gang's cluster spec is known."""
+    user_env = user_environment(
+        task.spec, task.role, task.index, cluster, task.app_id, task.workdir, task.env, port=port
+    )
+    if gpus.pinned is not None:
         # Under the NVIDIA runtime the container sees only its own GPUs,
         # renumbered from 0: expose exactly what is visible inside.
-        user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if pinned else ""
-    user_env[C.ENV_PORT] = str(registration.port)
-    ckpt_dir = workdir / spec.checkpoint.local_dir
-    hdfs = hdfs_io.client_from_env(env, kv=app.kv) if spec.checkpoint.dir else None
-    restored = restore(app, spec, hdfs, role, task_id, ckpt_dir, user_env)
-    heartbeat.restored_step = restored
-    argv = workspace.task_argv(spec.roles[role], spec.python.python_command() or sys.executable)
-    program = spec.roles[role].script or spec.roles[role].module or argv[0]
-    log.info("%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES))
-    user = UserProcess(argv, user_env, workdir, sock, keep_fds=leases.fds if leases else None)
+        user_env[C.ENV_CUDA_VISIBLE_DEVICES] = ",".join(discover_local_gpus()) if gpus.pinned else ""
+    user_env[C.ENV_PORT] = str(port)
+    return user_env
+
+
+def start_user(
+    task: Task, user_env: dict[str, str], sock: socket.socket, gpus: Gpus, heartbeat: Heartbeat
+) -> UserProcess:
+    """Phase 7: release the port and start the user's code; the AM counts its start-up from the next beat."""
+    role = task.spec.roles[task.role]
+    argv = workspace.task_argv(role, task.spec.python.python_command() or sys.executable)
+    program = role.script or role.module or argv[0]
+    log.info(
+        "%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task.task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES)
+    )
+    user = UserProcess(argv, user_env, task.workdir, sock, keep_fds=gpus.leases.fds if gpus.leases else None)
     heartbeat.user_started = True
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it
-    sync = None
-    drain_watch = None
-    if hdfs is not None and is_decider:
-        assert spec.checkpoint.dir is not None  # hdfs is set only when it is
-        sync = checkpoint.CheckpointSync(
-            hdfs,
-            ckpt_dir,
-            spec.checkpoint.dir,
-            keep=spec.checkpoint.keep,
-            poll_interval=spec.checkpoint.poll_interval,
-            window=spec.checkpoint.upload_failure_window,
-            tag=upload_tag,
-            # A warm start's steps belong to another run: ours count from scratch.
-            start_after_step=restored if restored is not None and user_env[C.ENV_RESTORED_KIND] == "resume" else -1,
-            on_event=lambda msg: report_event(app, task_id, f"{task_id} {msg}"),
-            on_fatal=user.fail,
-        )
-        sync.start()
-        tb_sync = checkpoint.DirSync(
-            hdfs,
-            workdir / TENSORBOARD_DIR,
-            checkpoint.tensorboard_remote(spec.checkpoint.dir),
-            interval=max(5.0, spec.checkpoint.poll_interval),
-            push=True,
-        )
-        tb_sync.start()
-        drain_watch = DrainWatch(
-            app,
-            task_id,
-            generation,
-            sync,
-            interval=C.DRAIN_POLL_S,
-            timeout=C.DRAIN_UPLOAD_S,
-            stop_training=lambda: user.stop(USER_STOP_S),
-            progress_file=workdir / PROGRESS_FILE,
-        )
-        drain_watch.start()
-    code, tail = user.wait()
-    log.info("%s user process exited with code %d", task_id, code)
-    if sync is not None:
-        assert drain_watch is not None  # started with the sync
-        if drain_watch.draining.is_set():  # stopped for a gang restart: the watch uploads and answers
-            drain_watch.join(timeout=C.DRAIN_UPLOAD_S + USER_STOP_S)
-        drain_watch.stop_event.set()  # the flush below is the last upload; the AM sees the exit record
-        # A failed script's last complete checkpoint is worth saving too (bounded wait).
-        window = spec.checkpoint.upload_failure_window
-        window = window if code == 0 else min(30.0, window)
-        flushed = sync.flush(timeout=window)
-        code, tail = after_final_flush(flushed, code, tail, spec.checkpoint.dir, sync.last_error)
-    if code == 0 and is_decider and spec.checkpoint.model_dir:
-        code, tail = export_model(app, spec, workdir, env, task_id, code, tail, upload_tag)
-    heartbeat.stop()
-    # The exit record carries the last progress too: the script's final
-    # report (its metrics) often lands after the last heartbeat.
-    app.kv[C.kv_exit(task_id)] = ExitRecord(
+    return user
+
+
+def start_uploads(task: Task, hdfs: Any, user: UserProcess, restored: int | None, resumed: bool) -> Uploads:
+    """Phase 8 (the decider, with a checkpoint dir): upload checkpoints and TensorBoard events while the
+    user code runs, and answer the AM's drain before a gang restart."""
+    spec = task.spec
+    assert spec.checkpoint.dir is not None  # hdfs is set only when it is
+    sync = checkpoint.CheckpointSync(
+        hdfs,
+        task.workdir / spec.checkpoint.local_dir,
+        spec.checkpoint.dir,
+        keep=spec.checkpoint.keep,
+        poll_interval=spec.checkpoint.poll_interval,
+        window=spec.checkpoint.upload_failure_window,
+        tag=task.upload_tag,
+        # A warm start's steps belong to another run: ours count from scratch.
+        start_after_step=restored if restored is not None and resumed else -1,
+        on_event=task.event,
+        on_fatal=user.fail,
+    )
+    sync.start()
+    checkpoint.DirSync(
+        hdfs,
+        task.workdir / TENSORBOARD_DIR,
+        checkpoint.tensorboard_remote(spec.checkpoint.dir),
+        interval=max(5.0, spec.checkpoint.poll_interval),
+        push=True,
+    ).start()
+    drain_watch = DrainWatch(
+        task.app,
+        task.task_id,
+        task.generation,
+        sync,
+        interval=C.DRAIN_POLL_S,
+        timeout=C.DRAIN_UPLOAD_S,
+        stop_training=lambda: user.stop(USER_STOP_S),
+        progress_file=task.workdir / PROGRESS_FILE,
+    )
+    drain_watch.start()
+    return Uploads(sync=sync, drain_watch=drain_watch)
+
+
+def finish_uploads(task: Task, uploads: Uploads, code: int, tail: list[str]) -> tuple[int, list[str]]:
+    """Phase 9: the last checkpoint upload after the user process exited (see :func:`after_final_flush`)."""
+    if uploads.drain_watch.draining.is_set():  # stopped for a gang restart: the watch uploads and answers
+        uploads.drain_watch.join(timeout=C.DRAIN_UPLOAD_S + USER_STOP_S)
+    uploads.drain_watch.stop_event.set()  # the flush below is the last upload; the AM sees the exit record
+    # A failed script's last complete checkpoint is worth saving too (bounded wait).
+    window = task.spec.checkpoint.upload_failure_window
+    window = window if code == 0 else min(30.0, window)
+    flushed = uploads.sync.flush(timeout=window)
+    return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, uploads.sync.last_error)
+
+
+def report_exit(task: Task, code: int, tail: list[str]) -> None:
+    """Phase 11: the exit record; it carries the last progress too, because the script's final
+    report (its metrics) often lands after the last heartbeat."""
+    task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
         exit_code=code,
         stderr_tail=tail,
         time=time.time(),
-        progress=progress_api.read(workdir / PROGRESS_FILE),
-        generation=generation,
+        progress=progress_api.read(task.workdir / PROGRESS_FILE),
+        generation=task.generation,
     ).to_json()
+
+
+def main() -> int:
+    """The phases in order; each is a function above. Exits 0 whenever the exit could be reported."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import skein
+
+    env = dict(os.environ)
+    task = identify(skein.ApplicationClient.from_current(), decode_spec(env[C.ENV_JOB_SPEC]), env, Path.cwd())
+    spec = task.spec
+    prepare_workdir(task)
+    sock = reserve_port()
+    host = env.get(C.ENV_NM_HOST) or socket.getfqdn()
+    try:
+        gpus = claim_gpus(task, host)
+    except GpuLeaseError as exc:
+        report_gpu_failure(task, exc)
+        return 0
+    port = sock.getsockname()[1]
+    heartbeat = register(task, host, port, gpus)
+    input_env = stage_inputs(task)
+    if input_env is None:
+        heartbeat.stop()
+        return 0
+    cluster = wait_for_cluster(task.app, task.task_id, task.generation)
+    user_env = {**task_environment(task, cluster, port, gpus), **input_env}
+    hdfs = hdfs_io.client_from_env(env, kv=task.app.kv) if spec.checkpoint.dir else None
+    restored = restore(
+        task.app, spec, hdfs, task.role, task.task_id, task.workdir / spec.checkpoint.local_dir, user_env
+    )  # phase 6
+    heartbeat.restored_step = restored
+    user = start_user(task, user_env, sock, gpus, heartbeat)
+    resumed = user_env[C.ENV_RESTORED_KIND] == "resume"
+    uploads = start_uploads(task, hdfs, user, restored, resumed) if hdfs is not None and task.is_decider else None
+    code, tail = user.wait()
+    log.info("%s user process exited with code %d", task.task_id, code)
+    if uploads is not None:
+        code, tail = finish_uploads(task, uploads, code, tail)
+    if code == 0 and task.is_decider and spec.checkpoint.model_dir:  # phase 10
+        code, tail = export_model(task.app, spec, task.workdir, env, task.task_id, code, tail, task.upload_tag)
+    heartbeat.stop()
+    report_exit(task, code, tail)
     return 0
 
 

@@ -30,6 +30,7 @@ class FailureKind(str, enum.Enum):
     SIGNAL = "signal"  # the user process was killed by a signal (OOM kill 137, SIGTERM 143)
     RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
     PEER = "peer"  # TensorFlow reported that a peer failed: a consequence, not a cause
+    STALLED = "stalled"  # a tracked task's step stopped moving (progress_stall_timeout): a deadlock, likely
     CODE = "code"  # the training code failed on its own (a traceback, bad arguments)
 
     @property

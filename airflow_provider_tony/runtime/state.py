@@ -385,14 +385,14 @@ class JobTracker:
         return sum(not r.preempted for r in self.restarts)
 
     def _restartable(self, verdict: Verdict) -> bool:
-        if verdict.succeeded or not verdict.retryable or verdict.task_id is None:
+        if verdict.succeeded or not verdict.retryable or verdict.task_id is None or verdict.cause is None:
             return False
         if verdict.cause is FailureKind.PREEMPTED:
             return len(self.restarts) - self._restarts_counted() < MAX_PREEMPTION_RESTARTS
         return self._restarts_counted() < self.spec.max_restarts
 
     def _plan_restart(self, verdict: Verdict, now: float, wall: float | None) -> None:
-        assert verdict.task_id is not None  # _restartable checked it
+        assert verdict.task_id is not None and verdict.cause is not None  # _restartable checked both
         failed = self.tasks[verdict.task_id]
         decider = self.tasks.get(self.spec.decider_task())
         last_step = decider.progress.step if decider is not None and decider.progress is not None else None
@@ -404,7 +404,7 @@ class JobTracker:
             at=round(now - self.started, 3),
             at_wall=wall,
             last_step=last_step,
-            cause=verdict.cause.value if verdict.cause is not None else "",
+            cause=verdict.cause.value,
             consequences=list(verdict.consequences),
         )
         self.restarts.append(record)
@@ -413,7 +413,7 @@ class JobTracker:
         lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
         if failed.host and lost and failed.kind is not FailureKind.PREEMPTED:
             self.lost_hosts.add(failed.host)
-        self.drain_task = self._uploader_alive(failed)
+        self.drain_task = self._uploader_alive()
         for task in self.tasks.values():
             if not task.state.finished:
                 task.state = TaskState.RESTARTING
@@ -430,17 +430,17 @@ class JobTracker:
             which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
         self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
-    def _uploader_alive(self, failed: Task) -> str | None:
+    def _uploader_alive(self) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.
 
         Only the decider uploads (the executor's rule); it is worth waiting for
-        only while it runs and is not itself the failure or on the lost node.
+        only while it runs (so not when it is the failure: a failed or lost
+        task is not RUNNING) and is not on the lost node.
         """
         uploader = self.tasks.get(self.spec.decider_task())
         if (
             self.spec.checkpoint.dir is None
             or uploader is None
-            or uploader is failed
             or uploader.state is not TaskState.RUNNING
             or uploader.host in self.lost_hosts
         ):
@@ -583,7 +583,8 @@ class JobTracker:
         return self._failure_verdict(root, [t for t in failed if t is not root])
 
     def _failure_verdict(self, root: Task, others: list[Task]) -> Verdict:
-        kind = root.kind or (FailureKind.LOST if root.state is TaskState.LOST else FailureKind.CODE)
+        # Every failed or lost task has its kind (set where it failed); CODE is the conservative default.
+        kind = root.kind or FailureKind.CODE
         if root.state is TaskState.LOST:
             text = f"{root.task_id} lost: {root.message}"
         else:
@@ -643,6 +644,7 @@ class JobTracker:
                         f"last step {step}); a collective may be deadlocked",
                         retryable=True,
                         task_id=task.task_id,
+                        cause=FailureKind.STALLED,
                     )
         if spec.deadline is not None and now - self.started > spec.deadline:
             running = [t.task_id for t in self.tasks.values() if t.tracked and not t.state.finished]

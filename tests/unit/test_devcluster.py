@@ -198,3 +198,28 @@ def test_queue_urgent_can_take_its_share_back_from_default_by_preemption(
     lay = dc.Layout.from_env()
     dc.render_conf(lay)
     assert "yarn.resourcemanager.scheduler.monitor.enable" not in props(lay.conf / "yarn-site.xml")
+
+
+def test_each_profile_keeps_its_own_home_and_a_plain_up_never_turns_secure(tmp_path: Path) -> None:
+    """The sticky profile: after `make cluster-up SECURE=1`, a plain `make cluster-up` (and so
+    `make demo`) must be the open cluster, not the Kerberized one brought back by the home's marker."""
+    secure = {"TONY_DEVCLUSTER_SECURE": "1"}
+    assert dc.choose_profile({}, tmp_path, "up") == ((tmp_path / ".devcluster").resolve(), False)
+    assert dc.choose_profile(secure, tmp_path, "up") == ((tmp_path / ".devcluster-secure").resolve(), True)
+    # The secure cluster came up (its marker is in its home): the open profile's home is untouched.
+    (tmp_path / ".devcluster-secure").mkdir()
+    (tmp_path / ".devcluster-secure" / dc.SECURE_MARKER).write_text("realm TONY.LOCAL\n")
+    assert dc.choose_profile({}, tmp_path, "up") == ((tmp_path / ".devcluster").resolve(), False)
+    assert dc.choose_profile({}, tmp_path, "env") == ((tmp_path / ".devcluster").resolve(), False)
+
+
+def test_a_secure_home_is_read_as_secure_but_not_started_plain(tmp_path: Path) -> None:
+    home = tmp_path / "mine"
+    home.mkdir()
+    (home / dc.SECURE_MARKER).write_text("realm TONY.LOCAL\n")
+    env = {"TONY_DEVCLUSTER_HOME": str(home)}
+    for command in ("env", "status", "down"):  # describe the home as it is
+        assert dc.choose_profile(env, tmp_path, command) == (home.resolve(), True)
+    with pytest.raises(dc.ClusterError, match="TONY_DEVCLUSTER_SECURE=1"):
+        dc.choose_profile(env, tmp_path, "up")
+    assert dc.choose_profile({**env, "TONY_DEVCLUSTER_SECURE": "1"}, tmp_path, "up") == (home.resolve(), True)

@@ -250,9 +250,15 @@ def test_the_executor_phase_turns_a_staging_failure_into_a_retryable_exit_before
 
     app = SimpleNamespace(kv={})
     spec = _spec(roles=["worker"])
-    assert executor.stage_inputs(app, spec, "ps:0", tmp_path, {}, generation=0) == {}  # not a receiver
+
+    def task(role: str, index: int, generation: int) -> executor.Task:
+        return executor.Task(
+            app=app, spec=spec, env={}, role=role, index=index, generation=generation, workdir=tmp_path
+        )
+
+    assert executor.stage_inputs(task("ps", 0, 0)) == {}  # not a receiver
     assert app.kv == {}
-    assert executor.stage_inputs(app, spec, "worker:1", tmp_path, {}, generation=2) is None  # no WebHDFS URL
+    assert executor.stage_inputs(task("worker", 1, 2)) is None  # no WebHDFS URL
     record = ExitRecord.from_json(app.kv["tony/exit/worker:1"])
     assert (record.exit_code, record.generation) == (75, 2)
     assert record.stderr_tail == [

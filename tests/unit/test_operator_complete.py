@@ -17,6 +17,9 @@ APP = "application_1700000000000_0007"
 class FakeHook:
     """Records what the operator asks of the cluster; a deferred job's end needs no cluster call."""
 
+    base_path = "/user/airflow/tony"
+    default_queue = "default"
+
     def __init__(self) -> None:
         self.killed: list[str] = []
 
@@ -31,6 +34,10 @@ class FakeHook:
 
 
 class FakeTI:
+    """What ``build_spec`` reads of the task instance (a fresh operator rebuilds the job after deferral)."""
+
+    dag_id, task_id, run_id, map_index, try_number = "nightly", "train", "manual__1", -1, 1
+
     def __init__(self) -> None:
         self.xcom: dict[str, Any] = {}
 
@@ -92,3 +99,6 @@ def test_a_done_event_with_a_succeeded_job_returns_the_result() -> None:
     )
     assert value["application_id"] == APP and value["final_state"] == "SUCCEEDED"
     assert value["tasks"]["worker:0"]["state"] == "SUCCEEDED"
+    # the job rebuilt after the deferral names the deciding task's figures and the checkpoint folder
+    assert value["step"] == 9 and value["metrics"] == {"acc": 0.9}
+    assert value["checkpoint_dir"] and "nightly" in value["checkpoint_dir"], value["checkpoint_dir"]
