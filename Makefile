@@ -34,10 +34,11 @@ help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            every test: unit and integration (local cluster), secure, chaos and multi-node"
 	@echo "make test-fast       unit tests only: no cluster, no Java"
+	@echo "make bootstrap       the Debian packages make demo needs (bootstrap-test: make test's); run by both"
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a four-node cluster (make test runs them too)"
 	@echo "make mutate          mutation testing of the outcome-deciding modules -> bench/results/mutation.{json,md}"
-	@echo "make lint            ruff (lint, format check) and mypy (strict on runtime/ and yarn/)"
+	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
@@ -58,11 +59,7 @@ bootstrap-test: bootstrap
 # Reinstalls whenever pyproject.toml changes (a new dependency, the tony script); the packages
 # its build needs (gssapi's: krb5-config, gcc, Python's headers) come first.
 $(VENV)/.installed: pyproject.toml
-	@$(BOOTSTRAP) --for demo
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,dev]'
-	touch $@
+	$(BOOTSTRAP) --for demo --venv $(VENV)
 
 venv: $(VENV)/.installed
 

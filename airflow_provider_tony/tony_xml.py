@@ -5,7 +5,9 @@ Why: a TonY user's job should move over without being rewritten by hand.
 returns the others with the reason they were left out, so nothing is dropped
 silently. Key names are TonY's own (``TonyConfigurationKeys``); per-role keys
 are ``tony.<jobtype>.<attribute>`` with job types found, as TonY finds them,
-from the ``tony.<jobtype>.instances`` keys.
+from the ``tony.<jobtype>.instances`` keys. The keys with one counterpart each
+are tables (``JOB_RULES``, ``ROLE_RULES``: key, field, converter, or the
+reason it is left out); keys with no counterpart at all are ``_NO_COUNTERPART``.
 
 TonY's defaults apply where the file is silent (2 GiB and 1 vcore a task,
 ``ps`` untracked). The task executors here also export TonY's variables
@@ -19,6 +21,8 @@ import os
 import re
 import shlex
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -169,87 +173,141 @@ def _files(key: str, value: str, unmapped: Unmapped) -> dict[str, str]:
     return files
 
 
-def convert_tony_xml(
-    path: str | os.PathLike[str],
-    *,
-    executes: str | None = None,
-    task_params: str | None = None,
-    src_dir: str | None = None,
-    python_venv: str | None = None,
-    python_binary_path: str | None = None,
-) -> tuple[dict[str, Any], Unmapped]:
-    """``(job, unmapped)``: a JobSpec dict and every ``(key, why)`` that has no counterpart.
+_SKIP = object()  # a converter's answer for "leave the field unset" (a zero timeout: TonY's "none")
 
-    The keyword arguments are TonY's command-line options of the same names
-    (``--executes``, ``--task_params``...), since TonY jobs often set those on
-    the command line rather than in the file.
+
+@dataclass(frozen=True)
+class Rule:
+    """One TonY key: the JobSpec field it sets and how, or why it has no counterpart here.
+
+    ``key`` is the whole key for a job-level rule, the attribute after ``tony.<jobtype>.``
+    for a role rule. With ``field`` set, ``convert(key, value)`` gives the field's value
+    (``_SKIP``: leave it unset). Without, the key is listed as not converted with ``reason``
+    (``{value!r}`` is filled in) whenever ``unmapped_if(value)`` holds; other values are
+    TonY's own behaviour here and need nothing.
     """
-    conf = read_tony_xml(path)
-    unmapped: Unmapped = []
-    job: dict[str, Any] = {}
-    used: set[str] = set()
 
-    def take(key: str) -> str | None:
-        if key in conf:
-            used.add(key)
-            return conf[key]
+    key: str
+    field: str | None
+    convert: Callable[[str, str], Any] = lambda _key, value: value
+    reason: str = ""
+    unmapped_if: Callable[[str], bool] = lambda _value: True
+
+
+def _positive_seconds(per_second: int) -> Callable[[str, str], Any]:
+    """A TonY timeout (``per_second``: its units in a second, 1000 for ms) where 0 or less means none."""
+
+    def convert(key: str, value: str) -> Any:
+        number = _int(key, value)
+        if number <= 0:
+            return _SKIP
+        return number / per_second if per_second != 1 else number
+
+    return convert
+
+
+# Job-level keys with one counterpart each, in the order the fields appear in the converted YAML.
+JOB_RULES: tuple[Rule, ...] = (
+    Rule("tony.application.name", "name"),
+    Rule("tony.yarn.queue", "queue"),
+    Rule("tony.application.tags", "tags", lambda _k, v: _list(v)),
+    Rule("tony.application.timeout", "deadline", _positive_seconds(1000)),
+    Rule("tony.am.startup-timeout", "startup_timeout", _positive_seconds(1000)),
+    Rule("tony.task.executor.registry-timeout-sec", "registration_timeout", _positive_seconds(1)),
+)
+# After the heartbeat pair (two keys, two fields: see _heartbeat).
+JOB_RULES_AFTER_HEARTBEAT: tuple[Rule, ...] = (
+    Rule("tony.am.memory", "am_memory", lambda _k, v: _memory(v)),
+    Rule("tony.am.vcores", "am_vcores", _int),
+    Rule(
+        "tony.am.gpus",
+        None,
+        reason="the application master does no training and gets no GPUs here",
+        unmapped_if=lambda v: v not in ("", "0"),
+    ),
+    Rule(
+        "tony.application.node-label",
+        None,
+        reason=(
+            "the application master's node label is not set here; per-role node labels (tony.<jobtype>.node-label) are"
+        ),
+        unmapped_if=bool,
+    ),
+    Rule(
+        "tony.application.framework",
+        None,
+        reason="{value!r}: only TensorFlow jobs run here",
+        unmapped_if=lambda v: v.lower() != "tensorflow",
+    ),
+    Rule(
+        "tony.application.distributed-mode",
+        None,
+        reason="{value!r}: tasks always start together (GANG) here",
+        unmapped_if=lambda v: v.upper() != "GANG",
+    ),
+    Rule(
+        "tony.application.fail-on-worker-failure-enabled",
+        None,
+        reason="any tracked task's failure fails the job here (as TonY with this set to true)",
+        unmapped_if=lambda v: v.lower() != "true",
+    ),
+)
+# Per-role attributes (``tony.<jobtype>.<attribute>``); ``command`` and ``resources`` are
+# handled by _role (a program's several fields, files shared by the whole job).
+ROLE_RULES: tuple[Rule, ...] = (
+    Rule("memory", "memory", lambda _k, v: _memory(v)),
+    Rule("vcores", "vcores", _int),
+    Rule("gpus", "gpus", _int),
+    Rule("node-label", "node_label", lambda _k, v: v or None),
+    *(Rule(attr, None, reason=why) for attr, why in _ROLE_UNMAPPED.items()),
+)
+
+
+class _Conf:
+    """The file's keys, remembering which were read, so the rest can be listed as not converted."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = conf
+        self.used: set[str] = set()
+
+    def take(self, key: str) -> str | None:
+        if key in self.conf:
+            self.used.add(key)
+            return self.conf[key]
         return None
 
-    if (v := take("tony.application.name")) is not None:
-        job["name"] = v
-    if (v := take("tony.yarn.queue")) is not None:
-        job["queue"] = v
-    if (v := take("tony.application.tags")) is not None:
-        job["tags"] = _list(v)
-    if (v := take("tony.application.timeout")) is not None and _int("tony.application.timeout", v) > 0:
-        job["deadline"] = _int("tony.application.timeout", v) / 1000
-    if (v := take("tony.am.startup-timeout")) is not None and _int("tony.am.startup-timeout", v) > 0:
-        job["startup_timeout"] = _int("tony.am.startup-timeout", v) / 1000
-    if (v := take("tony.task.executor.registry-timeout-sec")) is not None and _int(
-        "tony.task.executor.registry-timeout-sec", v
-    ) > 0:
-        job["registration_timeout"] = _int("tony.task.executor.registry-timeout-sec", v)
-    interval = take("tony.task.heartbeat-interval-ms")
-    misses = take("tony.task.max-missed-heartbeats")
+
+def _apply(rules: Sequence[Rule], conf: _Conf, prefix: str, target: dict[str, Any], unmapped: Unmapped) -> None:
+    """Every rule whose key the file sets: its field into ``target``, or its reason into ``unmapped``."""
+    for rule in rules:
+        key = prefix + rule.key
+        value = conf.take(key)
+        if value is None:
+            continue
+        if rule.field is None:
+            if rule.unmapped_if(value):
+                unmapped.append((key, rule.reason.format(value=value)))
+            continue
+        converted = rule.convert(key, value)
+        if converted is not _SKIP:
+            target[rule.field] = converted
+
+
+def _heartbeat(conf: _Conf, job: dict[str, Any]) -> None:
+    """TonY's interval and missed-beat count, as this provider's interval and timeout (seconds)."""
+    interval = conf.take("tony.task.heartbeat-interval-ms")
+    misses = conf.take("tony.task.max-missed-heartbeats")
     if interval is not None or misses is not None:
         beat = _int("tony.task.heartbeat-interval-ms", interval or "1000") / 1000
         job["heartbeat_interval"] = beat
         job["heartbeat_timeout"] = beat * _int("tony.task.max-missed-heartbeats", misses or "25")
-    if (v := take("tony.am.memory")) is not None:
-        job["am_memory"] = _memory(v)
-    if (v := take("tony.am.vcores")) is not None:
-        job["am_vcores"] = _int("tony.am.vcores", v)
-    if (v := take("tony.am.gpus")) is not None and v not in ("", "0"):
-        unmapped.append(("tony.am.gpus", "the application master does no training and gets no GPUs here"))
-    if (v := take("tony.application.node-label")) is not None and v:
-        unmapped.append(
-            (
-                "tony.application.node-label",
-                (
-                    "the application master's node label is not set here;"
-                    " per-role node labels (tony.<jobtype>.node-label) are"
-                ),
-            )
-        )
-    if (v := take("tony.application.framework")) is not None and v.lower() != "tensorflow":
-        unmapped.append(("tony.application.framework", f"{v!r}: only TensorFlow jobs run here"))
-    if (v := take("tony.application.distributed-mode")) is not None and v.upper() != "GANG":
-        unmapped.append(("tony.application.distributed-mode", f"{v!r}: tasks always start together (GANG) here"))
-    if (v := take("tony.application.fail-on-worker-failure-enabled")) is not None and v.lower() != "true":
-        unmapped.append(
-            (
-                "tony.application.fail-on-worker-failure-enabled",
-                "any tracked task's failure fails the job here (as TonY with this set to true)",
-            )
-        )
 
-    env: dict[str, str] = {}
-    for key in ("tony.containers.envs", "tony.execution.envs"):
-        if (v := take(key)) is not None:
-            env.update(_env_pairs(key, _list(v), unmapped))
-    python = take("tony.python-exec-path")
 
-    # Python: TonY's --python_venv zip is unpacked as venv/, its --python_binary_path relative to that.
+def _python(
+    job: dict[str, Any], python: str | None, python_venv: str | None, python_binary_path: str | None, unmapped: Unmapped
+) -> None:
+    """TonY's ``--python_venv`` zip (unpacked as venv/, its ``--python_binary_path`` relative to that),
+    or an interpreter already on the nodes."""
     if python_venv:
         job["python"] = {
             "archive": str(Path(python_venv).resolve()) if not python_venv.startswith("hdfs://") else python_venv
@@ -266,69 +324,53 @@ def convert_tony_xml(
             )
         if not python_venv.endswith(ARCHIVE_SUFFIXES):
             unmapped.append(("--python_venv", f"{python_venv!r} is not a .zip/.tar.gz/.tgz archive"))
-    elif python_binary_path or python:
-        interpreter = python_binary_path or python or ""
-        if interpreter.startswith("/"):
-            job["python"] = {"interpreter": interpreter}
-        else:
-            unmapped.append(
+        return
+    interpreter = python_binary_path or python
+    if not interpreter:
+        return
+    if interpreter.startswith("/"):
+        job["python"] = {"interpreter": interpreter}
+    else:
+        unmapped.append(
+            (
+                "--python_binary_path",
                 (
-                    "--python_binary_path",
-                    (
-                        f"{interpreter!r}: give the python's absolute path on the"
-                        " nodes (python.interpreter) or ship a python archive"
-                    ),
-                )
+                    f"{interpreter!r}: give the python's absolute path on the"
+                    " nodes (python.interpreter) or ship a python archive"
+                ),
             )
-    if src_dir:
-        job["src_dir"] = src_dir if src_dir.startswith("hdfs://") else str(Path(src_dir).resolve())
+        )
 
-    default_command = take("tony.containers.command")
-    if executes:  # TonY's client joins them into tony.containers.command the same way
-        default_command = " ".join(p for p in (executes, task_params) if p)
-    default_files = _files("tony.containers.resources", take("tony.containers.resources") or "", unmapped)
 
-    roles: dict[str, Any] = {}
-    jobtypes = sorted({m.group(1) for key in conf if (m := _INSTANCES.match(key))})
-    for jobtype in jobtypes:
-        instances = _int(f"tony.{jobtype}.instances", take(f"tony.{jobtype}.instances") or "0")
-        role: dict[str, Any] = {"instances": instances, **_TONY_TASK_DEFAULTS}
-        for attr in ("memory", "vcores", "gpus", "node-label", "command", "resources", *_ROLE_UNMAPPED):
-            key = f"tony.{jobtype}.{attr}"
-            value = take(key)
-            if value is None:
-                continue
-            if attr == "memory":
-                role["memory"] = _memory(value)
-            elif attr in ("vcores", "gpus"):
-                role[attr] = _int(key, value)
-            elif attr == "node-label":
-                role["node_label"] = value or None
-            elif attr == "command":
-                role.update(_program(value, python))
-            elif attr == "resources":
-                job.setdefault("files", {}).update(_files(key, value, unmapped))
-            else:
-                unmapped.append((key, _ROLE_UNMAPPED[attr]))
-        if instances < 1:
-            continue  # TonY skips a job type with no instances
-        if not {"command", "script", "module"} & set(role) and default_command:
-            role.update(_program(default_command, python))
-        if jobtype == "tensorboard" and not {"command", "script", "module"} & set(role):
-            role["module"] = "airflow_provider_tony.runtime.tensorboard"
-        roles[jobtype] = role
-    job["roles"] = roles
-    if default_files:
-        job.setdefault("files", {}).update(default_files)
-    if env:
-        job["env"] = env
+def _role(
+    conf: _Conf, jobtype: str, job: dict[str, Any], default_command: str | None, python: str | None, unmapped: Unmapped
+) -> dict[str, Any] | None:
+    """One TonY job type as a role, or None when it has no instances (TonY skips it too)."""
+    prefix = f"tony.{jobtype}."
+    instances = _int(f"{prefix}instances", conf.take(f"{prefix}instances") or "0")
+    role: dict[str, Any] = {"instances": instances, **_TONY_TASK_DEFAULTS}
+    _apply(ROLE_RULES, conf, prefix, role, unmapped)
+    if (command := conf.take(f"{prefix}command")) is not None:
+        role.update(_program(command, python))
+    if (resources := conf.take(f"{prefix}resources")) is not None:
+        job.setdefault("files", {}).update(_files(f"{prefix}resources", resources, unmapped))
+    if instances < 1:
+        return None
+    if not {"command", "script", "module"} & set(role) and default_command:
+        role.update(_program(default_command, python))
+    if jobtype == "tensorboard" and not {"command", "script", "module"} & set(role):
+        role["module"] = "airflow_provider_tony.runtime.tensorboard"
+    return role
 
-    untracked = take("tony.application.untracked.jobtypes")
-    sidecars = take("tony.application.sidecar.jobtypes")
+
+def _untracked(conf: _Conf, job: dict[str, Any], unmapped: Unmapped) -> None:
+    """TonY's untracked and sidecar job types (``ps`` and ``tensorboard`` by default) are one list here."""
+    untracked = conf.take("tony.application.untracked.jobtypes")
+    sidecars = conf.take("tony.application.sidecar.jobtypes")
     if untracked is not None or sidecars is not None:
         names = _list(untracked if untracked is not None else "ps") + _list(sidecars or "tensorboard")
         job["untracked_roles"] = list(dict.fromkeys(names))
-    if (v := take("tony.application.stop-on-failure-jobtypes")) is not None:
+    if (v := conf.take("tony.application.stop-on-failure-jobtypes")) is not None:
         soft = [r for r in _list(v) if r not in ("chief", "worker", "ps") and r in (job.get("untracked_roles") or [])]
         if soft:
             unmapped.append(
@@ -341,17 +383,71 @@ def convert_tony_xml(
                 )
             )
 
-    for key in sorted(set(conf) - used):
-        unmapped.append(
-            (
-                key,
-                next(
-                    (why for prefix, why in _NO_COUNTERPART if key.startswith(prefix)),
-                    "not a TonY key this converter knows",
-                ),
-            )
+
+def _unknown(conf: _Conf) -> Unmapped:
+    """Every key no rule read: TonY keys with no counterpart (by prefix, with why), then the rest."""
+    return [
+        (
+            key,
+            next(
+                (why for prefix, why in _NO_COUNTERPART if key.startswith(prefix)),
+                "not a TonY key this converter knows",
+            ),
         )
-    return job, unmapped
+        for key in sorted(set(conf.conf) - conf.used)
+    ]
+
+
+def convert_tony_xml(
+    path: str | os.PathLike[str],
+    *,
+    executes: str | None = None,
+    task_params: str | None = None,
+    src_dir: str | None = None,
+    python_venv: str | None = None,
+    python_binary_path: str | None = None,
+) -> tuple[dict[str, Any], Unmapped]:
+    """``(job, unmapped)``: a JobSpec dict and every ``(key, why)`` that has no counterpart.
+
+    The keyword arguments are TonY's command-line options of the same names
+    (``--executes``, ``--task_params``...), since TonY jobs often set those on
+    the command line rather than in the file. The single keys follow the tables
+    above (``JOB_RULES``, ``ROLE_RULES``); the helpers here combine the keys that
+    only mean something together.
+    """
+    conf = _Conf(read_tony_xml(path))
+    unmapped: Unmapped = []
+    job: dict[str, Any] = {}
+    _apply(JOB_RULES, conf, "", job, unmapped)
+    _heartbeat(conf, job)
+    _apply(JOB_RULES_AFTER_HEARTBEAT, conf, "", job, unmapped)
+
+    env: dict[str, str] = {}
+    for key in ("tony.containers.envs", "tony.execution.envs"):
+        if (v := conf.take(key)) is not None:
+            env.update(_env_pairs(key, _list(v), unmapped))
+    python = conf.take("tony.python-exec-path")
+    _python(job, python, python_venv, python_binary_path, unmapped)
+    if src_dir:
+        job["src_dir"] = src_dir if src_dir.startswith("hdfs://") else str(Path(src_dir).resolve())
+
+    default_command = conf.take("tony.containers.command")
+    if executes:  # TonY's client joins them into tony.containers.command the same way
+        default_command = " ".join(p for p in (executes, task_params) if p)
+    default_files = _files("tony.containers.resources", conf.take("tony.containers.resources") or "", unmapped)
+
+    roles: dict[str, Any] = {}
+    for jobtype in sorted({m.group(1) for key in conf.conf if (m := _INSTANCES.match(key))}):
+        role = _role(conf, jobtype, job, default_command, python, unmapped)
+        if role is not None:
+            roles[jobtype] = role
+    job["roles"] = roles
+    if default_files:
+        job.setdefault("files", {}).update(default_files)
+    if env:
+        job["env"] = env
+    _untracked(conf, job, unmapped)
+    return job, unmapped + _unknown(conf)
 
 
 def job_from_tony_xml(path: str | os.PathLike[str], **options: str | None) -> JobSpec:

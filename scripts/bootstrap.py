@@ -4,11 +4,15 @@ Why: a fresh Debian/Ubuntu machine lacks the JDK, Maven and the rest, and the
 README's two commands must be the whole set-up there. Run as root, this
 installs exactly the packages that are missing (nothing when everything is
 present, so it is quick to run before every target); run as anyone else it
-names them, prints the one command to run as root, and stops. The venv and the
-Hadoop jars come next, from the Makefile's ``venv`` rule and ``devcluster.py up``
-(each creates what is missing on first use).
+names them, prints the one command to run as root, and stops. Then, when asked,
+the project's venv (``--venv DIR``: created, and the project installed into it
+whenever pyproject.toml is newer than its stamp) and the Hadoop jars
+(``--jars``: ``devcluster.py jars``, Maven once, cached after).
 
-    python3 scripts/bootstrap.py [--for demo|test] [--check]
+    python3 scripts/bootstrap.py [--for demo|test] [--check] [--venv .venv] [--jars]
+
+The Makefile runs it with ``--venv`` when the venv is stale; ``.ci/run`` with
+everything before ``make lint`` and ``make test``.
 
 Standard library only: it runs before the venv exists.
 """
@@ -24,6 +28,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -126,12 +131,46 @@ def bootstrap(
     return 0
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def venv_is_current(venv: Path, pyproject: Path = REPO / "pyproject.toml") -> bool:
+    """The venv has its interpreter and was installed after pyproject.toml last changed."""
+    stamp = venv / ".installed"
+    return (venv / "bin" / "python").exists() and stamp.exists() and stamp.stat().st_mtime >= pyproject.stat().st_mtime
+
+
+def make_venv(
+    venv: Path,
+    run: Callable[[list[str]], object] = lambda argv: subprocess.run(argv, check=True),
+    pyproject: Path = REPO / "pyproject.toml",
+) -> None:
+    """The project and its test and lint tools in ``venv`` (what ``make venv`` gives), unless current."""
+    if venv_is_current(venv, pyproject):
+        return
+    python = venv / "bin" / "python"
+    if not python.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    run([str(python), "-m", "pip", "install", "-q", "-e", f"{REPO}[test,dev]"])
+    (venv / ".installed").touch()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--for", dest="purpose", choices=("demo", "test"), default="test")
     parser.add_argument("--check", action="store_true", help="only say what is missing; install nothing")
+    parser.add_argument("--venv", type=Path, help="then create or refresh this venv (e.g. .venv)")
+    parser.add_argument("--jars", action="store_true", help="then fetch the Hadoop jars (devcluster.py jars)")
     args = parser.parse_args(argv)
-    return bootstrap(args.purpose, check=args.check)
+    rc = bootstrap(args.purpose, check=args.check)
+    if rc != 0 or args.check:
+        return rc
+    if args.venv is not None:
+        make_venv(args.venv.resolve())
+    if args.jars:
+        subprocess.run([sys.executable, str(REPO / "devcluster" / "devcluster.py"), "jars"], check=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def _names(annotation: str) -> list[type[Any] | None]:
     found = []
     for name in re.findall(r"[A-Za-z_]\w*", annotation):
         obj = getattr(model, name, None)
-        found.append(obj if inspect.isclass(obj) and issubclass(obj, model._Spec) else None)
+        found.append(obj if inspect.isclass(obj) and issubclass(obj, model.Model) else None)
     return found
 
 
@@ -142,7 +142,7 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
         value = f.default_factory()
     else:
         return REQUIRED
-    return value.to_dict() if isinstance(value, model._Spec) else value
+    return value.to_dict() if isinstance(value, model.Model) else value
 
 
 def fields_of(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
@@ -190,7 +190,7 @@ def type_schema(annotation: str) -> dict[str, Any]:
         assert key.strip() == "str", ann
         return {"type": "object", "additionalProperties": type_schema(value.strip())}
     cls = getattr(model, ann, None)
-    if inspect.isclass(cls) and issubclass(cls, model._Spec):
+    if inspect.isclass(cls) and issubclass(cls, model.Model):
         return {"$ref": f"#/$defs/{ann}"}
     raise SystemExit(f"gen_reference.py does not know the type {ann!r}: teach type_schema() and type_text() it")
 

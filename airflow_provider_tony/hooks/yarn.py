@@ -10,6 +10,7 @@ path is one) never reach the logs: the hook logs only the RM URL and queue.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -17,10 +18,12 @@ from airflow.sdk.log import mask_secret
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.messages import StateDocument
+from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
+from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv
-from airflow_provider_tony.yarn.follower import AppReport
+from airflow_provider_tony.yarn.follower import AppReport, JobResult
+from airflow_provider_tony.yarn.http import HttpSettings
 
 
 class YarnHook(BaseHook):
@@ -141,11 +144,55 @@ class YarnHook(BaseHook):
         finally:
             self.close()
 
-    # ------------------------------------------------------------ operations
-    # Thin on purpose: TonyClient is where skein/HTTP errors become ours.
+    def follow_target(self) -> tuple[str, HttpSettings]:
+        """The ResourceManager's address and how to speak HTTP to it: all a trigger needs to follow.
 
-    def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
-        return self.get_conn().submit(spec, attempt=attempt, extra_tags=extra_tags)
+        Reads the connection; starts nothing (no skein driver, no request).
+        """
+        client = self.get_conn()
+        return client.rm_url, client.http_settings
+
+    # ------------------------------------------------------------ operations
+    # Thin on purpose: TonyClient is where skein/HTTP errors become ours. The operator
+    # calls only these (never ``get_conn``): the hook is its one door to the cluster.
+
+    def submit(self, spec: JobSpec, *, attempt: int) -> str:
+        return self.get_conn().submit(spec, attempt=attempt)
+
+    def wait(
+        self,
+        app_id: str,
+        *,
+        poll_interval: float,
+        startup_timeout: float,
+        am_stale_timeout: float,
+        emit: Callable[[str], None],
+        on_state: Callable[[StateDocument], None] | None = None,
+    ) -> JobResult:
+        """Follow ``app_id`` to its end (``TonyClient.wait``)."""
+        return self.get_conn().wait(
+            app_id,
+            poll_interval=poll_interval,
+            startup_timeout=startup_timeout,
+            am_stale_timeout=am_stale_timeout,
+            emit=emit,
+            on_state=on_state,
+        )
+
+    def tracking_url(self, app_id: str) -> str:
+        return self.get_conn().tracking_url(app_id)
+
+    def job_page_url(self, app_id: str) -> str:
+        return self.get_conn().job_page_url(app_id)
+
+    def tensorboard_page_url(self, app_id: str) -> str:
+        return self.get_conn().tensorboard_page_url(app_id)
+
+    def tensorboard_url(self, app_id: str, am_state: StateDocument | None) -> str:
+        return self.get_conn().tensorboard_url(app_id, am_state)
+
+    def stored_history(self, app_id: str) -> JobHistory | None:
+        return self.get_conn().stored_history(app_id)
 
     def report(self, app_id: str) -> AppReport:
         return self.get_conn().report(app_id)

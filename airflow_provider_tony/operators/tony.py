@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import Asset, BaseOperator, ResumableJobMixin, conf
+from airflow.sdk import Asset, BaseOperator, Context, ResumableJobMixin, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_tony.hooks.yarn import YarnHook
@@ -35,7 +35,7 @@ from airflow_provider_tony.links import (
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
 from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, StateDocument
-from airflow_provider_tony.runtime.spec import ARCHIVE_SUFFIXES, JobSpec, numbers_from_text
+from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 from airflow_provider_tony.yarn.logformat import log_groups, shown
@@ -196,7 +196,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return copy.deepcopy(self.job)
 
     def render_template(
-        self, content: Any, context: Any, jinja_env: Any = None, seen_oids: set[int] | None = None
+        self, content: Any, context: Context, jinja_env: Any = None, seen_oids: set[int] | None = None
     ) -> Any:
         """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text.
 
@@ -225,7 +225,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 ) from exc
         return super().render_template(content, context, jinja_env, seen_oids)
 
-    def identity_tags(self, context: Any) -> list[str]:
+    def identity_tags(self, context: Context) -> list[str]:
         """What a retry or a restarted worker matches on (never the try number)."""
         ti = context["ti"]
         return [
@@ -235,37 +235,29 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             _tag("tony-map", getattr(ti, "map_index", -1)),
         ]
 
-    def build_spec(self, context: Any) -> JobSpec:
-        """Render-time values become a validated JobSpec (no cluster contact yet)."""
-        data = self._job_dict()
-        ti = context["ti"]
-        src_dir = data.get("src_dir")
-        if (
-            isinstance(src_dir, str)
-            and src_dir
-            and not src_dir.startswith(("/", "hdfs://"))
-            and self.dag
-            and self.dag.fileloc
-        ):
-            data["src_dir"] = str((Path(self.dag.fileloc).parent / src_dir).resolve())
-        data["name"] = self.name or data.get("name") or f"{ti.dag_id}.{ti.task_id}"
-        data.setdefault("queue", self.hook.default_queue)
-        if self.env:
-            data["env"] = {**(data.get("env") or {}), **self.env}
-        if self.python:
-            key = "archive" if self.python.endswith(ARCHIVE_SUFFIXES) else "interpreter"
-            data["python"] = {key: self.python}
-        # Templates render to text: "{{ params.workers }}" arrives as "2", for any numeric field.
-        data = dict(numbers_from_text(data))  # type: ignore[call-overload]  # a dict in, a dict out
-        data["tags"] = list(dict.fromkeys([*(data.get("tags") or []), "tony"]))
-        checkpoint = dict(data.get("checkpoint") or {})
-        checkpoint["dir"] = self.checkpoint_dir or checkpoint.get("dir") or self.default_checkpoint_dir(context)
-        if self.warm_start_from:
-            checkpoint["warm_start_from"] = self.warm_start_from
-        data["checkpoint"] = checkpoint
-        return JobSpec.from_dict(data)
+    def _dag_folder(self) -> str | None:
+        """The DAG file's folder, where a relative ``src_dir`` is read from (None outside a DAG)."""
+        dag = self.get_dag()
+        return str(Path(dag.fileloc).parent) if dag is not None and dag.fileloc else None
 
-    def default_checkpoint_dir(self, context: Any) -> str:
+    def build_spec(self, context: Context) -> JobSpec:
+        """Render-time values become a validated JobSpec (no cluster contact yet)."""
+        ti = context["ti"]
+        spec = JobSpec.from_rendered(
+            self._job_dict(),
+            base_dir=self._dag_folder(),
+            defaults={"name": f"{ti.dag_id}.{ti.task_id}", "queue": self.hook.default_queue},
+        )
+        return spec.with_overrides(
+            name=self.name,
+            env=self.env,
+            python=self.python,
+            tags=["tony"],
+            checkpoint_dir=self.checkpoint_dir or spec.checkpoint.dir or self.default_checkpoint_dir(context),
+            warm_start_from=self.warm_start_from,
+        )
+
+    def default_checkpoint_dir(self, context: Context) -> str:
         """Stable across the tries of one task run (HDFS names allow no ':')."""
         ti = context["ti"]
         parts = [ti.dag_id, ti.task_id, ti.run_id]
@@ -276,7 +268,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ submit / re-attach
 
-    def _existing(self, context: Any) -> AppReport | None:
+    def _existing(self, context: Context) -> AppReport | None:
         """This task run's application if one is running or has succeeded."""
         apps = self.hook.find_by_tags(self.identity_tags(context), active_only=False)
         for app in apps:  # newest first
@@ -286,7 +278,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             return apps[0]
         return None
 
-    def submit_job(self, context: Any) -> str:
+    def submit_job(self, context: Context) -> str:
         spec = self._spec or self.build_spec(context)
         existing = self._existing(context)
         if existing is not None:
@@ -299,11 +291,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         else:
             ti = context["ti"]
             try:
-                app_id = self.hook.submit(
-                    spec,
-                    attempt=int(ti.try_number or 1),
-                    extra_tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)],
-                )
+                tagged = spec.with_overrides(tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)])
+                app_id = self.hook.submit(tagged, attempt=int(ti.try_number or 1))
             except InputMissing as exc:  # a late partition: retried or not as the input says
                 raise (AirflowException if exc.retryable else AirflowFailException)(str(exc)) from exc
             except SpecError as exc:
@@ -312,23 +301,23 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._on_app(app_id, context)
         return app_id
 
-    def _on_app(self, app_id: str, context: Any) -> None:
+    def _on_app(self, app_id: str, context: Context) -> None:
         self._app_id = app_id
-        url = self.hook.get_conn().tracking_url(app_id)
+        url = self.hook.tracking_url(app_id)
         context["ti"].xcom_push(key=XCOM_TRACKING_URL, value=url)
-        page = self.hook.get_conn().job_page_url(app_id)
+        page = self.hook.job_page_url(app_id)
         context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
         self.log.info("TonY job page: %s", page)
         context["ti"].xcom_push(key="application_id", value=app_id)
         # A deferred task cannot write XCom while the trigger follows the job, and the page's
         # address is known now: link it at once (it answers once the role serves).
         tensorboard = self._spec is not None and TENSORBOARD_ROLE in self._spec.roles
-        self._tensorboard_url = self.hook.get_conn().tensorboard_page_url(app_id) if tensorboard else ""
+        self._tensorboard_url = self.hook.tensorboard_page_url(app_id) if tensorboard else ""
         context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=self._tensorboard_url)
         self.log.info("YARN application page: %s", url)
 
-    def _on_state(self, context: Any, doc: StateDocument | None) -> None:
-        url = self.hook.get_conn().tensorboard_url(self._app_id, doc) if self._app_id else ""
+    def _on_state(self, context: Context, doc: StateDocument | None) -> None:
+        url = self.hook.tensorboard_url(self._app_id, doc) if self._app_id else ""
         if url and url != self._tensorboard_url:
             self._tensorboard_url = url
             context["ti"].xcom_push(key=XCOM_TENSORBOARD_URL, value=url)
@@ -336,7 +325,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     # ------------------------------------------------------------ ResumableJobMixin
 
-    def get_job_status(self, external_id: Any, context: Any) -> str:
+    def get_job_status(self, external_id: Any, context: Context) -> str:
         rep = self.hook.report(str(external_id))
         if rep.active:
             return "RUNNING"
@@ -349,14 +338,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return status == "SUCCEEDED"
 
     # The mixin declares None but returns whatever this returned on reconnect: that is the XCom.
-    def poll_until_complete(self, external_id: Any, context: Any) -> dict[str, Any]:  # type: ignore[override]
+    def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """Follow to the end; returns the XCom result (the mixin returns it as is on reconnect)."""
         app_id = str(external_id)
         if self._app_id != app_id:
             self._on_app(app_id, context)
         spec = self._spec
         try:
-            result = self.hook.get_conn().wait(
+            result = self.hook.wait(
                 app_id,
                 poll_interval=self.poll_interval,
                 am_stale_timeout=self.am_stale_timeout,
@@ -371,7 +360,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._finish(result)
         return self._announce(context, self.xcom_result(result))
 
-    def get_job_result(self, external_id: Any, context: Any) -> dict[str, Any]:
+    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
             return self._announce(context, self._xcom_result(self._result))
@@ -388,9 +377,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         When YARN has forgotten the application (an RM restart, its retention),
         the stored history alone answers.
         """
-        client = self.hook.get_conn()
         try:
-            stored = client.stored_history(app_id)
+            stored = self.hook.stored_history(app_id)
         except TonyError as exc:
             self.log.warning("no stored history for %s: %s", app_id, exc)
             stored = None
@@ -401,11 +389,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             if state is None:
                 raise
             status = "SUCCEEDED" if state.app_state == "SUCCEEDED" else "FAILED"
-            return JobResult(app_id, "FINISHED", status, state.diagnostics, client.tracking_url(app_id), state)
+            return JobResult(app_id, "FINISHED", status, state.diagnostics, self.hook.tracking_url(app_id), state)
 
     # ------------------------------------------------------------ entry points
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         try:
             self._spec = self.build_spec(context)
         except SpecError as exc:
@@ -424,7 +412,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             method_name="execute_complete",
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         try:
             done = TonyEvent.from_dict(event, "event")
         except SpecError as exc:  # never success: the try fails (retryable) and on_kill still knows the app
@@ -499,7 +487,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 for line in log_groups(f"{task_id} {name} ({task.container_id})", text):
                     self.log.info("%s", line)
 
-    def _announce(self, context: Any, value: dict[str, Any]) -> dict[str, Any]:
+    def _announce(self, context: Context, value: dict[str, Any]) -> dict[str, Any]:
         """A succeeded job that published a model: the model asset's event says where it is."""
         if self.model_asset is not None and value.get("final_state") == "SUCCEEDED" and value.get("model_dir"):
             context["outlet_events"][self.model_asset].extra = {

@@ -189,7 +189,10 @@ class ApplicationMaster:
         for task_id, beat in under(C.KV_HEARTBEAT_PREFIX, Heartbeat):
             self.tracker.heartbeat(task_id, beat, now)
         for key, event in under(C.KV_EVENT_PREFIX, EventRecord):
-            self.tracker.events.append(event.message)
+            if event.artefact:
+                self.tracker.note_artefact(event.message)
+            else:
+                self.tracker.events.append(event.message)
             del self.app.kv[C.KV_EVENT_PREFIX + key]
         for task_id, record in under(C.KV_EXIT_PREFIX, ExitRecord):
             self.apply_exit(task_id, record, now)

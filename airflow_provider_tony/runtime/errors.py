@@ -52,11 +52,14 @@ class ApplicationUnknown(ClusterError):
     """
 
 
-class JobFailed(TonyError):
-    """The YARN application ended without success; ``diagnostics`` says why."""
+class TokenFileError(TonyError, ValueError):
+    """A Hadoop token file (``HADOOP_TOKEN_FILE_LOCATION``) is missing, malformed or lacks the token needed."""
 
-    def __init__(self, app_id: str, final_status: str, diagnostics: str) -> None:
-        self.app_id = app_id
-        self.final_status = final_status
-        self.diagnostics = diagnostics
-        super().__init__(f"{app_id} ended {final_status}: {diagnostics}")
+
+class DocumentVersionError(SpecError):
+    """A message was written in a newer major version of its layout than this reader knows.
+
+    Reading it on would misread fields that changed meaning, so it is refused
+    with the versions and the fix (upgrade the provider on the reading side),
+    not taken for a malformed document.
+    """

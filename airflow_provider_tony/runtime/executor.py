@@ -444,7 +444,9 @@ def restore(
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
-    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = EventRecord(message=message).to_json()
+    # Every executor event is a checkpoint's, the model's or an input's staging: all shown to users.
+    record = EventRecord(message=message, artefact=True)
+    app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = record.to_json()
 
 
 def export_model(

@@ -22,14 +22,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from airflow_provider_tony.runtime.errors import TokenFileError
+
 MAGIC = b"HDTS"
 WRITABLE, PROTOBUF = 0, 1
 HDFS_DELEGATION_TOKEN = "HDFS_DELEGATION_TOKEN"  # noqa: S105 - a token kind's name, not a secret
 ENV_TOKEN_FILE = "HADOOP_TOKEN_FILE_LOCATION"  # noqa: S105 - an environment variable's name
-
-
-class TokenFileError(ValueError):
-    """The token file is missing, malformed or lacks the token needed."""
 
 
 @dataclass(frozen=True)

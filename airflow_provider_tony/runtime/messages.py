@@ -3,7 +3,7 @@
 The executors, the AM and the submitting side (client, operator, trigger,
 benchmarks) run different code on different hosts and talk through skein's
 key-value store. Each message has one class here, built on the JobSpec's
-``_Spec`` base, so that a field is spelt once, producers and consumers share
+``Model`` base, so that a field is spelt once, producers and consumers share
 the spelling, and nobody reads another component's dict by string key:
 
 =====================  ========================  =================================
@@ -47,9 +47,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from airflow_provider_tony.runtime.errors import SpecError
-from airflow_provider_tony.runtime.spec import _plain as spec_plain
-from airflow_provider_tony.runtime.spec import _Spec
+from airflow_provider_tony.runtime.errors import DocumentVersionError, SpecError
+from airflow_provider_tony.runtime.spec import Model
+from airflow_provider_tony.runtime.spec import plain as spec_plain
 
 __all__ = [
     "STATE_DOCUMENT_VERSION",
@@ -181,14 +181,14 @@ class AppState(str, enum.Enum):
     FAILED = "FAILED"
 
 
-class Message(_Spec):
-    """A ``_Spec`` whose ``from_dict`` tolerates unknown and missing keys (see the module doc)."""
+class Message(Model):
+    """A ``Model`` whose ``from_dict`` tolerates unknown and missing keys (see the module doc)."""
 
     def validate(self) -> None:
         """Nothing to check by default; nested messages are coerced by their parent."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain builtins, like ``_Spec.to_dict``, by a faster path: the AM turns its whole
+        """Plain builtins, like ``Model.to_dict``, by a faster path: the AM turns its whole
         state document (a summary per task) into a dict on every tick."""
         return {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
 
@@ -200,6 +200,8 @@ class Message(_Spec):
                 f"{data!r} is a {type(data).__name__}, not a mapping; a {cls.__name__} message is a JSON object",
             )
         known = _field_names(cls)
+        if "version" in known:
+            _check_version(cls, data.get("version"), field)
         try:
             return cls(**{k: v for k, v in data.items() if k in known})
         except SpecError:
@@ -225,6 +227,28 @@ class Message(_Spec):
         except ValueError as exc:
             raise SpecError(cls.__name__, f"not JSON ({exc}); the message was truncated or corrupted") from None
         return cls.from_dict(data)
+
+
+def _check_version(cls: type[Message], version: object, where: str) -> None:
+    """Refuse a versioned message (``StateDocument``, ``JobHistory``) from a newer major version.
+
+    The version is raised only when a field changes meaning or disappears
+    (see the module doc), so a newer one cannot be read right; an older or
+    equal one, or none (version 1), can.
+    """
+    known = cls.__dataclass_fields__["version"].default  # type: ignore[attr-defined]
+    major = _int_or_none(version)
+    if major is not None and major > known:  # absent (the first layout had none) or older: readable
+        raise DocumentVersionError(
+            _join_field(where, "version"),
+            f"a {cls.__name__} of layout version {major}, newer than the {known} this provider reads; "
+            "it was written by a newer version of airflow-provider-tony: upgrade the provider here "
+            "(on the Airflow workers and triggerer, or where the CLI runs)",
+        )
+
+
+def _join_field(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -349,12 +373,20 @@ class ExitRecord(Message):
 
 @dataclass
 class EventRecord(Message):
-    """A line for the AM's event list: checkpoint restores and uploads, model export."""
+    """A line for the AM's event list.
+
+    ``artefact`` marks what users follow in the task log and the XCom result
+    (checkpoint restores and uploads, the model export): the AM lists those
+    in ``StateDocument.artefacts`` as well, so readers select them by this
+    field rather than by searching the text.
+    """
 
     message: str = ""
+    artefact: bool = False
 
     def validate(self) -> None:
         self.message = _text(self.message)
+        self.artefact = bool(self.artefact)
 
 
 @dataclass
@@ -536,6 +568,9 @@ class StateDocument(Message):
     progress: float = 0.0  # 0..1, as YARN shows it
     tasks: dict[str, TaskSummary] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # The events users follow (checkpoints restored and uploaded, the model exported, gang restarts), as
+    # the AM marked them: also in ``events``, for the full account.
+    artefacts: list[str] = field(default_factory=list)
     timeline: dict[str, float] = field(default_factory=dict)  # milestone -> seconds after AM start
     am_started_wall: float | None = None
     generation: int = 0  # restarts so far; 0 is the gang started with the application
@@ -562,6 +597,7 @@ class StateDocument(Message):
         restarts = _sequence(self.restarts, "restarts")[-MAX_EVENTS:]
         self.restarts = [_nested(r, RestartRecord, "restarts") or RestartRecord() for r in restarts]
         self.events = [_text(e) for e in _sequence(self.events, "events")[-MAX_EVENTS:]]
+        self.artefacts = [_text(e) for e in _sequence(self.artefacts, "artefacts")[-MAX_EVENTS:]]
         self.timeline = {
             _text(k, MAX_NAME_CHARS): float(v) for k, v in list(_mapping(self.timeline, "timeline").items())[:64]
         }
@@ -578,10 +614,12 @@ class StateDocument(Message):
         return self.am_started_wall + self.timeline[name]
 
     def artefact_events(self) -> list[str]:
-        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts,
-        inputs staged."""
-        words = ("checkpoint", "model", "restart", " input ")
-        return [e for e in self.events if any(w in e for w in words)]
+        """Events users care about in a task log: checkpoints restored/uploaded, the model exported, restarts.
+
+        The AM's own selection (``artefacts``, from ``EventRecord.artefact`` and its restart
+        records); an AM from before that field publishes none.
+        """
+        return list(self.artefacts)
 
 
 @dataclass

@@ -23,13 +23,14 @@ cluster's limits, files on the submitting machine) are in ``yarn/checks.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -49,10 +50,12 @@ __all__ = [
     "InputSpec",
     "MiB",
     "JobSpec",
+    "Model",
     "PythonEnv",
     "RoleSpec",
     "numbers_from_text",
     "parse_memory_mib",
+    "plain",
 ]
 
 #: Name under which a packed Python environment is unpacked in every container.
@@ -288,14 +291,14 @@ def _coerce(value: object, cls: type[_S], field_: str) -> _S:
     return cls.from_dict(value, field_)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Convert nested model objects to JSON/YAML-safe builtins for ``to_dict``."""
-    if isinstance(value, _Spec):
+    if isinstance(value, Model):
         return value.to_dict()
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -329,11 +332,15 @@ def parse_memory_mib(value: int | str, field: str) -> int:
 # --------------------------------------------------------------------------- #
 # Model
 # --------------------------------------------------------------------------- #
-_S = TypeVar("_S", bound="_Spec")
+_S = TypeVar("_S", bound="Model")
 
 
-class _Spec:
-    """Shared behaviour of every spec object: validate on init, strict dict round trip."""
+class Model:
+    """The base of every spec and message class: validate on init, a dict round trip.
+
+    Spec classes (here) refuse unknown keys; message classes
+    (``runtime/messages.py``'s ``Message``) build on this base and relax that.
+    """
 
     def __post_init__(self) -> None:
         self.validate()
@@ -347,7 +354,7 @@ class _Spec:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain builtins only (dict/list/str/int/float/None): safe for JSON and YAML."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        return {f.name: plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls: type[_S], data: object, field: str = "") -> _S:
@@ -374,7 +381,7 @@ class _Spec:
 
 
 @dataclass
-class PythonEnv(_Spec):
+class PythonEnv(Model):
     """Which Python runs ``module``/``script`` roles on the cluster nodes.
 
     Give at most one of ``interpreter`` (a python already installed on every
@@ -424,7 +431,7 @@ FALLBACK_SERVICE_SUFFIX = "elsewhere"
 
 
 @dataclass
-class Placement(_Spec):
+class Placement(Model):
     """Where a role's containers may run, for roles that care (``placement`` of a role).
 
     Written as ``placement: spread``, as a list of hosts (``placement: [node1, node2]``),
@@ -475,7 +482,7 @@ class Placement(_Spec):
 
 
 @dataclass
-class RoleSpec(_Spec):
+class RoleSpec(Model):
     """One TensorFlow task type (``worker``, ``ps``, ...): how many, how big, what to run.
 
     The program is exactly one of ``command`` (a full argument list, run
@@ -574,7 +581,7 @@ class RoleSpec(_Spec):
 
 
 @dataclass
-class CheckpointSpec(_Spec):
+class CheckpointSpec(Model):
     """Where checkpoints live, so that a restarted attempt resumes instead of starting over.
 
     User code writes into ``local_dir`` inside the container; the runtime
@@ -619,7 +626,7 @@ class CheckpointSpec(_Spec):
 
 
 @dataclass
-class Acls(_Spec):
+class Acls(Model):
     """YARN application ACLs: who besides the submitter may view logs or kill the job."""
 
     view_users: list[str] = field(default_factory=list)
@@ -641,7 +648,7 @@ class Acls(_Spec):
 
 
 @dataclass
-class KerberosSpec(_Spec):
+class KerberosSpec(Model):
     """What a job on a Kerberized cluster needs beyond the connection's login (``kerberos`` of a job).
 
     HDFS delegation tokens stop working at their maximum lifetime
@@ -672,7 +679,7 @@ _INPUT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 @dataclass
-class InputSpec(_Spec):
+class InputSpec(Model):
     """One named input on HDFS (``inputs.<name>`` of a job): a folder, file or glob, staged into the containers.
 
     Checked on the submitting side before anything is submitted (the path exists and holds files of known
@@ -712,7 +719,7 @@ class InputSpec(_Spec):
 
 
 @dataclass
-class JobSpec(_Spec):
+class JobSpec(Model):
     """A whole distributed training job: roles, Python, files, timeouts and policies.
 
     Nested fields accept either model objects or their dict form, so the
@@ -790,7 +797,7 @@ class JobSpec(_Spec):
     """Training data on HDFS by name (``a-z``, digits, ``_``): checked before submit and staged to each receiving
     task's local disk before its script starts; see InputSpec."""
 
-    _NESTED: ClassVar[dict[str, type[_Spec]]] = {
+    _NESTED: ClassVar[dict[str, type[Model]]] = {
         "python": PythonEnv,
         "acls": Acls,
         "checkpoint": CheckpointSpec,
@@ -1080,6 +1087,66 @@ class JobSpec(_Spec):
             _fail("spec", f"not valid JSON ({err}); check the document's syntax")
         return cls.from_dict(data)
 
+    @classmethod
+    def from_rendered(
+        cls, data: Mapping[str, Any], *, base_dir: str | None = None, defaults: Mapping[str, Any] | None = None
+    ) -> JobSpec:
+        """A job from its dict form as a templating engine leaves it (the operator's ``job``).
+
+        Templates render to text, so numeric fields given as text become
+        numbers (``numbers_from_text``); a relative local ``src_dir`` is read
+        from ``base_dir`` (the DAG's folder, as the CLI reads it from the job
+        file's); ``defaults`` fill the fields the job leaves empty (the task's
+        name, the connection's queue).
+        """
+        out = dict(data)
+        for key, value in (defaults or {}).items():
+            if not out.get(key):
+                out[key] = value
+        src_dir = out.get("src_dir")
+        if isinstance(src_dir, str) and src_dir and not src_dir.startswith(("/", "hdfs://")) and base_dir:
+            out["src_dir"] = os.path.realpath(os.path.join(base_dir, src_dir))
+        return cls.from_dict(numbers_from_text(out))
+
+    def with_overrides(
+        self,
+        *,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        python: str | None = None,
+        tags: Iterable[str] = (),
+        checkpoint_dir: str | None = None,
+        warm_start_from: str | None = None,
+    ) -> JobSpec:
+        """This job with what the submitting side adds to it, validated; empty arguments change nothing.
+
+        :param name: the YARN application name.
+        :param env: variables merged over the job's ``env``.
+        :param python: an interpreter path, or an environment archive (told apart by its suffix,
+            ``ARCHIVE_SUFFIXES``): replaces the job's ``python``.
+        :param tags: appended to the job's tags (each once).
+        :param checkpoint_dir: ``checkpoint.dir``.
+        :param warm_start_from: ``checkpoint.warm_start_from``.
+        """
+        changes: dict[str, Any] = {}
+        if name:
+            changes["name"] = name
+        if env:
+            changes["env"] = {**self.env, **env}
+        if python:
+            key = "archive" if python.endswith(ARCHIVE_SUFFIXES) else "interpreter"
+            changes["python"] = PythonEnv.from_dict({key: python}, "python")
+        if tags:
+            changes["tags"] = list(dict.fromkeys([*self.tags, *tags]))
+        if checkpoint_dir or warm_start_from:
+            with _at("checkpoint"):
+                changes["checkpoint"] = dataclasses.replace(
+                    self.checkpoint,
+                    dir=checkpoint_dir or self.checkpoint.dir,
+                    warm_start_from=warm_start_from or self.checkpoint.warm_start_from,
+                )
+        return dataclasses.replace(self, **changes) if changes else self
+
     def to_yaml(self) -> str:
         """YAML in field order, for humans keeping job definitions next to their DAGs."""
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
@@ -1121,7 +1188,7 @@ def _number(value: object, hint: Any) -> object:
     return value
 
 
-def numbers_from_text(data: object, cls: type[_Spec] | None = None) -> object:
+def numbers_from_text(data: object, cls: type[Model] | None = None) -> object:
     """A copy of ``data`` (a spec in dict form) whose numeric fields given as text are numbers.
 
     Airflow renders templates to text, so ``instances: "{{ params.workers }}"``
@@ -1135,7 +1202,7 @@ def numbers_from_text(data: object, cls: type[_Spec] | None = None) -> object:
     if not isinstance(data, Mapping):
         return data
     hints = get_type_hints(cls)
-    nested: dict[str, type[_Spec]] = getattr(cls, "_NESTED", {})
+    nested: dict[str, type[Model]] = getattr(cls, "_NESTED", {})
     out = dict(data)
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name not in out:

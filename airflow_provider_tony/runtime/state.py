@@ -159,6 +159,7 @@ class JobTracker:
         self.cluster_published_at: float | None = None
         self.verdict: Verdict | None = None
         self.events: list[str] = []
+        self.artefacts: list[str] = []  # the events users follow (StateDocument.artefacts)
         # Seconds after the AM started at which milestones were reached (benchmarks, logs).
         self.timeline: dict[str, float] = {}
         # The gang: 0 is the one started with the application; each restart adds one.
@@ -308,7 +309,7 @@ class JobTracker:
         )
         if record.last_step is not None:
             where += f" (step {record.last_step} reached before the failure)"
-        self.events.append(
+        self.note_artefact(
             f"restart {record.attempt}: the new gang resumed {where}, "
             f"{record.resumed_at - record.at:.1f}s after the failure"
         )
@@ -428,7 +429,7 @@ class JobTracker:
             which = f"restart {record.attempt} of {self.spec.max_restarts}"
         else:  # earlier restarts were preemptions
             which = f"restart {record.attempt} ({counted} of max_restarts {self.spec.max_restarts})"
-        self.events.append(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
+        self.note_artefact(f"{which}: {verdict.diagnostics}; replacing every task, resuming from the latest checkpoint")
 
     def _uploader_alive(self) -> str | None:
         """The task that uploads checkpoints, if it still runs user code on a live node.
@@ -462,7 +463,7 @@ class JobTracker:
         record.drained_step = step
         record.drain_seconds = round(seconds, 3)
         if step is not None:
-            self.events.append(f"restart {record.attempt}: checkpoint step {step} on HDFS before the gang was stopped")
+            self.note_artefact(f"restart {record.attempt}: checkpoint step {step} on HDFS before the gang was stopped")
 
     def begin_generation(self, slots: dict[str, str], now: float) -> None:
         """The AM has asked for a fresh gang: ``slots`` maps its containers to tasks."""
@@ -475,9 +476,14 @@ class JobTracker:
         self.restart_pending = None
         self.drain_task = None
         self._noted_capacity_wait = False
-        self.events.append(
+        self.note_artefact(
             f"restart {len(self.restarts)}: gang {self.generation} requested ({len(self.tasks)} containers)"
         )
+
+    def note_artefact(self, text: str) -> None:
+        """An event users follow (a checkpoint, the model, a restart): in ``events`` and ``artefacts``."""
+        self.events.append(text)
+        self.artefacts.append(text)
 
     def waiting_for_capacity(self) -> bool:
         """The gang replaces a preempted one and has not registered yet.
@@ -703,6 +709,7 @@ class JobTracker:
             progress=self.progress_fraction(),
             tasks={tid: t.summary(now) for tid, t in self.tasks.items()},
             events=self.events[-50:],
+            artefacts=self.artefacts[-50:],
             timeline=dict(self.timeline),
             am_started_wall=round(wall - (now - self.started), 3),
             generation=self.generation,

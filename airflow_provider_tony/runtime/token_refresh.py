@@ -48,8 +48,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError
-from airflow_provider_tony.runtime.hadoop_tokens import Token, TokenFileError, _Reader
+from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TokenFileError
+from airflow_provider_tony.runtime.hadoop_tokens import Token, _Reader
 from airflow_provider_tony.runtime.messages import DelegationToken, EventRecord
 
 log = logging.getLogger("tony.tokens")

@@ -11,6 +11,7 @@ skein driver (a JVM) runs to follow; one is started only to kill.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any, AsyncIterator
 
@@ -18,13 +19,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.yarn import http as web
-from airflow_provider_tony.yarn.follower import RM_OUTAGE_TIMEOUT_S, Follower, TonyEvent
+from airflow_provider_tony.yarn.follower import RM_OUTAGE_TIMEOUT_S, Follower, TonyEvent, follow_step_async
 
 
 def _cluster_of(conn_id: str) -> tuple[str, web.HttpSettings]:
     """The RM address and HTTP settings of a connection (reads the connection; starts no JVM)."""
-    client = YarnHook(conn_id).get_conn()
-    return client.rm_url, client.http_settings
+    return YarnHook(conn_id).follow_target()
 
 
 def _kill(conn_id: str, app_id: str) -> None:
@@ -34,6 +34,23 @@ def _kill(conn_id: str, app_id: str) -> None:
         hook.kill(app_id)
     finally:
         hook.close()
+
+
+class _Clocks:
+    """Wall-clock anchors (what a trigger serialises) onto this process's monotonic clock and back.
+
+    The follower counts on the monotonic clock (a wall clock may jump); the
+    anchors are wall-clock times, which mean the same on every host.
+    """
+
+    def __init__(self) -> None:
+        self.offset = time.time() - time.monotonic()
+
+    def monotonic(self, wall: float | None) -> float | None:
+        return None if wall is None else wall - self.offset
+
+    def wall(self, monotonic: float | None) -> float | None:
+        return None if monotonic is None else monotonic + self.offset
 
 
 class TonyTrigger(BaseTrigger):
@@ -46,6 +63,14 @@ class TonyTrigger(BaseTrigger):
     :param am_stale_timeout: seconds without a new AM state while RUNNING before it counts as hung.
     :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (restart, failover)
         before following gives up; the default keeps triggers serialized without it working.
+    :param started_at: wall-clock time (epoch seconds) following began; the start-up deadline
+        counts from it. Serialised, so a trigger re-created after a triggerer restart keeps the
+        deadline instead of granting a fresh ``startup_timeout`` (None: now).
+    :param last_heard_at: wall-clock time the AM was last heard from (its document moved, or the
+        application started running), kept up to date while following and serialised with the
+        rest: the stale-AM deadline counts from it. None: not heard from yet, and so after a
+        triggerer restart, because Airflow stores a trigger's arguments once, when the task
+        defers; the stale-AM clock then starts at the first look (a later kill, never an early one).
     """
 
     def __init__(
@@ -57,14 +82,19 @@ class TonyTrigger(BaseTrigger):
         startup_timeout: float,
         am_stale_timeout: float,
         rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
+        started_at: float | None = None,
+        last_heard_at: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ has no annotations
         self.app_id = app_id
         self.yarn_conn_id = yarn_conn_id
         self.poll_interval = float(poll_interval)
         self.startup_timeout = float(startup_timeout)
         self.am_stale_timeout = float(am_stale_timeout)
         self.rm_outage_timeout = float(rm_outage_timeout)
+        # Wall clocks, not monotonic ones: they must mean the same on another triggerer host.
+        self.started_at = time.time() if started_at is None else float(started_at)
+        self.last_heard_at = None if last_heard_at is None else float(last_heard_at)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -76,6 +106,8 @@ class TonyTrigger(BaseTrigger):
                 "startup_timeout": self.startup_timeout,
                 "am_stale_timeout": self.am_stale_timeout,
                 "rm_outage_timeout": self.rm_outage_timeout,
+                "started_at": self.started_at,
+                "last_heard_at": self.last_heard_at,
             },
         )
 
@@ -86,21 +118,26 @@ class TonyTrigger(BaseTrigger):
         except Exception as exc:  # noqa: BLE001 - reported, the operator decides
             yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
             return
+        clocks = _Clocks()
         follower = Follower(
             self.app_id,
             startup_timeout=self.startup_timeout,
             am_stale_timeout=self.am_stale_timeout,
             rm_outage_timeout=self.rm_outage_timeout,
+            queued_since=clocks.monotonic(self.started_at),
+            heard_at=clocks.monotonic(self.last_heard_at),
         )
         async with web.async_http_client(settings) as http:
+            transport = web.AsyncFollowTransport(http, rm_url, functools.partial(_kill, self.yarn_conn_id))
             while True:
                 try:
-                    step = await web.poll_async(http, rm_url, follower, now=time.monotonic(), emit=self.log.info)
-                    if step.action.kills:
-                        await asyncio.shield(asyncio.to_thread(_kill, self.yarn_conn_id, self.app_id))
+                    step = await follow_step_async(follower, time.monotonic(), transport)
                 except Exception as exc:  # noqa: BLE001 - reported, the operator decides
                     yield TriggerEvent(TonyEvent.error(self.app_id, str(exc)).to_dict())
                     return
+                for line in step.lines:
+                    self.log.info(line)
+                self.last_heard_at = clocks.wall(follower.fresh_at)
                 if step.result is not None:
                     yield TriggerEvent(TonyEvent.done(step.result).to_dict())
                     return

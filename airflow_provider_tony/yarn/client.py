@@ -46,7 +46,7 @@ from airflow_provider_tony.yarn.checks import (
     validate_local_files,
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment, security_for
-from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, Action, AppReport, Follower, JobResult
+from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
 from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
@@ -472,10 +472,7 @@ class TonyClient:
             python, archive_source = spec.python.python_command(), self.stage_archive(archive)
         else:
             python, archive_source = spec.python.interpreter or sys.executable, None
-        if extra_tags:
-            data = spec.to_dict()
-            data["tags"] = list(dict.fromkeys([*data["tags"], *extra_tags]))
-            spec = JobSpec.from_dict(data)
+        spec = spec.with_overrides(tags=extra_tags)
         app_spec = build_application_spec(
             spec,
             python=python,
@@ -503,12 +500,10 @@ class TonyClient:
     def report(self, app_id: str) -> AppReport:
         """YARN's report of ``app_id`` from the RM's REST API (no skein driver)."""
         try:
-            resp = self.http.get(web.rm_app_url(self.rm_url, app_id))
-            resp.raise_for_status()
-            data = resp.json()
+            response = self.http.get(web.rm_app_url(self.rm_url, app_id))
         except Exception as exc:
             raise web.rm_error(self.rm_url, app_id, exc) from exc
-        return web.parse_app_report(data, app_id, self.tracking_url(app_id))
+        return web.read_report(response, self.rm_url, app_id)
 
     def tracking_url(self, app_id: str) -> str:
         return web.tracking_url(self.rm_url, app_id)
@@ -635,17 +630,9 @@ class TonyClient:
                 )
                 continue
             found.append(a)
+        # The same parsing as ``report``'s: one AppReport for one RM answer (progress 0..1).
         return [
-            AppReport(
-                app_id=a["id"],
-                state=a["state"],
-                final_status=a.get("finalStatus") or "UNDEFINED",
-                diagnostics=a.get("diagnostics") or "",
-                tracking_url=self.tracking_url(a["id"]),
-                progress=float(a.get("progress") or 0.0),
-                tags=sorted(t for t in (a.get("applicationTags") or "").split(",") if t),
-                name=a.get("name") or "",
-            )
+            web.parse_app_report({"app": a}, a["id"], self.tracking_url(a["id"]))
             for a in sorted(found, key=lambda a: a.get("startedTime", 0), reverse=True)
         ]
 
@@ -764,30 +751,15 @@ class TonyClient:
     ) -> JobResult | None:
         """One look at the application through ``follower``; a JobResult once it has ended.
 
-        Input and output only: the rules are ``Follower.observe``'s.
+        This client is the look's blocking transport (``report``, ``am_state``,
+        ``ack_final``, ``kill``); the rules and the order of the requests are
+        ``Follower.look``'s, the same the trigger's asyncio transport answers.
         """
-        app_id = follower.app_id
-        now = time.monotonic()
-        doc = self.am_state(app_id) if follower.wants_document_first else None
-        rep = follower.report_from_document(doc, now)
-        if rep is None:
-            try:
-                rep = self.report(app_id)
-            except ClusterError as exc:
-                for line in follower.unreachable(exc, now).lines:  # raises unless it is an outage to wait out
-                    emit(line)
-                return None
-            if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
-                doc = self.am_state(app_id)
-        step = follower.observe(rep, doc, now)
+        step = follow_step(follower, time.monotonic(), self)
         for line in step.lines:
             emit(line)
         if step.new_document is not None and on_state is not None:
             on_state(step.new_document)
-        if step.action is Action.ACK:
-            self.ack_final(app_id)
-        elif step.action.kills:
-            self.kill(app_id)
         return step.result
 
     def wait(

@@ -6,23 +6,44 @@ and what to do: nothing yet, kill the application (it never left the queue,
 or its AM stopped publishing while YARN says RUNNING), acknowledge the AM's
 final document, or stop following with a result. It touches no network and
 reads no clock, so every rule gets unit tests with plain numbers, the way
-``runtime/state.py``'s ``JobTracker`` does on the AM side; ``TonyClient.poll``
-is the thin input/output around it, used by the CLI, the operator and the
-trigger alike.
+``runtime/state.py``'s ``JobTracker`` does on the AM side.
+
+``Follower.look(now)`` is one look as a sequence of ``Request``s (read the
+AM's document, ask YARN for its report, acknowledge, kill) written once, with
+no I/O: a generator that is sent each answer. ``follow_step_async`` is its one
+driver, answering each request from an ``AsyncTransport`` (``yarn/http.py``'s,
+on the triggerer's event loop); ``follow_step`` runs that same driver over a
+blocking ``Transport`` (``TonyClient``: the CLI and the operator). Neither
+the look nor the driver knows how the bytes are fetched.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
-from airflow_provider_tony.runtime.messages import Message, StateDocument
+from airflow_provider_tony.runtime.messages import Failure, Message, StateDocument
 from airflow_provider_tony.yarn import logformat
 
-__all__ = ["ACTIVE_YARN_STATES", "Action", "AppReport", "Follower", "JobResult", "Step", "TonyEvent"]
+__all__ = [
+    "ACTIVE_YARN_STATES",
+    "Action",
+    "AppReport",
+    "AsyncTransport",
+    "Follower",
+    "JobResult",
+    "Look",
+    "Request",
+    "Step",
+    "TonyEvent",
+    "Transport",
+    "follow_step",
+    "follow_step_async",
+]
 
 ACTIVE_YARN_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 QUEUED_YARN_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED")
@@ -30,7 +51,8 @@ QUEUED_YARN_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED")
 
 @dataclass
 class AppReport(Message):
-    """What YARN says about one application (from skein's ``ApplicationReport``)."""
+    """What YARN says about one application: the ResourceManager's REST report (``/ws/v1/cluster/apps``),
+    parsed by ``yarn/http.py``'s ``parse_app_report``; ``progress`` is 0..1."""
 
     app_id: str
     state: str  # YARN's YarnApplicationState: ACCEPTED, RUNNING, FINISHED, FAILED, KILLED, ...
@@ -50,9 +72,31 @@ class AppReport(Message):
         return self.state in QUEUED_YARN_STATES
 
 
+#: ``Failure.kind`` of the follower's own kills, and of an application YARN ended without the AM's account.
+KIND_STARTUP_TIMEOUT = "startup_timeout"
+KIND_HUNG_AM = "hung_am"
+KIND_YARN = "yarn"
+
+
+def yarn_diagnostics_failure(diagnostics: str) -> Failure:
+    """The failure YARN's diagnostics tell of: the one place the retryable mark is read.
+
+    The AM states its verdict as a typed ``Failure`` in its state document; it
+    also writes the mark into the diagnostics it leaves with YARN
+    (``state.final_diagnostics``), the only account left of an application
+    whose AM died, or whose document could not be read, before a client saw it.
+    """
+    return Failure(kind=KIND_YARN, retryable=RETRYABLE_MARK in diagnostics, message=diagnostics)
+
+
 @dataclass
 class JobResult(Message):
-    """How an application ended, as the operator and the CLI report it."""
+    """How an application ended, as the operator and the CLI report it.
+
+    ``failure`` is the typed cause of an unsuccessful end (None on success):
+    the AM's own when its document has one, else read from YARN's diagnostics
+    once, here (``yarn_diagnostics_failure``).
+    """
 
     app_id: str
     yarn_state: str
@@ -60,10 +104,24 @@ class JobResult(Message):
     diagnostics: str = ""
     tracking_url: str | None = None
     am_state: StateDocument | None = None
+    failure: Failure | None = None
 
     def validate(self) -> None:
         if self.am_state is not None and not isinstance(self.am_state, StateDocument):
             self.am_state = StateDocument.from_dict(self.am_state, "am_state")
+        if self.failure is not None and not isinstance(self.failure, Failure):
+            self.failure = Failure.from_dict(self.failure, "failure")
+        if self.failure is None and not self.succeeded:
+            self.failure = self._failure_of_end()
+
+    def _failure_of_end(self) -> Failure:
+        doc = self.am_state
+        if doc is not None and doc.failure is not None:
+            return doc.failure
+        failure = yarn_diagnostics_failure(self.diagnostics or "")
+        # An AM older than the typed ``failure`` said retryable in its document only.
+        failure.retryable = failure.retryable or bool(doc is not None and doc.retryable)
+        return failure
 
     @classmethod
     def from_report(cls, rep: AppReport, am_state: StateDocument | None = None) -> JobResult:
@@ -76,7 +134,7 @@ class JobResult(Message):
 
     @property
     def retryable(self) -> bool:
-        return RETRYABLE_MARK in (self.diagnostics or "") or bool(self.am_state and self.am_state.retryable)
+        return self.failure is not None and self.failure.retryable
 
 
 class Action(str, enum.Enum):
@@ -121,6 +179,11 @@ class Follower:
     :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (a restart, a
         failover) before following gives up with ``ClusterUnreachable``. The job keeps running
         meanwhile (work-preserving recovery); the outage counts toward neither timeout above.
+    :param queued_since: the start-up clock's start, on the clock ``now`` is read from, when a
+        previous follower of the same application began it (a restarted trigger); None starts it
+        at the first look that finds the application queued.
+    :param heard_at: likewise the stale-AM clock's start (the AM last heard from); None starts it
+        when the application is first seen RUNNING.
     """
 
     def __init__(
@@ -131,6 +194,8 @@ class Follower:
         am_stale_timeout: float,
         report_max_age: float = 60.0,
         rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
+        queued_since: float | None = None,
+        heard_at: float | None = None,
     ) -> None:
         self.app_id = app_id
         self.startup_timeout = startup_timeout
@@ -141,9 +206,9 @@ class Follower:
         self.last_state: str | None = None
         self.last_report: AppReport | None = None
         self.reported_at: float | None = None  # when the last report came from YARN itself
-        self.queued_since: float | None = None
+        self.queued_since = queued_since  # when the start-up clock began (None: at the first queued look)
         self.last_seq: Any = None
-        self.fresh_at: float | None = None  # when RUNNING began or the document last moved
+        self.fresh_at = heard_at  # when RUNNING began or the document last moved (None: not yet)
         self.document: StateDocument | None = None  # the newest one read
         self.task_states: dict[str, str] = {}  # task id -> the state last logged
         self.events_seen: set[str] = set()
@@ -219,13 +284,12 @@ class Follower:
             waited = now - self.queued_since
             if waited > self.startup_timeout:
                 step.action = Action.KILL_STARTUP_TIMEOUT
-                step.result = JobResult(
-                    self.app_id,
-                    "KILLED",
-                    "FAILED",
-                    f"{RETRYABLE_MARK} still {report.state} after {self.startup_timeout:g}s (startup_timeout): "
+                step.result = _killed(
+                    report,
+                    None,
+                    KIND_STARTUP_TIMEOUT,
+                    f"still {report.state} after {self.startup_timeout:g}s (startup_timeout): "
                     "the queue has no room for the application master; killed",
-                    report.tracking_url,
                 )
             return step
         if report.state == "RUNNING":
@@ -234,6 +298,32 @@ class Follower:
         # diagnostics are the durable one.
         step.action = Action.DONE
         step.result = JobResult.from_report(report, self.document)
+        return step
+
+    def look(self, now: float) -> Look:
+        """One look at ``now`` as the requests it needs, answered one by one by a transport.
+
+        The AM's document first once RUNNING (its live answer spares asking
+        YARN, see ``report_from_document``), YARN's report otherwise, and the
+        document again when the application has just started running. A
+        ``ClusterError`` thrown in for the report is an outage to follow
+        through (``unreachable``). The look ends by acknowledging a final
+        document or killing, as ``observe`` decides, and returns its ``Step``.
+        """
+        document = (yield Request.STATE) if self.wants_document_first else None
+        report = self.report_from_document(document, now)
+        if report is None:
+            try:
+                report = yield Request.REPORT
+            except ClusterError as exc:
+                return self.unreachable(exc, now)  # raises unless it is an outage to wait out
+            if report.state == "RUNNING" and not self.wants_document_first:  # just started running
+                document = yield Request.STATE
+        step = self.observe(report, document, now)
+        if step.action is Action.ACK:
+            yield Request.ACK
+        elif step.action.kills:
+            yield Request.KILL
         return step
 
     def _running(self, report: AppReport, document: StateDocument | None, now: float, step: Step) -> Step:
@@ -250,14 +340,12 @@ class Follower:
         silent = now - self.fresh_at
         if silent > self.am_stale_timeout:
             step.action = Action.KILL_HUNG_AM
-            step.result = JobResult(
-                self.app_id,
-                "KILLED",
-                "FAILED",
-                f"{RETRYABLE_MARK} the application master stopped publishing its state for {silent:.0f}s "
-                "while YARN reports RUNNING (hung AM); killed",
-                report.tracking_url,
+            step.result = _killed(
+                report,
                 self.document,
+                KIND_HUNG_AM,
+                f"the application master stopped publishing its state for {silent:.0f}s "
+                "while YARN reports RUNNING (hung AM); killed",
             )
         return step
 
@@ -271,6 +359,98 @@ class Follower:
         lines.extend(logformat.task_state_lines(doc, self.task_states))
         lines.append(logformat.summary_line(doc))
         return lines
+
+
+def _killed(report: AppReport, document: StateDocument | None, kind: str, message: str) -> JobResult:
+    """The result of a kill the follower decided: retryable (the cluster's state, not the job's code)."""
+    failure = Failure(kind=kind, retryable=True, message=message)
+    return JobResult(
+        report.app_id, "KILLED", "FAILED", f"{RETRYABLE_MARK} {message}", report.tracking_url, document, failure
+    )
+
+
+class Request(str, enum.Enum):
+    """What one look asks of the cluster; the answer is sent back into the look."""
+
+    STATE = "am_state"  # the AM's state document, None while it serves none
+    REPORT = "report"  # YARN's AppReport; a ClusterError is thrown in instead when YARN could not be asked
+    ACK = "ack_final"  # tell the AM a client has read its final document (answer: None)
+    KILL = "kill"  # kill the application (answer: None)
+
+
+#: One look: yields ``Request``s, is sent their answers, returns the ``Step``.
+Look = Generator[Request, Any, Step]
+
+
+class Transport(Protocol):
+    """The blocking I/O a look needs (``TonyClient`` is one); a method per ``Request``, named by its value."""
+
+    def am_state(self, app_id: str) -> StateDocument | None: ...
+    def report(self, app_id: str) -> AppReport: ...
+    def ack_final(self, app_id: str) -> None: ...
+    def kill(self, app_id: str) -> None: ...
+
+
+class AsyncTransport(Protocol):
+    """``Transport`` on an event loop (``yarn/http.py``'s ``AsyncFollowTransport``)."""
+
+    async def am_state(self, app_id: str) -> StateDocument | None: ...
+    async def report(self, app_id: str) -> AppReport: ...
+    async def ack_final(self, app_id: str) -> None: ...
+    async def kill(self, app_id: str) -> None: ...
+
+
+def _advance(look: Look, answer: object) -> tuple[Request | None, Step | None]:
+    """Send ``answer`` into the look (an exception is thrown in): its next request, or its step once done."""
+    try:
+        return (look.throw(answer) if isinstance(answer, BaseException) else look.send(answer)), None
+    except StopIteration as done:
+        return None, done.value
+
+
+async def follow_step_async(follower: Follower, now: float, transport: AsyncTransport) -> Step:
+    """One look through ``follower``, its requests answered by ``transport``: the one driver of a look."""
+    look = follower.look(now)
+    request, step = _advance(look, None)
+    while request is not None:
+        try:
+            answer: object = await getattr(transport, request.value)(follower.app_id)
+        except ClusterError as exc:  # the look decides: an outage to follow through, or raised again
+            answer = exc
+        request, step = _advance(look, answer)
+    assert step is not None
+    return step
+
+
+class _Blocking:
+    """A blocking ``Transport`` as an ``AsyncTransport`` whose calls never suspend."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.transport, name)
+
+        async def call(app_id: str) -> Any:
+            return method(app_id)
+
+        return call
+
+
+def follow_step(follower: Follower, now: float, transport: Transport) -> Step:
+    """``follow_step_async`` with blocking calls, run to its end without an event loop.
+
+    Nothing in the look awaits anything but the transport, and a blocking
+    transport's calls return at once, so the coroutine finishes on its first
+    ``send``: the operator's and the CLI's follow loop is the trigger's.
+    """
+    coroutine = follow_step_async(follower, now, _Blocking(transport))
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("a blocking transport suspended the look")
 
 
 @dataclass

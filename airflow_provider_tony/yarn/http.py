@@ -18,6 +18,8 @@ httpx is what Airflow itself depends on, so it adds nothing to an install.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import urllib.parse
 from collections.abc import Callable
@@ -26,12 +28,19 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable, SpecError
+from airflow_provider_tony.runtime.errors import (
+    ApplicationUnknown,
+    ClusterError,
+    ClusterUnreachable,
+    DocumentVersionError,
+    SpecError,
+)
 from airflow_provider_tony.runtime.messages import MAX_DOCUMENT_BYTES, MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
-from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, Step
+from airflow_provider_tony.yarn.follower import AppReport
 
 __all__ = [
+    "AsyncFollowTransport",
     "HttpSettings",
     "StateUnavailable",
     "async_http_client",
@@ -40,10 +49,8 @@ __all__ = [
     "parse_app_report",
     "parse_history",
     "parse_state",
-    "poll_async",
-    "report_async",
+    "read_report",
     "rm_app_url",
-    "state_async",
     "state_url",
     "tracking_url",
 ]
@@ -138,6 +145,8 @@ def parse_state(response: httpx.Response) -> StateDocument | None:
     Anything but a JSON object from the AM (the proxy's own error page, the
     RM's "application not running" page, ``{}`` before the first publication)
     means "no document now", which the follower's stale-AM rule then judges.
+    A document in a newer layout than this provider reads raises
+    ``DocumentVersionError``: following cannot go on right, and the message says why.
     """
     if response.status_code != 200 or "json" not in response.headers.get("content-type", ""):
         raise StateUnavailable(f"HTTP {response.status_code} from {response.url}")
@@ -151,6 +160,8 @@ def parse_state(response: httpx.Response) -> StateDocument | None:
         return None
     try:
         return StateDocument.from_dict(data, "state")
+    except DocumentVersionError:  # a newer AM: reading on would misread it; say so instead
+        raise
     except SpecError as exc:  # mistyped or over the caps: no document (the stale-AM rule judges it)
         raise StateUnavailable(f"a malformed state document from {response.url}: {exc}") from None
 
@@ -189,58 +200,50 @@ def rm_error(rm_url: str, app_id: str, exc: Exception) -> ClusterError:
     )
 
 
-# ---------------------------------------------------------------- asyncio (the trigger)
-
-
-async def report_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> AppReport:
-    """``TonyClient.report`` on the event loop."""
+def read_report(response: httpx.Response, rm_url: str, app_id: str) -> AppReport:
+    """YARN's report from the RM's answer; a refusal or a page that is not JSON becomes ``rm_error``'s."""
     try:
-        resp = await http.get(rm_app_url(rm_url, app_id))
-        resp.raise_for_status()
-        data = resp.json()
+        response.raise_for_status()
+        data = response.json()
     except Exception as exc:
         raise rm_error(rm_url, app_id, exc) from exc
     return parse_app_report(data, app_id, tracking_url(rm_url, app_id))
 
 
-async def state_async(http: httpx.AsyncClient, rm_url: str, app_id: str) -> StateDocument | None:
-    """``TonyClient.am_state`` on the event loop."""
-    try:
-        return parse_state(await http.get(state_url(rm_url, app_id)))
-    except (StateUnavailable, httpx.HTTPError):
-        return None
+# ---------------------------------------------------------------- asyncio (the trigger)
 
 
-async def poll_async(
-    http: httpx.AsyncClient, rm_url: str, follower: Follower, *, now: float, emit: Callable[[str], None]
-) -> Step:
-    """One look through ``follower``, as ``TonyClient.poll`` takes it, without blocking the loop.
+class AsyncFollowTransport:
+    """The trigger's answers to a look's requests (``follower.AsyncTransport``), on the event loop.
 
-    Returns the follower's ``Step``: the caller kills when ``step.action.kills``
-    (through skein's driver, started for that alone) and stops at ``step.result``.
+    :param http: the asyncio client (``async_http_client``).
+    :param rm_url: the ResourceManager's address.
+    :param kill: kills an application, blocking (skein's driver today): run in a thread of its
+        own and shielded, so a trigger cancelled meanwhile does not leave the kill half done.
     """
-    app_id = follower.app_id
-    doc = await state_async(http, rm_url, app_id) if follower.wants_document_first else None
-    rep = follower.report_from_document(doc, now)
-    if rep is None:
+
+    def __init__(self, http: httpx.AsyncClient, rm_url: str, kill: Callable[[str], None]) -> None:
+        self.http, self.rm_url, self._kill = http, rm_url, kill
+
+    async def report(self, app_id: str) -> AppReport:
         try:
-            rep = await report_async(http, rm_url, app_id)
-        except ClusterError as exc:
-            step = follower.unreachable(exc, now)  # raises unless it is an outage to wait out
-            for line in step.lines:
-                emit(line)
-            return step
-        if rep.state == "RUNNING" and not follower.wants_document_first:  # just started running
-            doc = await state_async(http, rm_url, app_id)
-    step = follower.observe(rep, doc, now)
-    for line in step.lines:
-        emit(line)
-    if step.action is Action.ACK:
+            response = await self.http.get(rm_app_url(self.rm_url, app_id))
+        except Exception as exc:
+            raise rm_error(self.rm_url, app_id, exc) from exc
+        return read_report(response, self.rm_url, app_id)
+
+    async def am_state(self, app_id: str) -> StateDocument | None:
         try:
-            await http.get(state_url(rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
-        except httpx.HTTPError:  # the AM stops on its own after a linger
-            pass
-    return step
+            return parse_state(await self.http.get(state_url(self.rm_url, app_id)))
+        except (StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
+            return None
+
+    async def ack_final(self, app_id: str) -> None:
+        with contextlib.suppress(httpx.HTTPError):  # the AM stops on its own after a linger
+            await self.http.get(state_url(self.rm_url, app_id, "ack"))  # GET: the RM's proxy refuses POST
+
+    async def kill(self, app_id: str) -> None:
+        await asyncio.shield(asyncio.to_thread(self._kill, app_id))
 
 
 def tracking_url(rm_url: str, app_id: str) -> str:

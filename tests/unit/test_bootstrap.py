@@ -122,3 +122,31 @@ def test_the_real_script_reports_in_the_shape_make_relies_on() -> None:
     else:
         assert done.returncode == 1
         assert done.stdout.splitlines()[0] == f"missing Debian packages for `make test`: {' '.join(expected)}"
+
+
+def test_the_venv_is_made_once_and_reinstalled_only_when_pyproject_changes(tmp_path: Path) -> None:
+    import os
+
+    venv, pyproject = tmp_path / "venv", tmp_path / "pyproject.toml"
+    pyproject.write_text("[project]\n")
+    ran: list[list[str]] = []
+
+    def fake(argv: list[str]) -> None:
+        ran.append(argv)
+        if argv[1:3] == ["-m", "venv"]:
+            (venv / "bin").mkdir(parents=True)
+            (venv / "bin" / "python").touch()
+
+    assert not bs.venv_is_current(venv, pyproject)
+    bs.make_venv(venv, run=fake, pyproject=pyproject)
+    assert [argv[1:3] for argv in ran] == [["-m", "venv"], ["-m", "pip"], ["-m", "pip"]]
+    assert ran[2][-1].endswith("[test,dev]")
+    assert bs.venv_is_current(venv, pyproject)
+    # A newer pyproject.toml (a new dependency): installed again, the venv itself kept.
+    earlier = pyproject.stat().st_mtime - 10
+    os.utime(venv / ".installed", (earlier, earlier))
+    assert not bs.venv_is_current(venv, pyproject)
+    bs.make_venv(venv, run=fake, pyproject=pyproject)
+    assert [argv[1:3] for argv in ran[3:]] == [["-m", "pip"], ["-m", "pip"]]
+    bs.make_venv(venv, run=fake, pyproject=pyproject)
+    assert len(ran) == 5, "a current venv is left alone"

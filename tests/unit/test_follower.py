@@ -14,8 +14,22 @@ import httpx
 import pytest
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
-from airflow_provider_tony.runtime.messages import Progress, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.errors import (
+    ApplicationUnknown,
+    ClusterError,
+    ClusterUnreachable,
+    DocumentVersionError,
+)
+from airflow_provider_tony.runtime.messages import (
+    STATE_DOCUMENT_VERSION,
+    Failure,
+    JobHistory,
+    Message,
+    Progress,
+    StateDocument,
+    TaskSummary,
+)
+from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.client import TonyClient
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, JobResult, TonyEvent
 
@@ -39,6 +53,7 @@ def doc(
     final: bool = False,
     step: int | None = None,
     events: list[str] | None = None,
+    artefacts: list[str] | None = None,
     state: str = "RUNNING",
     retryable: bool = False,
     diagnostics: str = "",
@@ -51,7 +66,8 @@ def doc(
         final=final,
         retryable=retryable,
         diagnostics=diagnostics,
-        events=events or [],
+        events=[*(events or []), *(artefacts or [])],
+        artefacts=artefacts or [],
         tasks={"worker:0": TaskSummary(state=state, role="worker", progress=progress)},
     )
 
@@ -178,17 +194,20 @@ def test_a_retryable_verdict_in_the_document_makes_the_result_retryable() -> Non
 
 def test_events_once_task_states_on_change_and_one_summary_per_poll() -> None:
     f = follower()
-    events = ["worker:0 registered at h:1", "worker:0 restored checkpoint step 10 from /c in 0.1s"]
-    first = f.observe(report("RUNNING"), doc(1, step=5, events=events), T0)
+    # Chosen by the AM's mark, not by words: a container message that mentions a checkpoint is no artefact.
+    events = ["worker:0 registered at h:1", "ps:0 container ended: no checkpoint or model here"]
+    artefacts = ["worker:0 restored checkpoint step 10 from /c in 0.1s"]
+    first = f.observe(report("RUNNING"), doc(1, step=5, events=events, artefacts=artefacts), T0)
     assert first.lines == [
         f"{APP} is RUNNING ({URL})",
-        events[1],
+        artefacts[0],
         "worker:0 RUNNING",
         "RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)",
     ]
-    same = f.observe(report("RUNNING"), doc(2, step=5, events=events), T0 + 1)
+    same = f.observe(report("RUNNING"), doc(2, step=5, events=events, artefacts=artefacts), T0 + 1)
     assert same.lines == ["RUNNING: 1 RUNNING | worker:0 step 5 epoch 1 (loss=0.25)"], "only the summary"
-    later = f.observe(report("RUNNING"), doc(3, step=6, events=[*events, "worker:0 uploaded checkpoint 20"]), T0 + 2)
+    more = [*artefacts, "worker:0 uploaded checkpoint 20"]
+    later = f.observe(report("RUNNING"), doc(3, step=6, events=events, artefacts=more), T0 + 2)
     assert later.lines == [
         "worker:0 uploaded checkpoint 20",
         "RUNNING: 1 RUNNING | worker:0 step 6 epoch 1 (loss=0.25)",
@@ -213,10 +232,38 @@ def test_the_trigger_event_round_trips_through_primitives() -> None:
 
 
 def test_a_document_from_a_newer_am_is_read_ignoring_unknown_fields() -> None:
-    data: dict[str, Any] = {**doc(5).to_dict(), "version": 2, "preemptions": 1}
+    """A newer AM that only added fields keeps the version (the module doc's rule): it is read."""
+    data: dict[str, Any] = {**doc(5).to_dict(), "version": STATE_DOCUMENT_VERSION, "preemptions": 1}
     data["tasks"]["worker:0"]["gpu_memory"] = 123
     read = StateDocument.from_dict(data)
-    assert read.seq == 5 and read.version == 2 and read.tasks["worker:0"].state == "RUNNING"
+    assert read.seq == 5 and read.version == STATE_DOCUMENT_VERSION and read.tasks["worker:0"].state == "RUNNING"
+
+
+@pytest.mark.parametrize("cls", [StateDocument, JobHistory])
+def test_a_document_of_a_newer_major_version_is_refused_with_the_fix(cls: type[Message]) -> None:
+    newer = STATE_DOCUMENT_VERSION + 1
+    with pytest.raises(DocumentVersionError) as err:
+        cls.from_dict({"version": newer}, "state")
+    assert str(err.value) == (
+        f"state.version: a {cls.__name__} of layout version {newer}, newer than the {STATE_DOCUMENT_VERSION} this "
+        "provider reads; it was written by a newer version of airflow-provider-tony: upgrade the provider here "
+        "(on the Airflow workers and triggerer, or where the CLI runs)"
+    )
+    for same_or_older in (None, 1, STATE_DOCUMENT_VERSION):
+        assert cls.from_dict({"version": same_or_older} if same_or_older else {}).version in (1, STATE_DOCUMENT_VERSION)
+
+
+def test_a_state_document_nested_in_a_history_is_checked_too() -> None:
+    with pytest.raises(DocumentVersionError, match=r"state\.version: a StateDocument of layout version 9"):
+        JobHistory.from_dict({"state": {"version": 9}})
+
+
+def test_following_a_newer_am_fails_with_the_version_error_not_as_a_hung_am() -> None:
+    """parse_state would otherwise count the document as none, and the stale-AM rule would kill the job."""
+    data = {**doc(5).to_dict(), "version": STATE_DOCUMENT_VERSION + 1}
+    response = httpx.Response(200, json=data, request=httpx.Request("GET", "http://rm/proxy/x/pages/tony/state"))
+    with pytest.raises(DocumentVersionError, match="upgrade the provider"):
+        web.parse_state(response)
 
 
 # --------------------------------------------------------------------------- #
@@ -426,25 +473,16 @@ def test_the_kill_results_are_exact() -> None:
     f = follower()
     f.observe(report("ACCEPTED"), None, T0)
     queued = f.observe(report("ACCEPTED"), None, T0 + STARTUP + 1).result
+    why = "still ACCEPTED after 60s (startup_timeout): the queue has no room for the application master; killed"
     assert queued == JobResult(
-        APP,
-        "KILLED",
-        "FAILED",
-        f"{RETRYABLE_MARK} still ACCEPTED after 60s (startup_timeout): the queue has no room for the"
-        " application master; killed",
-        URL,
+        APP, "KILLED", "FAILED", f"{RETRYABLE_MARK} {why}", URL, None, Failure("startup_timeout", True, message=why)
     )
     f = follower()
     f.observe(report("RUNNING"), doc(1), T0)
     hung = f.observe(report("RUNNING"), doc(1), T0 + STALE + 2).result
+    why = "the application master stopped publishing its state for 32s while YARN reports RUNNING (hung AM); killed"
     assert hung == JobResult(
-        APP,
-        "KILLED",
-        "FAILED",
-        f"{RETRYABLE_MARK} the application master stopped publishing its state for 32s while YARN reports"
-        " RUNNING (hung AM); killed",
-        URL,
-        doc(1),
+        APP, "KILLED", "FAILED", f"{RETRYABLE_MARK} {why}", URL, doc(1), Failure("hung_am", True, message=why)
     )
 
 
@@ -476,3 +514,153 @@ def test_a_malformed_event_names_the_part_that_is_wrong() -> None:
         TonyEvent.from_dict({"status": "done", "app_id": APP, "result": {"app_id": APP, "yarn_state": "X"}}, "event")
     with pytest.raises(SpecError, match=r"^am_state: 'oops' is a str, not a mapping"):
         JobResult.from_dict({"app_id": APP, "yarn_state": "FINISHED", "final_status": "FAILED", "am_state": "oops"})
+
+
+# --------------------------------------------------------------------------- #
+# The typed outcome: JobResult.failure
+# --------------------------------------------------------------------------- #
+
+
+def test_the_ams_typed_failure_is_the_results_and_yarns_mark_is_not_read_then() -> None:
+    """Only when the AM's document says nothing typed are YARN's diagnostics read (once, for the mark)."""
+    cause = Failure("lost", True, "worker:1", None, "worker:1 lost", ["worker:0"])
+    final = StateDocument(application_id=APP, app_state="FAILED", final=True, failure=cause)
+    result = JobResult.from_report(report("FINISHED", "FAILED", "worker:1 lost"), final)
+    assert result.failure == cause and result.retryable
+    permanent = StateDocument(final=True, failure=Failure("code", False, "worker:0", 1, "exited with code 1"))
+    # An AM's typed word wins over text: a mark in YARN's diagnostics does not make it retryable.
+    assert not JobResult.from_report(report("FINISHED", "FAILED", f"{RETRYABLE_MARK} x"), permanent).retryable
+
+
+@pytest.mark.parametrize(
+    "diagnostics, document, retryable",
+    [
+        (f"{RETRYABLE_MARK} worker:0 lost", None, True),  # the AM died after telling YARN only
+        ("AM container exited with exitCode: -104", None, False),
+        ("worker:0 lost", StateDocument(retryable=True), True),  # an AM from before typed failures
+        ("worker:0 exited with code 1", StateDocument(retryable=False), False),
+    ],
+)
+def test_without_the_ams_failure_it_is_read_from_yarns_diagnostics(
+    diagnostics: str, document: StateDocument | None, retryable: bool
+) -> None:
+    result = JobResult.from_report(report("FINISHED", "FAILED", diagnostics), document)
+    assert result.failure == Failure("yarn", retryable, message=diagnostics)
+    assert result.retryable is retryable
+
+
+def test_a_success_has_no_failure_and_the_failure_survives_the_trigger_event() -> None:
+    assert JobResult.from_report(report("FINISHED", "SUCCEEDED", f"{RETRYABLE_MARK} odd")).failure is None
+    result = JobResult.from_report(report("FINISHED", "FAILED", f"{RETRYABLE_MARK} worker:0 lost"))
+    event = TonyEvent.from_dict(TonyEvent.done(result).to_dict())
+    assert event.result == result and event.result is not None and event.result.failure is not None
+    older = TonyEvent.done(result).to_dict()
+    del older["result"]["failure"]  # an event stored by a trigger from before typed failures
+    rebuilt = TonyEvent.from_dict(older).result
+    assert rebuilt is not None and rebuilt.failure == result.failure
+
+
+# --------------------------------------------------------------------------- #
+# One look, two transports: the requests are the look's, not the transport's
+# --------------------------------------------------------------------------- #
+
+
+class Recorder:
+    """A blocking transport that answers from a script and records each request."""
+
+    def __init__(self, reports: list[AppReport | ClusterError], documents: list[StateDocument | None]) -> None:
+        self.reports, self.documents, self.asked = reports, documents, []  # type: list[str]
+
+    def report(self, app_id: str) -> AppReport:
+        self.asked.append("report")
+        answer = self.reports.pop(0)
+        if isinstance(answer, ClusterError):
+            raise answer
+        return answer
+
+    def am_state(self, app_id: str) -> StateDocument | None:
+        self.asked.append("am_state")
+        return self.documents.pop(0)
+
+    def ack_final(self, app_id: str) -> None:
+        self.asked.append("ack_final")
+
+    def kill(self, app_id: str) -> None:
+        self.asked.append("kill")
+
+
+class AsyncRecorder:
+    def __init__(self, blocking: Recorder) -> None:
+        self.blocking = blocking
+
+    async def report(self, app_id: str) -> AppReport:
+        return self.blocking.report(app_id)
+
+    async def am_state(self, app_id: str) -> StateDocument | None:
+        return self.blocking.am_state(app_id)
+
+    async def ack_final(self, app_id: str) -> None:
+        self.blocking.ack_final(app_id)
+
+    async def kill(self, app_id: str) -> None:
+        self.blocking.kill(app_id)
+
+
+def _script() -> Recorder:
+    down = ClusterUnreachable("no report: ResourceManager unreachable")
+    reports: list[AppReport | ClusterError] = [report("ACCEPTED"), report("RUNNING"), report("RUNNING"), down]
+    reports.append(report("FINISHED", "SUCCEEDED"))
+    return Recorder(reports, [doc(1), doc(2), doc(3, final=True), None, None])
+
+
+def _follow(drive: Any) -> tuple[list[list[str]], list[Action], JobResult | None]:
+    """Looks at T0, T0+1, ... until a result; what each look asked, and what it decided."""
+    f, transport, asked, actions = follower(), _script(), [], []
+    for i in range(10):
+        before = len(transport.asked)
+        step = drive(f, T0 + i, transport)
+        asked.append(transport.asked[before:])
+        actions.append(step.action)
+        if step.result is not None:
+            return asked, actions, step.result
+    raise AssertionError("never ended")
+
+
+def test_the_blocking_and_the_asyncio_drivers_ask_the_same_things_in_the_same_order() -> None:
+    import asyncio
+
+    from airflow_provider_tony.yarn.follower import follow_step, follow_step_async
+
+    asked, actions, result = _follow(follow_step)
+    assert asked == [
+        ["report"],  # queued: YARN only
+        ["report", "am_state"],  # just RUNNING: the document too
+        ["am_state"],  # a live document spares asking YARN
+        ["am_state", "report", "ack_final"],  # a final document: YARN asked, the verdict acknowledged
+        ["am_state", "report"],  # the RM is down: the outage is followed through
+        ["am_state", "report"],  # FINISHED
+    ]
+    assert actions == [Action.NONE, Action.NONE, Action.NONE, Action.ACK, Action.NONE, Action.DONE]
+    assert result is not None and result.succeeded
+    awaited = _follow(lambda f, now, t: asyncio.run(follow_step_async(f, now, AsyncRecorder(t))))
+    assert awaited == (asked, actions, result)
+
+
+def test_a_kill_is_a_request_of_the_look_and_its_error_reaches_the_caller() -> None:
+    from airflow_provider_tony.yarn.follower import follow_step
+
+    transport = Recorder([report("ACCEPTED"), report("ACCEPTED")], [])
+    f = follower()
+    follow_step(f, T0, transport)
+    step = follow_step(f, T0 + STARTUP + 1, transport)
+    assert transport.asked == ["report", "report", "kill"] and step.action is Action.KILL_STARTUP_TIMEOUT
+
+    def refuse(app_id: str) -> None:
+        raise ClusterError(f"could not kill {app_id}")
+
+    transport = Recorder([report("ACCEPTED"), report("ACCEPTED")], [])
+    transport.kill = refuse  # type: ignore[method-assign]
+    f = follower()
+    follow_step(f, T0, transport)
+    with pytest.raises(ClusterError, match="could not kill"):
+        follow_step(f, T0 + STARTUP + 1, transport)

@@ -266,14 +266,19 @@ def test_the_executor_phase_turns_a_staging_failure_into_a_retryable_exit_before
     ]
 
 
-def test_staging_events_reach_the_airflow_log() -> None:
-    from airflow_provider_tony.runtime.messages import StateDocument
+def test_staging_events_reach_the_airflow_log(tmp_path: Path) -> None:
+    """The staging phase reports through the executor's events, which the AM keeps as artefacts
+    (what the follower logs and the XCom result lists)."""
+    from types import SimpleNamespace
 
-    doc = StateDocument(
-        events=[
-            "worker:1 staging input d (shard 2/2): 2 files, 0.3 MiB",
-            "worker:1 staged input d: 2 files, 0.3 MiB in 0.10s (3.0 MiB/s)",
-            "worker:0 REGISTERED",
-        ]
+    from airflow_provider_tony.runtime import executor
+    from airflow_provider_tony.runtime.messages import EventRecord
+
+    app = SimpleNamespace(kv={})
+    hdfs = FakeHdfs(PARTITION)
+    inputs.stage_inputs(
+        hdfs, _spec(), "worker:1", tmp_path, {}, lambda msg: executor.report_event(app, "worker:1", msg)
     )
-    assert doc.artefact_events() == doc.events[:2]
+    records = [EventRecord.from_json(v) for v in app.kv.values()]
+    assert [r.message.split(":")[1].split("(")[0].strip() for r in records] == ["1 staging input d", "1 staged input d"]
+    assert all(r.artefact for r in records)

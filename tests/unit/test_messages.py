@@ -92,7 +92,7 @@ FULL: list[Message] = [
     ),
     Heartbeat(seq=9, time=1.7e9, user_started=True, restored_step=100, progress=PROGRESS, generation=2),
     ExitRecord(exit_code=3, stderr_tail=["Traceback", "ValueError"], time=1.7e9, progress=PROGRESS, generation=2),
-    EventRecord(message="worker:0 uploaded checkpoint 120"),
+    EventRecord(message="worker:0 uploaded checkpoint 120", artefact=True),
     ClusterDocument(
         addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1}, generation=2
     ),
@@ -114,12 +114,13 @@ FULL: list[Message] = [
         failure=FAILURE,
         progress=0.5,
         tasks={"worker:1": SUMMARY},
-        events=["e1"],
+        events=["e1", "a1"],
+        artefacts=["a1"],
         timeline={"verdict": 30.0},
         am_started_wall=1.6e9,
         generation=1,
         restarts=[RESTART],
-        version=STATE_DOCUMENT_VERSION + 1,
+        version=STATE_DOCUMENT_VERSION - 1,  # an older layout: a newer one is refused on read
     ),
 ]
 
@@ -180,3 +181,31 @@ def test_the_am_skips_a_corrupt_record_and_applies_the_rest() -> None:
     assert am.tracker.tasks["worker:0"].state is TaskState.SUCCEEDED
     assert am.tracker.tasks["worker:0"].progress == Progress(step=3)
     assert am.tracker.tasks["worker:1"].state is TaskState.PENDING
+
+
+def test_the_am_lists_the_events_marked_artefact_apart_and_the_rest_only_as_events() -> None:
+    spec = JobSpec.from_dict({"name": "t", "roles": {"worker": {"command": ["true"]}}})
+    uploaded, refreshed = "worker:0 uploaded checkpoint step 20", "AM refreshed the checkpoint dir's token"
+    store = {
+        f"{C.KV_EVENT_PREFIX}worker:0/1.0": EventRecord(message=uploaded, artefact=True).to_json(),
+        f"{C.KV_EVENT_PREFIX}am/2.0": EventRecord(message=refreshed).to_json(),
+    }
+    app = SimpleNamespace(kv=_DeletableKv(store))
+    am = ApplicationMaster(app, spec, "app")
+    am.read_store(1.0)
+    doc = am.tracker.document(1.0, 1.0, 1, "app")
+    assert set(doc.events) >= {uploaded, refreshed}
+    assert doc.artefacts == [uploaded] == doc.artefact_events(), "chosen by the mark, not by the word 'checkpoint'"
+
+
+class _DeletableKv:
+    """The key-value store as far as ``read_store`` uses it: read by prefix, delete what was read."""
+
+    def __init__(self, store: dict[str, bytes]) -> None:
+        self.store = dict(store)
+
+    def get_prefix(self, prefix: str) -> dict[str, bytes]:
+        return {k: v for k, v in self.store.items() if k.startswith(prefix)}
+
+    def __delitem__(self, key: str) -> None:
+        self.store.pop(key, None)

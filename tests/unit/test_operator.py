@@ -8,6 +8,7 @@ cluster, JVM or Airflow services.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, RestartRecord, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 
@@ -55,12 +57,15 @@ def final_document(*, failed: bool = False) -> StateDocument:
                 resumed_at=55.0,
             )
         ],
-        events=[
-            "worker:0 registered at node1:4000",
-            "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
-            "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
-        ],
+        events=["worker:0 registered at node1:4000", *ARTEFACTS],
+        artefacts=ARTEFACTS,
     )
+
+
+ARTEFACTS = [
+    "restart 1: the new gang resumed from checkpoint step 30, 15.0s after the failure",
+    "worker:0 restored checkpoint step 30 from /ckpt/ckpt-30 in 0.2s",
+]
 
 
 class FakeClient:
@@ -103,18 +108,34 @@ class FakeHook:
         self.logs_asked: list[tuple[str, str]] = []
         self.apps: list[AppReport] = []  # what YARN knows, newest first (as the real hook lists them)
 
-    def get_conn(self) -> FakeClient:
-        return self.client
+    # The hook's own methods, no ``get_conn``: the operator must go through the hook (its one door).
+    def tracking_url(self, app_id: str) -> str:
+        return self.client.tracking_url(app_id)
+
+    def job_page_url(self, app_id: str) -> str:
+        return self.client.job_page_url(app_id)
+
+    def stored_history(self, app_id: str) -> JobHistory | None:
+        return self.client.stored_history(app_id)
+
+    def tensorboard_url(self, app_id: str, doc: StateDocument | None) -> str:
+        return self.client.tensorboard_url(app_id, doc)
+
+    def tensorboard_page_url(self, app_id: str) -> str:
+        return self.client.tensorboard_page_url(app_id)
+
+    def wait(self, app_id: str, **kwargs: Any) -> JobResult:
+        return self.client.wait(app_id, **kwargs)
 
     def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
         """The real hook's contract: applications carrying every tag, newest first."""
         found = [app for app in self.apps if set(tags) <= set(app.tags)]
         return [app for app in found if app.active] if active_only else found
 
-    def submit(self, spec: Any, *, attempt: int, extra_tags: list[str]) -> str:
-        self.submitted.append((spec, attempt, extra_tags))
+    def submit(self, spec: JobSpec, *, attempt: int) -> str:
+        self.submitted.append((spec, attempt, spec.tags))
         app_id = APP if not self.apps else f"{APP[:-4]}{int(APP[-4:]) + len(self.apps):04d}"
-        self.apps.insert(0, AppReport(app_id=app_id, state="ACCEPTED", tags=list(extra_tags)))
+        self.apps.insert(0, AppReport(app_id=app_id, state="ACCEPTED", tags=list(spec.tags)))
         return app_id
 
     def report(self, app_id: str) -> AppReport:
@@ -265,11 +286,15 @@ def test_fail_fast_off_leaves_every_failure_to_retries() -> None:
 
 def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_xcom() -> None:
     op, hook, ctx = operator(succeeded(), deferrable=True, poll_interval=7.0, am_stale_timeout=90.0)
+    before = time.time()
     with pytest.raises(TaskDeferred) as info:
         op.execute(ctx)
     trigger = info.value.trigger
     assert isinstance(trigger, TonyTrigger) and info.value.method_name == "execute_complete"
-    assert trigger.serialize() == (
+    path, kwargs = trigger.serialize()
+    # The start-up deadline's anchor: the submission, on the wall clock (a restarted triggerer keeps it).
+    assert before <= kwargs.pop("started_at") <= time.time() and kwargs.pop("last_heard_at") is None
+    assert (path, kwargs) == (
         "airflow_provider_tony.triggers.tony.TonyTrigger",
         {
             "app_id": APP,
@@ -602,7 +627,7 @@ def test_the_task_log_says_submitted_reattached_succeeded_and_failed(monkeypatch
     op._spec = op.build_spec(ctx)
     op.submit_job(ctx)
     assert f"info: submitted {APP} (nightly.train)" in lines
-    assert hook.submitted[0][0] is op._spec and hook.submitted[0][1] == 1
+    assert hook.submitted[0][0] == op._spec.with_overrides(tags=hook.submitted[0][2]) and hook.submitted[0][1] == 1
     op._finish(succeeded())
     assert lines[-1] == f"info: {APP} SUCCEEDED: worker:0 succeeded"
     hook.apps[0].state = "RUNNING"

@@ -23,8 +23,19 @@ class FakeHook:
     def __init__(self) -> None:
         self.killed: list[str] = []
 
-    def get_conn(self) -> Any:
-        return TonyClient(rm_url="http://rm:8088")
+    client = TonyClient(rm_url="http://rm:8088")
+
+    def tracking_url(self, app_id: str) -> str:
+        return self.client.tracking_url(app_id)
+
+    def job_page_url(self, app_id: str) -> str:
+        return self.client.job_page_url(app_id)
+
+    def tensorboard_url(self, app_id: str, doc: Any) -> str:
+        return self.client.tensorboard_url(app_id, doc)
+
+    def tensorboard_page_url(self, app_id: str) -> str:
+        return self.client.tensorboard_page_url(app_id)
 
     def kill(self, app_id: str) -> None:
         self.killed.append(app_id)

@@ -86,6 +86,7 @@ def _doc(tasks: int, events: int, restarts: int, metrics: int = 1, metric_chars:
                 for i in range(tasks)
             },
             "events": [f"checkpoint step {i} uploaded to /ckpt/ckpt-{i}" for i in range(events)],
+            "artefacts": [f"checkpoint step {i} uploaded to /ckpt/ckpt-{i}" for i in range(events)],
             "restarts": [{"attempt": i + 1, "failed_task": "worker:1", "cause": "lost"} for i in range(restarts)],
         }
     )

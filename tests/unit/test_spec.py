@@ -566,3 +566,56 @@ def test_retryable_exit_codes_are_checked(value: Any, field: str, fragment: str)
     with pytest.raises(SpecError) as info:
         JobSpec.from_dict(data)
     assert info.value.field == field and fragment in str(info.value) and "like [1, 3]" in str(info.value)
+
+
+def test_with_overrides_adds_what_the_submitting_side_knows_and_validates_it() -> None:
+    base = JobSpec.from_dict(
+        {
+            "name": "job",
+            "tags": ["team-a"],
+            "env": {"A": "job", "B": "job"},
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"dir": "/ckpt/job", "keep": 7},
+        }
+    )
+    assert base.with_overrides() is base, "nothing to add: the same spec, not a copy"
+    spec = base.with_overrides(
+        name="dag.task",
+        env={"B": "task", "C": "task"},
+        python="/opt/py/bin/python",
+        tags=["tony", "team-a", "tony-try:2"],
+        checkpoint_dir="/ckpt/run",
+        warm_start_from="/ckpt/yesterday",
+    )
+    assert (spec.name, spec.env, spec.tags) == (
+        "dag.task",
+        {"A": "job", "B": "task", "C": "task"},
+        ["team-a", "tony", "tony-try:2"],
+    )
+    assert (spec.python.interpreter, spec.python.archive) == ("/opt/py/bin/python", None)
+    assert (spec.checkpoint.dir, spec.checkpoint.warm_start_from, spec.checkpoint.keep) == (
+        "/ckpt/run",
+        "/ckpt/yesterday",
+        7,
+    )
+    assert base.tags == ["team-a"] and base.checkpoint.dir == "/ckpt/job", "the original is left as it was"
+    for archive in ("hdfs:///envs/train.tar.gz", "/envs/train.tgz", "/envs/train.zip"):
+        assert base.with_overrides(python=archive).python.archive == archive
+    with pytest.raises(SpecError) as err:
+        base.with_overrides(python="bin/python")
+    assert err.value.field == "python.interpreter"
+    with pytest.raises(SpecError) as err:
+        base.with_overrides(checkpoint_dir="relative/dir")
+    assert err.value.field.startswith("checkpoint.dir"), err.value
+    with pytest.raises(SpecError) as err:
+        base.with_overrides(tags=[f"t{i}" for i in range(20)])
+    assert err.value.field.startswith("tags"), err.value
+
+
+def test_from_rendered_turns_text_into_numbers_reads_src_dir_beside_the_dag_and_fills_defaults(tmp_path) -> None:
+    data = {"name": "", "src_dir": "project", "roles": {"worker": {"instances": "3", "command": ["true"]}}}
+    spec = JobSpec.from_rendered(data, base_dir=str(tmp_path), defaults={"name": "dag.task", "queue": "q"})
+    assert (spec.name, spec.queue, spec.roles["worker"].instances) == ("dag.task", "q", 3)
+    assert spec.src_dir == str((tmp_path / "project").resolve())
+    kept = JobSpec.from_rendered({**data, "name": "mine", "src_dir": "hdfs:///p.tar.gz"}, base_dir=str(tmp_path))
+    assert (kept.name, kept.src_dir) == ("mine", "hdfs:///p.tar.gz")

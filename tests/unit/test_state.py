@@ -836,6 +836,8 @@ def _document_scenario() -> JobTracker:
     tr.heartbeat("worker:1", Heartbeat(seq=1, user_started=True), T0 + 2.5)
     tr.exited("worker:1", 3, [f"line {i}" for i in range(8)], T0 + 3)
     tr.events.extend(f"filler {i}" for i in range(60))
+    for i in range(55):
+        tr.note_artefact(f"restart {i}: checkpoint step {i} on HDFS before the gang was stopped")
     return tr
 
 
@@ -872,8 +874,9 @@ def test_the_state_document_carries_every_field_clients_read() -> None:
             "restored_step": None,
         },
     }
-    assert doc["events"] == [f"filler {i}" for i in range(10, 60)]
-    assert {k: v for k, v in doc.items() if k not in ("tasks", "events")} == {
+    artefacts = [f"restart {i}: checkpoint step {i} on HDFS before the gang was stopped" for i in range(5, 55)]
+    assert doc["events"] == artefacts and doc["artefacts"] == artefacts, "the newest 50, artefacts in both"
+    assert {k: v for k, v in doc.items() if k not in ("tasks", "events", "artefacts")} == {
         "application_id": APP_ID,
         "app_state": "RUNNING",
         "am_heartbeat": 1_700_000_000.1234,

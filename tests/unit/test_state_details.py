@@ -118,3 +118,14 @@ def test_one_unallocated_container_holds_the_registration_clock_and_says_so() ->
         "(the registration timeout starts once they are)" in e
         for e in tr.events
     ), tr.events
+
+
+def test_the_placement_clock_starts_when_each_gang_is_asked_for() -> None:
+    """``generation_started`` is the AM's clock for placing a spread task elsewhere (PLACEMENT_WAIT_S)."""
+    tr = make_tracker(WORKERS, max_restarts=1)
+    assert tr.generation_started == T0
+    run_gang(tr, T0 + 1)
+    lose(tr, "worker:0", T0 + 5)
+    tr.check(T0 + 5)
+    restart(tr, T0 + 50)
+    assert tr.generation_started == T0 + 50

@@ -162,3 +162,69 @@ def test_a_property_name_with_a_newline_injects_nothing(tmp_path: Path, capsys) 
     assert "tony.made.up\\nfiles:" in text, "the name is still shown, escaped, for the person to see"
     err = capsys.readouterr().err
     assert "\nfiles:" not in err and "id_rsa" in err
+
+
+# One sample per rule of the converter's tables: the value written to tony.xml and what the JobSpec
+# field must then hold (None: the key must be listed as not converted). A rule added to a table
+# without a sample here fails the first assertion below.
+JOB_SAMPLES: dict[str, tuple[str, object]] = {
+    "tony.application.name": ("n1", "n1"),
+    "tony.yarn.queue": ("q1", "q1"),
+    "tony.application.tags": ("a,b", ["a", "b"]),
+    "tony.application.timeout": ("90000", 90),
+    "tony.am.startup-timeout": ("7000", 7),
+    "tony.task.executor.registry-timeout-sec": ("33", 33),
+    "tony.am.memory": ("700", 700),
+    "tony.am.vcores": ("3", 3),
+    "tony.am.gpus": ("1", None),
+    "tony.application.node-label": ("big", None),
+    "tony.application.framework": ("pytorch", None),
+    "tony.application.distributed-mode": ("FCFS", None),
+    "tony.application.fail-on-worker-failure-enabled": ("false", None),
+}
+ROLE_SAMPLES: dict[str, tuple[str, object]] = {
+    "memory": ("5g", "5g"),
+    "vcores": ("3", 3),
+    "gpus": ("2", 2),
+    "node-label": ("gpu", "gpu"),
+    "max-instances": ("9", None),
+    "depends-on": ("ps", None),
+    "placement-spec": ("x", None),
+    "allocation-tags": ("x", None),
+    "jvm.opts": ("-Xmx1g", None),
+}
+
+
+def test_every_table_rule_is_exercised(tmp_path: Path) -> None:
+    from airflow_provider_tony import tony_xml
+
+    job_rules = (*tony_xml.JOB_RULES, *tony_xml.JOB_RULES_AFTER_HEARTBEAT)
+    assert {r.key for r in job_rules} == set(JOB_SAMPLES)
+    assert {r.key for r in tony_xml.ROLE_RULES} == set(ROLE_SAMPLES)
+    props = {key: value for key, (value, _) in JOB_SAMPLES.items()}
+    props.update({f"tony.worker.{attr}": value for attr, (value, _) in ROLE_SAMPLES.items()})
+    props["tony.worker.instances"] = "2"
+    path = tmp_path / "tony.xml"
+    path.write_text(
+        "<configuration>"
+        + "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+        + "</configuration>"
+    )
+    job, unmapped = convert_tony_xml(path, executes="train.py")
+    why = dict(unmapped)
+    for rules, samples, target, prefix in (
+        (job_rules, JOB_SAMPLES, job, ""),
+        (tony_xml.ROLE_RULES, ROLE_SAMPLES, job["roles"]["worker"], "tony.worker."),
+    ):
+        for rule in rules:
+            value, expected = samples[rule.key]
+            key = prefix + rule.key
+            if expected is None:
+                assert rule.field is None and why[key] == rule.reason.format(value=value), key
+            else:
+                assert rule.field is not None and target[rule.field] == expected, key
+                assert key not in why, key
+    # Nothing else was left over: every sample key was read by its rule.
+    assert set(why) == {k for k, (_, e) in JOB_SAMPLES.items() if e is None} | {
+        f"tony.worker.{a}" for a, (_, e) in ROLE_SAMPLES.items() if e is None
+    }

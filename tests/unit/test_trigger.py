@@ -111,7 +111,7 @@ async def events_of(trig: TonyTrigger) -> list[dict[str, Any]]:
 
 
 def test_serialize_round_trips_with_non_default_values() -> None:
-    original = trigger(poll_interval=7.25)
+    original = trigger(poll_interval=7.25, started_at=1_700_000_000.5, last_heard_at=1_700_000_040.25)
     path, kwargs = original.serialize()
     json.dumps(kwargs)  # the triggerer stores it: primitives only
     module, _, name = path.rpartition(".")
@@ -125,7 +125,62 @@ def test_serialize_round_trips_with_non_default_values() -> None:
         "startup_timeout": 321.0,
         "am_stale_timeout": 45.5,
         "rm_outage_timeout": 600.0,
+        "started_at": 1_700_000_000.5,
+        "last_heard_at": 1_700_000_040.25,
     }
+
+
+class FakeClock:
+    """The trigger's clocks (wall and monotonic, 1000 s apart); each YARN report takes 5 s."""
+
+    def __init__(self, wall: float) -> None:
+        self.now = wall
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now - 1000.0
+
+
+def test_a_trigger_recreated_from_its_serialised_form_keeps_the_startup_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A triggerer restart 50 s into a 60 s start-up timeout leaves 10 s, not a fresh 60 s."""
+    clock = FakeClock(wall=1_700_000_000.0)
+    monkeypatch.setattr(tony, "time", clock)
+    path, kwargs = trigger(startup_timeout=60.0).serialize()  # deferred at T0
+    clock.now += 50.0  # the triggerer restarts 50 s later and re-creates the trigger
+    module, _, name = path.rpartition(".")
+    rebuilt = getattr(importlib.import_module(module), name)(**json.loads(json.dumps(kwargs)))
+    cluster = FakeCluster(["ACCEPTED"])
+    handle = cluster.handle
+
+    def slow_report(request: httpx.Request) -> httpx.Response:
+        clock.now += 5.0
+        return handle(request)
+
+    cluster.handle = slow_report  # type: ignore[method-assign]
+    with_cluster(monkeypatch, cluster)
+    events = asyncio.run(asyncio.wait_for(events_of(rebuilt), timeout=30))
+    event = TonyEvent.from_dict(events[0], "event")
+    assert event.result is not None and "(startup_timeout)" in event.result.diagnostics
+    assert clock.now - 1_700_000_000.0 <= 70.0, "the deadline counted from the restart, not from the deferral"
+    (hook,) = FakeHook.instances
+    assert hook.killed == [APP]
+
+
+def test_the_trigger_keeps_when_it_last_heard_from_the_am_for_its_serialised_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock(wall=1_700_000_000.0)
+    monkeypatch.setattr(tony, "time", clock)
+    running = StateDocument(application_id=APP, app_state="RUNNING", seq=3)
+    cluster = FakeCluster(["RUNNING", "RUNNING", "FINISHED"], [running, running, DOC])
+    with_cluster(monkeypatch, cluster)
+    trig = trigger()
+    asyncio.run(asyncio.wait_for(events_of(trig), timeout=30))
+    assert trig.serialize()[1]["last_heard_at"] == 1_700_000_000.0
 
 
 def test_follows_over_http_acks_the_verdict_and_yields_one_done_event_without_a_driver(

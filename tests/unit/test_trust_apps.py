@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.client import TonyClient
 
 TAGS = ["dag_id:d", "task_id:t", "run_id:r"]
@@ -76,3 +77,12 @@ def test_the_operator_does_not_reuse_a_squatters_succeeded_run(client: TonyClien
     monkeypatch.setattr(op.hook, "get_conn", lambda: client)
     monkeypatch.setattr(op, "identity_tags", lambda context: TAGS)
     assert op._existing({}) is None
+
+
+def test_find_by_tags_reports_progress_as_a_fraction_like_report(client: TonyClient, monkeypatch) -> None:
+    """The RM says 0-100; every AppReport says 0..1 (find_by_tags once passed the percentage on)."""
+    app = {**_app("application_1_0003", "alice"), "progress": 40.0, "diagnostics": "d"}
+    monkeypatch.setattr(client, "_rm_get", FakeRm([app]))
+    (found,) = client.find_by_tags(TAGS, active_only=False)
+    assert found.progress == pytest.approx(0.4)
+    assert found == web.parse_app_report({"app": app}, "application_1_0003", client.tracking_url("application_1_0003"))

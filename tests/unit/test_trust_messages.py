@@ -163,6 +163,7 @@ def _hostile_doc() -> StateDocument:
             "application_id": APP,
             "app_state": "RUNNING\n::group::x",
             "events": [f"checkpoint {HOSTILE}"],
+            "artefacts": [f"checkpoint {HOSTILE}"],
             "tasks": {
                 f"worker:0{HOSTILE}": {
                     "state": "FAILED\x1b[31m",
