@@ -83,11 +83,13 @@ def write_local(folder: str, day: str, train_files: int = 4, degrade: bool = Fal
 def write_partition(client: Any, remote: str, day: str, train_files: int = 4, degrade: bool = False) -> dict[str, int]:
     """Write the day's partition to ``remote`` on HDFS (``client``: a WebHDFS client); returns records per file.
 
-    An existing partition is replaced whole (the old one is kept as ``<remote>.previous``).
+    An existing partition is replaced whole; the copy ``publish`` keeps of it (``<remote>.previous``)
+    is removed, or a glob over the days (``dt=*``) would read it too.
     """
     from airflow_provider_tony.runtime.hdfs_io import publish
 
     with tempfile.TemporaryDirectory(prefix="digits-partition-") as tmp:
         counts = write_local(tmp, day, train_files, degrade)
         publish(client, tmp, remote, f"writer-{os.getpid()}")
+    client.delete(f"{remote}.previous", recursive=True)
     return counts
