@@ -11,6 +11,7 @@ for the whole partition (``all``) measures:
   HDFS protocol, the JVM's start included; the start alone, a ``-cat`` of an
   empty file, is reported beside it), and the same files three times in one
   ``-cat``, whose two extra reads give the JVM's read rate without its start;
+- what a streaming reader could do at best: the same WebHDFS reads into memory, dropped;
 - staging as a task does it: ``inputs.stage_inputs`` (WebHDFS, to local disk,
   ``PARALLEL_READS`` files at once), and the same with one file at a time;
 
@@ -102,6 +103,17 @@ def stage_seconds(client: Any, spec: JobSpec, parallel: int) -> tuple[float, int
         inputs.PARALLEL_READS = old
 
 
+def stream_seconds(client: Any, items: list[inputs.InputFile]) -> float:
+    """What a streaming reader could do at best: the same WebHDFS reads, one file after another, into
+    memory and dropped (no disk), as a record generator handed to ``tf.data`` would read them each epoch."""
+    started = time.perf_counter()
+    for item in items:
+        with client.read(item.hdfs, chunk_size=1 << 20) as reader:
+            for _chunk in reader:
+                pass
+    return time.perf_counter() - started
+
+
 READER = (
     "import json, os, time\n"
     "from airflow_provider_tony.runtime import inputs, progress\n"
@@ -163,6 +175,9 @@ def main() -> int:
                 extra = min(thrice) - min(cat)
                 row["cat3_s"] = round(min(thrice), 2)
                 row["cat_marginal_mib_per_s"] = round(2 * nbytes / MIB / extra, 1) if extra > 0 else None
+                streamed = min(stream_seconds(client, mine) for _ in range(args.repeat))
+                row["stream_s"] = round(streamed, 2)
+                row["stream_mib_per_s"] = round(nbytes / MIB / streamed, 1)
                 for n, times in staged.items():
                     row[f"stage_{n}_s"] = round(min(times), 2)
                     row[f"stage_{n}_mib_per_s"] = round(nbytes / MIB / min(times), 1)
@@ -190,12 +205,14 @@ def markdown(r: dict[str, Any]) -> str:
         f" the best of {r['repeat']} runs (the least disturbed); load average at the end {r['load_average']}"
         " (other work shared the machine). The floor is `hdfs dfs -cat` of the same files to /dev/null"
         f" (its JVM start alone: {r['jvm_start_s']} s, included). Staging is `inputs.stage_inputs` as a task"
-        " runs it: WebHDFS to local disk, with 1 and with 8 files at a time.",
+        " runs it: WebHDFS to local disk, with 1 and with 8 files at a time. Streamed is what a reader handing"
+        " WebHDFS reads to `tf.data` could do at best (into memory, dropped), every epoch again.",
         "",
         "| what one task reads | files | MiB | `hdfs dfs -cat` s (MiB/s) | the files 3 times in one `-cat`: s"
         " (MiB/s of the 2 extra reads, JVM start cancelled)"
-        " | staged, 1 at a time s (MiB/s) | staged, 8 at a time s (MiB/s) |",
-        "|---|---|---|---|---|---|---|",
+        " | streamed to memory, 1 at a time s (MiB/s) | staged, 1 at a time s (MiB/s)"
+        " | staged, 8 at a time s (MiB/s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     labels = (("shard", "its shard (1 of 2)"), ("all", "every file"), ("small", "every file, small files"))
     for key, label in labels:
@@ -203,6 +220,7 @@ def markdown(r: dict[str, Any]) -> str:
         lines.append(
             f"| {label} | {row['files']} | {row['mib']} | {row['cat_s']} ({row['cat_mib_per_s']})"
             f" | {row['cat3_s']} ({row['cat_marginal_mib_per_s'] or 'n/a: no slower than once, noise'})"
+            f" | {row['stream_s']} ({row['stream_mib_per_s']})"
             f" | {row['stage_1_s']} ({row['stage_1_mib_per_s']}) | {row['stage_8_s']} ({row['stage_8_mib_per_s']}) |"
         )
     if "job" in r:

@@ -8,9 +8,10 @@ several at a time, and tells the script where they are through
 ``$TONY_INPUT_<NAME>_DIR`` and a manifest, ``$TONY_INPUT_<NAME>_MANIFEST``
 (JSON: the files, their sizes and which shard this is).
 
-Why staging and not streaming: a staged file is read by ``tf.data`` at local
-disk speed for every epoch, and an HDFS hiccup fails the task before any
-training time is spent (``bench/input_read.py`` measures what staging costs).
+Why staging and not streaming: one streamed pass over the same WebHDFS reads
+costs about what staging costs (``bench/input_read.py``), a streamed reader
+pays it again every epoch while a staged file is read at local disk speed, and
+an HDFS hiccup fails the task before any training time is spent.
 
 The same listing runs on the submitting side (the check before submit) and
 in every container: it is sorted, and the submitting side passes what it saw
