@@ -40,9 +40,9 @@ def connection_form() -> dict[str, Any]:
             "webhdfs_user": text("WebHDFS user", "HDFS user for checkpoints and models"),
             "webhdfs_conn_id": text("WebHDFS connection id", "Use a `webhdfs` connection instead of the URL"),
             "base_path": text("HDFS base path", "Where jobs keep checkpoints, models and environments"),
-            "skein_config": text("skein config dir", "Where skein keeps its driver credentials"),
-            "java_home": text("JAVA_HOME", "JDK the skein driver runs on (OpenJDK 17)"),
-            "yarn_bin_dir": text("Hadoop bin dir", "Folder holding the `yarn` command, if not on PATH"),
+            "skein_config": text(
+                "skein credentials dir", "TLS credentials for skein's AMs (default: fresh ones for every job)"
+            ),
         },
         "ui-field-behaviour": {
             "hidden-fields": ["login", "password", "extra"],

@@ -199,7 +199,7 @@ def on_bare_yarn(client: TonyClient, steps_args: list[str]) -> float:
         spec = skein.ApplicationSpec(
             name="bench-bare-training", queue="default", tags=["tony-bench"], services=services
         )
-        app_id = client.skein.submit(spec)
+        app_id = client.submitter().submit(spec)
         rep = wait(lambda: not (r := client.report(app_id)).active and r, 600, f"{app_id} to end", interval=0.5)
         if rep.final_status != "SUCCEEDED":
             raise RuntimeError(f"bare skein training {app_id} ended {rep.final_status}: {rep.diagnostics}")
@@ -342,8 +342,12 @@ def skein_floor(client: TonyClient, workers: int) -> float:
         },
     )
     t0 = time.time()
-    app_id = client.skein.submit(spec)
-    app = client.skein.connect(app_id)
+    app_id = client.submitter().submit(spec)
+    # skein's Python client straight to the AM (its gRPC address from the RM's report): no driver.
+    address = wait(
+        lambda: client._rm_get(f"apps/{app_id}")["app"].get("amRPCAddress") or None, 300, "the floor's AM address"
+    )
+    app = skein.ApplicationClient(address, app_id, security=client._security())
     wait(
         lambda: (
             len(app.get_containers(states=["RUNNING", "SUCCEEDED"])) >= workers

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from proctree import usage  # noqa: E402 - the bench folder's own helper
 
 
 class _Reached(Exception):
@@ -91,6 +94,7 @@ def child(mode: str) -> dict[str, Any]:
 
         setattr(hook, name, timed)
     ti = _TI()
+    rss_at_execute = usage(os.getpid())["rss_mib"]
     start = time.perf_counter()
     try:
         op.execute({"ti": ti})
@@ -104,22 +108,75 @@ def child(mode: str) -> dict[str, Any]:
         op.hook.kill(app_id)
     finally:
         op.hook.close()
-    return {"seconds": seconds, "import_s": import_s, "app_id": app_id, **{f"{k}_s": v for k, v in phases.items()}}
+    return {
+        "seconds": seconds,
+        "import_s": import_s,
+        "rss_at_execute_mib": rss_at_execute,
+        "app_id": app_id,
+        **{f"{k}_s": v for k, v in phases.items()},
+    }
+
+
+def _start(src: Path, mode: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tony-bench-"), "PYTHONPATH": str(src)}
+    cmd = [sys.executable, __file__, "--child", mode]
+    # Files, not pipes: nobody reads a pipe while the watcher samples, and Airflow logs a lot.
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=src)
+    _OUTPUT[proc.pid] = (out, err)
+    return proc
+
+
+_OUTPUT: dict[int, tuple[Any, Any]] = {}
+
+
+def _finish(proc: subprocess.Popen[str], what: str) -> dict[str, Any]:
+    proc.wait(timeout=600)
+    files = _OUTPUT.pop(proc.pid)
+    for fh in files:
+        fh.seek(0)
+    out, err = (fh.read() for fh in files)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{err[-3000:]}")
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def _watch(procs: list[subprocess.Popen[str]]) -> dict[str, float]:
+    """Peak resident MiB (all the processes' trees together, sampled every 20 ms) and most JVMs seen."""
+    peak = jvms = 0.0
+    while any(p.poll() is None for p in procs):
+        seen = [usage(p.pid) for p in procs if p.poll() is None]
+        peak = max(peak, sum(u["rss_mib"] for u in seen))
+        jvms = max(jvms, sum(u["jvms"] for u in seen))
+        time.sleep(0.02)
+    return {"peak_rss_mib": peak, "jvms": jvms}
 
 
 def run_child(src: Path, mode: str) -> dict[str, Any]:
-    env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tony-bench-"), "PYTHONPATH": str(src)}
-    cmd = [sys.executable, __file__, "--child", mode]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=src)
-    if out.returncode != 0:
-        raise RuntimeError(f"{mode} with {src} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    proc = _start(src, mode)
+    watched = _watch([proc])
+    return {**_finish(proc, f"{mode} with {src}"), **watched}
+
+
+def run_many(src: Path, count: int) -> dict[str, Any]:
+    """``count`` tasks submitting at once (a mapped sweep on one worker): wall time and total CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    procs = [_start(src, "polling") for _ in range(count)]
+    watched = _watch(procs)
+    for proc in procs:
+        _finish(proc, f"one of {count} with {src}")
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"tasks": count, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), **watched}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=Path, help="checkout of the revision to compare with")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrent", type=int, default=20, help="tasks submitting at once (0: skip)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -151,9 +208,17 @@ def main() -> int:
             "import_median_s": round(statistics.median(g["import_s"] for g in got), 2),
             "find_by_tags_median_s": round(statistics.median(g.get("find_by_tags_s", 0.0) for g in got), 2),
             "submit_median_s": round(statistics.median(g.get("submit_s", 0.0) for g in got), 2),
+            "peak_rss_mib_median": round(statistics.median(g["peak_rss_mib"] for g in got)),
+            "rss_at_execute_mib_median": round(statistics.median(g.get("rss_at_execute_mib", 0.0) for g in got)),
+            "jvms_max": max(g["jvms"] for g in got),
         }
         for key, got in sorted(samples.items(), key=lambda kv: (kv[0].split()[1], kv[0].split()[0]))
     }
+    many = {}
+    if args.concurrent:
+        for side in sides:
+            many[side] = run_many(sides[side], args.concurrent)
+            print(f"{args.concurrent} at once, {side}: {many[side]}", flush=True)
     load = os.getloadavg()
     doc = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -164,20 +229,35 @@ def main() -> int:
         "note": "execute from entry to the application id known, a fresh process per sample; "
         "the machine was shared with other work while measured",
         "results": rows,
+        "concurrent": many,
         "samples_s": {k: [round(g["seconds"], 3) for g in v] for k, v in samples.items()},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "submit_time.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [
-        "| side | mode | rounds | median s | min s | max s | of it: lookup / submit (medians) | import s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| side | mode | rounds | median s | min s | max s | of it: lookup / submit (medians) | import s "
+        "| peak RSS MiB (process tree) | RSS at execute MiB | JVMs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, v in rows.items():
         side, mode = key.split()
         lines.append(
             f"| {side} ({revs[side]}) | {mode} | {v['rounds']} | {v['median_s']} | {v['min_s']} | "
-            f"{v['max_s']} | {v['find_by_tags_median_s']} / {v['submit_median_s']} | {v['import_median_s']} |"
+            f"{v['max_s']} | {v['find_by_tags_median_s']} / {v['submit_median_s']} | {v['import_median_s']} "
+            f"| {v['peak_rss_mib_median']} | {v['rss_at_execute_mib_median']} | {v['jvms_max']} |"
         )
+    if many:
+        lines += [
+            "",
+            f"{args.concurrent} tasks submitting at once (polling mode, each a fresh process):",
+            "",
+            "| side | wall s | total CPU s | peak RSS MiB (all trees) | JVMs at once |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {side} ({revs[side]}) | {m['wall_s']} | {m['cpu_s']} | {round(m['peak_rss_mib'])} | {int(m['jvms'])} |"
+            for side, m in many.items()
+        ]
     (RESULTS / "submit_time.md").write_text(
         f"{doc['date']}, {doc['cpus']} CPUs, load {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} at the end; "
         f"{doc['note']}\n\n" + "\n".join(lines) + "\n"

@@ -40,6 +40,45 @@ class StackError(RuntimeError):
     pass
 
 
+#: The tripwire's record of a call to ``java``.
+JAVA_TRIPWIRE_LOG = "java-called.log"
+SYSTEM_BIN = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
+    """``env`` as an Airflow image without a JDK sees it: no ``JAVA_HOME``, no working ``java`` on ``PATH``.
+
+    The provider submits, follows and kills over HTTP; nothing on the Airflow
+    side may start a JVM (the cluster's daemons keep their own environment).
+    Every ``PATH`` folder holding a ``java`` is left out but the system's own
+    (``/usr/bin`` holds Debian's alternatives link beside every other tool),
+    and a tripwire ``java`` goes first, shadowing those: it records its arguments in
+    ``<tripwire_dir>/java-called.log`` and fails, so a test can assert that
+    nothing tried (skein's driver looks for ``$JAVA_HOME/bin/java``, then
+    ``java`` on ``PATH``).
+    """
+    tripwire_dir.mkdir(parents=True, exist_ok=True)
+    shim = tripwire_dir / "java"
+    log = tripwire_dir / JAVA_TRIPWIRE_LOG
+    log.unlink(missing_ok=True)
+    shim.write_text(f'#!/bin/sh\necho "$PPID $*" >> {shlex.quote(str(log))}\nexit 127\n')
+    shim.chmod(0o755)
+    # A JDK's own bin folder goes; a system folder (/usr/bin holds the alternatives link to java,
+    # and everything else Airflow may call) stays, shadowed by the tripwire.
+    folders = [
+        d for d in env.get("PATH", "").split(os.pathsep) if d and (d in SYSTEM_BIN or not (Path(d) / "java").exists())
+    ]
+    out = {k: v for k, v in env.items() if k not in ("JAVA_HOME", "JDK_HOME", "JRE_HOME")}
+    out["PATH"] = os.pathsep.join([str(tripwire_dir), *folders])
+    return out
+
+
+def java_calls(tripwire_dir: Path) -> str:
+    """What tried to run ``java`` under :func:`without_java` ("" when nothing did)."""
+    log = tripwire_dir / JAVA_TRIPWIRE_LOG
+    return log.read_text() if log.exists() else ""
+
+
 def layout() -> dict[str, object]:
     home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster")).resolve() / "airflow-stack"
     base = int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000"))
@@ -154,7 +193,8 @@ def up(python: str) -> None:
     )
     if exists.stdout.strip() != "1":
         as_postgres([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(lay["pg_port"]), "-U", "postgres", "airflow"])
-    env = {**os.environ, **airflow_env(lay)}
+    # Airflow as the official image runs it: no JDK (the provider needs none; the tripwire records a try).
+    env = without_java({**os.environ, **airflow_env(lay)}, home / "no-java")
     migrate = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True)
     if migrate.returncode:
         raise StackError(f"airflow db migrate failed:\n{migrate.stderr[-3000:]}")

@@ -217,7 +217,6 @@ def env_lines(layout: Layout) -> list[str]:
             "webhdfs_url": layout.webhdfs_url,
             "webhdfs_user": user,
             "skein_config": str(layout.skein),
-            "java_home": str(jhome),
             "base_path": "/user/" + user + "/tony",
         },
     }

@@ -86,3 +86,31 @@ def shared_tmp() -> Path:
     path = Path(tempfile.mkdtemp(prefix="tony-shared-", dir="/tmp"))  # noqa: S108 - a second /tmp on purpose
     os.chmod(path, 0o1777)
     return path
+
+
+def _airflow_stack() -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "devcluster" / "airflow_stack.py"
+    spec = importlib.util.spec_from_file_location("tony_airflow_stack", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Where the tripwire ``java`` of ``without_java`` lives, in every env it made.
+JAVA_TRIPWIRE_ENV = "TONY_TEST_JAVA_TRIPWIRE"
+
+
+def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
+    """``env`` with no JDK visible and a tripwire ``java`` (``devcluster/airflow_stack.py``'s)."""
+    return {**_airflow_stack().without_java(env, tripwire_dir), JAVA_TRIPWIRE_ENV: str(tripwire_dir)}
+
+
+def assert_no_java_started(env: dict[str, str]) -> None:
+    """Fail when anything run with ``env`` (Airflow, ``tony``) tried to start ``java``."""
+    if JAVA_TRIPWIRE_ENV not in env:  # an env not made by without_java: nothing to check
+        return
+    calls = _airflow_stack().java_calls(Path(env[JAVA_TRIPWIRE_ENV]))
+    assert not calls, f"something on the Airflow side tried to run java (no JDK is needed there): {calls}"

@@ -96,13 +96,13 @@ def app_tag(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[str]:
     """
     tag = f"pytest-{uuid.uuid4().hex[:12]}"
     yield tag
-    import skein
+    from airflow_provider_tony.yarn.client import TonyClient
 
     leftovers = rm_apps(cluster.rm_url, states=ACTIVE_STATES, tag=tag)
     if leftovers:
-        with skein.Client() as client:
+        with TonyClient.from_env() as client:  # the RM's REST API: no skein driver JVM
             for app in leftovers:
-                client.kill_application(app["id"])
+                client.kill(app["id"])
 
 
 @pytest.fixture(scope="session")

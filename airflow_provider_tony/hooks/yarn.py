@@ -1,7 +1,7 @@
 """``YarnHook``: the Airflow connection to a YARN cluster, and every call the operator makes.
 
 The hook owns the connection (ResourceManager address or Hadoop conf dir,
-queue, Kerberos principal/keytab, skein driver settings, WebHDFS) and
+queue, Kerberos principal/keytab, the Hadoop conf dir, WebHDFS) and
 delegates the work to ``TonyClient``, the same class the command line uses,
 so a job behaves the same from a DAG and from a terminal. Secrets (the keytab
 path is one) never reach the logs: the hook logs only the RM URL and queue.
@@ -92,13 +92,10 @@ class YarnHook(BaseHook):
     def _connect(self) -> TonyClient:
         rm_url, extra = self._resolve()
         self._extra = extra
-        # The connection's own conf dir, JDK, `yarn` and skein credentials, kept with its client
-        # rather than set process-wide: a triggerer may follow jobs on several connections.
+        # The connection's own Hadoop conf dir and skein credentials, kept with its client rather
+        # than set process-wide: a triggerer may follow jobs on several connections.
         cluster_env = ClusterEnv(
-            **{
-                key: str(extra[key]) if extra.get(key) else None
-                for key in ("hadoop_conf_dir", "java_home", "yarn_bin_dir", "skein_config")
-            }
+            **{key: str(extra[key]) if extra.get(key) else None for key in ("hadoop_conf_dir", "skein_config")}
         )
         webhdfs_url, webhdfs_user = self._webhdfs(extra)
         if extra.get("keytab"):
@@ -147,7 +144,7 @@ class YarnHook(BaseHook):
     def follow_target(self) -> tuple[str, HttpSettings]:
         """The ResourceManager's address and how to speak HTTP to it: all a trigger needs to follow.
 
-        Reads the connection; starts nothing (no skein driver, no request).
+        Reads the connection; starts nothing (no request).
         """
         client = self.get_conn()
         return client.rm_url, client.http_settings

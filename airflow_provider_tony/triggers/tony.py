@@ -4,8 +4,8 @@ It carries only primitives and yields exactly one event, a ``TonyEvent`` as
 primitives; the operator's ``execute_complete`` decides success or failure.
 Following is natively asyncio: YARN's report (RM REST) and the AM's state
 (through the RM's web proxy) are plain HTTP requests on the triggerer's event
-loop, judged by the same pure ``Follower`` the synchronous path uses. No
-skein driver (a JVM) runs to follow; one is started only to kill.
+loop, judged by the same pure ``Follower`` the synchronous path uses. No JVM runs,
+not even to kill (the RM's REST API).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _cluster_of(conn_id: str) -> tuple[str, web.HttpSettings]:
 
 
 def _kill(conn_id: str, app_id: str) -> None:
-    """Kill through skein's driver, started for this alone and stopped after."""
+    """Kill through the RM's REST API with a hook made for this alone, closed after."""
     hook = YarnHook(conn_id)
     try:
         hook.kill(app_id)
@@ -148,7 +148,7 @@ class TonyTrigger(BaseTrigger):
 
         The triggerer may cancel ``on_kill`` itself shortly after calling it,
         so the kill runs to its end in a thread of its own, shielded, with a
-        hook (and a skein driver) of its own, closed after.
+        hook of its own, closed after.
         """
         await asyncio.shield(asyncio.to_thread(_kill, self.yarn_conn_id, self.app_id))
         self.log.info("killed %s", self.app_id)

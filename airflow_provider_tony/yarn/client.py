@@ -1,4 +1,4 @@
-"""``TonyClient``: every YARN/skein/WebHDFS call of the submitting side.
+"""``TonyClient``: every YARN/WebHDFS call of the submitting side (HTTP only: yarn/rest.py).
 
 The Airflow hook and the command line both go through this class, so a job
 behaves the same from a DAG and from a terminal. It is also the one place
@@ -8,22 +8,19 @@ where skein and HTTP errors become this provider's own exceptions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import getpass
 import hashlib
-import json
 import logging
 import os
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +42,12 @@ from airflow_provider_tony.yarn.checks import (
     validate_against_cluster,
     validate_local_files,
 )
-from airflow_provider_tony.yarn.clusterenv import ClusterEnv, driver_environment, security_for
+from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
-from airflow_provider_tony.yarn.jvm import JVM_OPTIONS
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
+from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +65,40 @@ def _cluster_errors(what: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise ClusterError(f"{what}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
+
+
+def _digest(path: str) -> str:
+    """A local file's content hash, computed once per process while it stays unchanged."""
+    st = os.stat(path)
+    return _file_digest(path, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The check phase's result: the spec as containers run it (scripts relative to ``src_dir``),
+    the cluster's view, the scanned source tree (None without a local ``src_dir``), and what the
+    job's HDFS inputs held."""
+
+    spec: JobSpec
+    info: ClusterInfo
+    tree: src.SourceTree | None
+    #: What the input check listed, for the containers (``inputs.seen_env``); empty without inputs.
+    inputs_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """The stage phase's result: where the source tree and the python environment are on HDFS."""
+
+    checked: Checked
+    source_url: str | None
+    python: str
+    archive_url: str | None
 
 
 @dataclass
@@ -112,14 +144,6 @@ def rm_url_from_conf(conf_dir: str) -> str | None:
     return addr if "://" in addr else f"http://{addr}"
 
 
-DRIVER_LOG4J = Path(__file__).with_name("driver-log4j.properties")
-
-
-def driver_java_options() -> list[str]:
-    """The skein driver's JVM options: the control-plane JIT setting and our log4j config."""
-    return [*JVM_OPTIONS, f"-Dlog4j.configuration={DRIVER_LOG4J.as_uri()}"]
-
-
 class TonyClient:
     """Submit, follow, inspect and kill TonY jobs on one YARN cluster."""
 
@@ -141,7 +165,7 @@ class TonyClient:
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         self.base_path = base_path or f"/user/{self.webhdfs_user}/tony"
-        # This cluster's Hadoop conf dir, JDK, `yarn` and skein credentials: never set process-wide,
+        # This cluster's Hadoop conf dir and skein credentials: never set process-wide,
         # so one process may follow jobs on several clusters (yarn/clusterenv.py).
         self.cluster_env = cluster_env or ClusterEnv()
         if skein_config and not self.cluster_env.skein_config:
@@ -155,17 +179,21 @@ class TonyClient:
                 _read_site(self.cluster_env.conf_dir(), "core-site.xml", "hadoop.security.authentication") == "kerberos"
             )
         self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
-        self._skein: Any = None
-        self._skein_lock = threading.Lock()  # triggers share a client across threads: one driver only
-        self._apps: dict[str, Any] = {}
         self._trusted_dirs: set[str] = set()  # HDFS cache folders checked by _check_cache_dir
-        # Following over HTTP: SPNEGO with the same credentials on a Kerberized cluster.
+        self._tls: Any = None  # skein's TLS credentials for the AMs, read once
+        self._webhdfs: WebHdfs | None = None
+        # Every HTTP call to the cluster (RM, NodeManagers, proxy, WebHDFS tokens) goes through one
+        # client: SPNEGO with the same credentials on a Kerberized cluster (yarn/rest.py).
         self.http_settings = (
             web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
             if self._krb is not None
             else web.HttpSettings()
         )
-        self._http: Any = None
+        self.cluster = ClusterHttp(
+            self.http_settings,
+            user=None if self._krb is not None else (os.environ.get("HADOOP_USER_NAME") or getpass.getuser()),
+        )
+        self.urls = ClusterUrls(self.rm_url, webhdfs_url)
 
     @classmethod
     def from_env(cls) -> TonyClient:
@@ -173,7 +201,7 @@ class TonyClient:
 
         ``TONY_RM_URL`` wins over ``HADOOP_CONF_DIR`` when both are set: the
         explicit address beats the derived one (``HADOOP_CONF_DIR`` still tells
-        skein's driver where the rest of the configuration is).
+        where the rest of the configuration is: fs.defaultFS, the class path, the RM's principal).
         """
         rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
@@ -202,48 +230,12 @@ class TonyClient:
     # ------------------------------------------------------------ plumbing
 
     @property
-    def skein(self) -> Any:
-        """One skein driver per client, started on first use (a JVM: ~2 s)."""
-        with self._skein_lock:
-            return self._skein or self._start_driver()
-
-    def _start_driver(self) -> Any:
-        """Called under ``_skein_lock`` when no driver runs yet."""
-        import skein
-
-        with _cluster_errors(
-            "could not start the skein driver (is HADOOP_CONF_DIR/JAVA_HOME set and the ResourceManager up?)"
-        ):
-            kwargs = {"principal": self._principal, "keytab": self._keytab} if self._keytab else {}
-            java_options = driver_java_options() + (self._krb.java_options() if self._krb else [])
-            # The Java driver logs to stderr, which Airflow shows as ERROR lines: keep it to real
-            # errors, Hadoop's client loggers included (its own log4j config would print INFO/WARN).
-            with driver_environment(self.cluster_env):
-                self._skein = skein.Client(
-                    security=security_for(self.cluster_env), log_level="error", java_options=java_options, **kwargs
-                )
-        return self._skein
-
-    @property
     def http(self) -> Any:
         """The blocking HTTP client that follows jobs (RM REST, the AM's state through the proxy)."""
-        if self._http is None:
-            self._http = web.http_client(self.http_settings)
-        return self._http
-
-    def release_driver(self) -> None:
-        """Stop the skein driver (a JVM) until the next submit or kill needs it: following does not."""
-        with self._skein_lock:
-            if self._skein is not None:
-                self._skein.close()
-                self._skein = None
-        self._apps.clear()
+        return self.cluster.client
 
     def close(self) -> None:
-        self.release_driver()
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        self.cluster.close()
 
     def __enter__(self) -> TonyClient:
         return self
@@ -252,14 +244,16 @@ class TonyClient:
         self.close()
 
     def _rm_get(self, path: str) -> Any:
-        url = f"{self.rm_url}/ws/v1/cluster/{path}"
-        if self._krb is not None:
-            return self._krb.get_json(url, what=f"ResourceManager at {self.rm_url}")
-        with (
-            _cluster_errors(f"ResourceManager at {self.rm_url} unreachable ({url})"),
-            urllib.request.urlopen(url, timeout=15) as resp,  # noqa: S310 - configured RM
-        ):
-            return json.load(resp)
+        return self.cluster.get_json(self.urls.rm(path), what=f"ResourceManager at {self.rm_url} ({path})")
+
+    @property
+    def webhdfs(self) -> WebHdfs:
+        """WebHDFS over the cluster-access client (httpx, SPNEGO): what submitting writes with."""
+        if not self.webhdfs_url:
+            raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
+        if self._webhdfs is None:
+            self._webhdfs = WebHdfs(self.cluster, self.urls)
+        return self._webhdfs
 
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
@@ -318,11 +312,46 @@ class TonyClient:
 
     def validate(self, spec: JobSpec) -> ClusterInfo:
         """Everything we can check before a single container is requested; returns the cluster's view."""
+        return self.check(spec).info
+
+    # The submit pipeline: check -> stage -> build -> submit. Each phase takes the one before's
+    # result and enters each module it needs once (the source tree is scanned once, in check).
+
+    def check(self, spec: JobSpec) -> Checked:
+        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the cluster's limits,
+        the job's inputs on HDFS."""
+        self.check_kerberos()
         validate_local_files(spec)
-        src.validate_source(spec)
+        tree = src.validate_source(spec)
         info = self.cluster_info()
         validate_against_cluster(spec, info)
-        return info
+        inputs_env = self.check_inputs(spec)
+        return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
+
+    def stage(self, checked: Checked) -> Staged:
+        """Phase 2, on HDFS: the source tree and the python environment, each once per content hash."""
+        spec = checked.spec
+        source = self.stage_source(spec.src_dir, tree=checked.tree).url if spec.src_dir else None
+        archive = spec.python.archive
+        if archive:
+            return Staged(checked, source, spec.python.python_command(), self.stage_archive(archive))
+        return Staged(checked, source, spec.python.interpreter or sys.executable, None)
+
+    def build(self, staged: Staged, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> Any:
+        """Phase 3, pure but for the keytab check: the skein ``ApplicationSpec`` of the job."""
+        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
+
+        spec = staged.checked.spec.with_overrides(tags=extra_tags)
+        app_spec = build_application_spec(
+            spec,
+            python=staged.python,
+            python_archive_source=staged.archive_url,
+            source_archive=staged.source_url,
+            extra_env={**self._container_env(attempt), **staged.checked.inputs_env},
+            placement_plan=plan_placement(spec, staged.checked.info.hosts),
+        )
+        ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
+        return app_spec
 
     def check_inputs(self, spec: JobSpec) -> dict[str, str]:
         """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them."""
@@ -349,17 +378,32 @@ class TonyClient:
         fs = self._default_fs()
         return f"{fs}{remote}"
 
-    def stage_source(self, src_dir: str) -> StagedSource:
+    def stage_cached(self, local: str, name: str) -> str:
+        """``local`` uploaded once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
+
+        For what every job ships unchanged (skein's jar, the runtime zip): reused
+        only under the same trust checks as environments (``_reusable``).
+        """
+        remote = f"{self.base_path}/cache/{name}-{_digest(local)}{Path(local).suffix}"
+        client = self.webhdfs
+        with _cluster_errors(f"could not upload {local} to {remote} on HDFS"):
+            if not self._reusable(client, remote, size=os.path.getsize(local)):
+                publish(client, local, remote, f"submit-{os.getpid()}")
+        return remote
+
+    def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
         """Pack a local source directory and upload it once per content hash.
 
         The hash comes from the files themselves, so an unchanged tree is
         neither packed nor uploaded again. An ``hdfs://`` archive is used as is.
+        ``tree`` is the check phase's scan of ``src_dir``, when it made one.
         """
         if src_dir.startswith("hdfs://"):
             return StagedSource(src_dir, "", 0, False, 0.0, 0.0, 0.0)
         started = time.monotonic()
-        tree = src.scan(src_dir)
-        src.check_size(tree)
+        if tree is None:
+            tree = src.scan(src_dir)
+            src.check_size(tree)
         digest = tree.digest()
         scanned = time.monotonic()
         remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
@@ -458,33 +502,43 @@ class TonyClient:
         return fs.rstrip("/")
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
-        """Validate, stage and submit; returns the YARN application id."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
-
-        self.check_kerberos()
-        info = self.validate(spec)
-        inputs_env = self.check_inputs(spec)
-        plan = plan_placement(spec, info.hosts)
-        spec = src.relative_scripts(spec)
-        source = self.stage_source(spec.src_dir).url if spec.src_dir else None
-        archive = spec.python.archive
-        if archive:
-            python, archive_source = spec.python.python_command(), self.stage_archive(archive)
-        else:
-            python, archive_source = spec.python.interpreter or sys.executable, None
-        spec = spec.with_overrides(tags=extra_tags)
-        app_spec = build_application_spec(
-            spec,
-            python=python,
-            python_archive_source=archive_source,
-            source_archive=source,
-            extra_env={**self._container_env(attempt), **inputs_env},
-            placement_plan=plan,
-        )
-        ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
+        """check -> stage -> build -> submit (over the RM's REST API); returns the YARN application id."""
+        app_spec = self.build(self.stage(self.check(spec)), attempt=attempt, extra_tags=extra_tags)
         with _cluster_errors(f"YARN refused the application {spec.name!r}"):
-            app_id: str = self.skein.submit(app_spec)
-        return app_id
+            return self.submitter().submit(app_spec)
+
+    def submitter(self) -> RestSubmitter:
+        """What submits over the RM's REST API and WebHDFS (yarn/submit.py): no JVM, no Hadoop client."""
+        conf = self.cluster_env.conf_dir()
+        principal = rm_address = None
+        if self._krb is not None:
+            principal = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.principal")
+            if not principal:
+                raise ClusterError(
+                    "yarn.resourcemanager.principal not found in $HADOOP_CONF_DIR/yarn-site.xml: on a Kerberized "
+                    "cluster it names the renewer of the job's HDFS token"
+                )
+            rm_host = urllib.parse.urlsplit(self.rm_url).hostname or ""
+            principal = principal.replace("_HOST", rm_host)
+            rm_address = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.address") or f"{rm_host}:8032"
+            rm_address = rm_address.replace("${yarn.resourcemanager.hostname}", rm_host)
+        return RestSubmitter(
+            http=self.cluster,
+            urls=self.urls,
+            hdfs=self.webhdfs,
+            default_fs=self._default_fs(),
+            user=self.yarn_user,
+            application_classpath=_read_site(conf, "yarn-site.xml", "yarn.application.classpath"),
+            rm_principal=principal,
+            rm_address=rm_address,
+            security=self._security(),
+            cache=self.stage_cached,
+        )
+
+    def _security(self) -> Any:
+        if self._tls is None:
+            self._tls = security_for(self.cluster_env)
+        return self._tls
 
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}
@@ -577,8 +631,9 @@ class TonyClient:
             pass
 
     def kill(self, app_id: str) -> None:
+        """Kill through the RM's REST API (``PUT .../state``); YARN finishes it in the background."""
         with _cluster_errors(f"could not kill {app_id}"):
-            self.skein.kill_application(app_id)
+            kill_application(self.cluster, self.urls, app_id)
 
     @property
     def yarn_user(self) -> str:
@@ -586,7 +641,7 @@ class TonyClient:
 
         With Kerberos, the principal's short name (the ticket cache's principal
         when none is configured); otherwise Hadoop's simple-auth user:
-        ``HADOOP_USER_NAME``, else the login user, as skein's driver submits.
+        ``HADOOP_USER_NAME``, else the login user, as the REST submit names it (``user.name``).
         """
         if self._krb is not None:
             name = self._principal or str(self._krb.credentials().name)
@@ -677,67 +732,38 @@ class TonyClient:
                 number += 1
         return sorted(found)
 
-    @staticmethod
-    def _nm_get(address: str, path: str) -> Any:
+    def _nm_get(self, address: str, path: str) -> Any:
         """A NodeManager REST document, or None when it has nothing there (or is unreachable)."""
         try:
-            with urllib.request.urlopen(f"http://{address}/ws/v1/node/{path}", timeout=15) as resp:
-                return json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError):
+            return self.cluster.get_json(self.urls.nm(address, path), what=f"NodeManager at {address}")
+        except ClusterError as exc:
+            log.debug("%s", exc)
             return None
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         """A container's log files as its NodeManager serves them (REST), by file name.
 
         Works while the NodeManager keeps them (``yarn.nodemanager.log.retain-seconds``
-        when log aggregation is off); an empty dict when it no longer does.
+        when log aggregation is off); an empty dict when it no longer does. On a
+        Kerberized cluster the calls carry SPNEGO (the NodeManager checks the
+        application's view ACL), like every call of ``self.cluster``.
         """
         nodes = (self._rm_get("nodes").get("nodes") or {}).get("node") or []
         address = next((n["nodeHTTPAddress"] for n in nodes if n.get("nodeHostName") == host), None)
         if address is None:
             return {}
-        base = f"http://{address}/ws/v1/node"
-        if self._krb is not None:
-            return self._container_logs_spnego(base, container_id)
-        try:
-            with urllib.request.urlopen(f"{base}/containers/{container_id}/logs", timeout=15) as resp:  # noqa: S310
-                listing = json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError):
-            return {}
+        listing = self._nm_get(address, f"containers/{container_id}/logs") or {}
         infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
         if isinstance(infos, dict):
             infos = [infos]
         out = {}
         # skein writes each service's stdout+stderr to <service>.log.
         for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
-            url = f"{base}/containerlogs/{container_id}/{name}"
+            url = self.urls.nm(address, f"containerlogs/{container_id}/{urllib.parse.quote(name)}")
             try:
-                with urllib.request.urlopen(url, timeout=15) as resp:  # noqa: S310 - the cluster's NM
-                    out[name] = resp.read().decode(errors="replace")
-            except (urllib.error.URLError, OSError):
-                continue
-        return out
-
-    def _container_logs_spnego(self, base: str, container_id: str) -> dict[str, str]:
-        """``container_logs`` on a Kerberized cluster: the NodeManager checks the application's view ACL."""
-        assert self._krb is not None
-        try:
-            listing = self._krb.get_json(f"{base}/containers/{container_id}/logs", what="NodeManager")
-        except ClusterError:
-            return {}
-        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
-        if isinstance(infos, dict):
-            infos = [infos]
-        out = {}
-        session = self._krb.session()
-        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
-            try:
-                resp = session.get(f"{base}/containerlogs/{container_id}/{name}", timeout=15)
-            except Exception as exc:  # noqa: BLE001 - a missing file must not hide the others
-                log.debug("could not read %s of %s: %s", name, container_id, exc)
-                continue
-            if resp.ok:
-                out[name] = resp.text
+                out[name] = self.cluster.get_text(url, what=f"NodeManager at {address}")
+            except ClusterError as exc:  # a missing file must not hide the others
+                log.warning("could not read %s of %s: %s", name, container_id, str(exc)[:300])
         return out
 
     # ------------------------------------------------------------ follow
@@ -774,7 +800,6 @@ class TonyClient:
     ) -> JobResult:
         """Follow until the end, printing state changes and progress."""
         follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
-        self.release_driver()  # following is HTTP only; a kill starts the driver again
         while True:
             result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:

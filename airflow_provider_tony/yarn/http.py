@@ -3,8 +3,8 @@
 Everything a follower needs is an HTTP GET: YARN's report of the application
 (``/ws/v1/cluster/apps/<id>``) and the AM's state document, served by the AM
 and reached through the RM's web proxy (``runtime/web.py``). So following
-needs no skein driver, whose JVM costs hundreds of MiB per worker and CPU on
-every poll; the driver is started only to submit and to kill.
+needs no JVM, and neither do submitting and killing (yarn/submit.py, the RM's REST
+API too).
 
 Both a blocking client (the operator's ``execute``, the CLI) and a native
 asyncio one (the trigger: no thread around blocking calls) are built by
@@ -218,7 +218,7 @@ class AsyncFollowTransport:
 
     :param http: the asyncio client (``async_http_client``).
     :param rm_url: the ResourceManager's address.
-    :param kill: kills an application, blocking (skein's driver today): run in a thread of its
+    :param kill: kills an application, blocking (the RM's REST API, a blocking call): run in a thread of its
         own and shielded, so a trigger cancelled meanwhile does not leave the kill half done.
     """
 

@@ -1,13 +1,12 @@
-"""Options for the two JVMs skein starts for us: its driver beside Airflow and its AM on YARN.
+"""Options for the one JVM a job runs on our behalf: skein's ApplicationMaster on YARN.
 
-Both live for one job (or one worker/triggerer), serve a few small calls a
-second, and share their machine with work that matters more: training on
-the AM's node, Airflow on the driver's. With HotSpot's default tiered JIT,
-the C1 and C2 compiler threads were the largest part of both JVMs' CPU in
-the first minutes of a job, more than the work they serve. Stopping at the
-quick C1 compiler (tier 1) is the usual setting for a small control-plane
-JVM: the driver starts sooner on less CPU and the AM JVM takes less from
-the training beside it (the figures are in CHANGELOG.md and bench/).
+(The submitting side runs no JVM: yarn/submit.py submits over HTTP.) The AM
+lives for one job, serves a few small calls a second, and shares its node
+with the training that matters more. With HotSpot's default tiered JIT, the
+C1 and C2 compiler threads were the largest part of its CPU in the first
+minutes of a job, more than the work it serves. Stopping at the quick C1
+compiler (tier 1) is the usual setting for a small control-plane JVM: it
+takes less from the training beside it (the figures are in CHANGELOG.md and bench/).
 """
 
 from __future__ import annotations

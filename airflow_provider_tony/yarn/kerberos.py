@@ -2,7 +2,7 @@
 
 Why here and not in each caller: a secure cluster wants SPNEGO on the
 ResourceManager and NodeManager REST APIs and on WebHDFS, and all three must
-use the same identity as skein's driver. With a keytab the credentials live
+use the same identity (the one that submits). With a keytab the credentials live
 in a private in-memory ticket cache (``MEMORY:``), so the provider never
 writes a ticket to disk and never disturbs the user's own cache; without
 one, the user's ticket cache (``kinit``) is used.
@@ -98,7 +98,11 @@ class KerberosSession:
         )
 
     def session(self) -> Any:
-        """A ``requests.Session`` authenticating with SPNEGO (and the CA bundle, if one is set)."""
+        """A ``requests.Session`` authenticating with SPNEGO (and the CA bundle, if one is set).
+
+        Only for the ``hdfs`` package's WebHDFS client (uploads, reads), which is built on
+        requests; every other call to the cluster goes through ``yarn/rest.py`` (httpx).
+        """
         if self._session is None:
             import requests
             from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
@@ -113,41 +117,12 @@ class KerberosSession:
             self._session = session
         return self._session
 
-    def get_json(self, url: str, *, what: str, timeout: float = 15.0) -> Any:
-        """GET ``url`` with SPNEGO; errors say whether SPNEGO was refused or the server was unreachable."""
-        import requests
-
-        session = self.session()
-        try:
-            resp = session.get(url, timeout=timeout)
-        except requests.RequestException as exc:
-            raise ClusterError(f"{what} unreachable ({url}): {exc}") from exc
-        if resp.status_code in (401, 403):
-            raise KerberosError(
-                f"{what} refused SPNEGO for {self.config.principal or 'the ticket cache user'} "
-                f"(HTTP {resp.status_code} from {url}): check that the server's HTTP/<host> principal is in "
-                "the same realm (or trusted) and that the URL's host name is the one in that principal"
-            )
-        try:
-            resp.raise_for_status()
-            return resp.json()
-        except (requests.RequestException, ValueError) as exc:
-            raise ClusterError(f"{what} answered {url} with HTTP {resp.status_code}: {exc}") from exc
-
     def webhdfs(self, url: str) -> Any:
         """An ``hdfs.Client`` over this session (HdfsCLI's KerberosClient needs requests-kerberos;
         this reuses the credentials above instead)."""
         from hdfs import Client
 
         return Client(url, session=self.session())
-
-    def java_options(self) -> list[str]:
-        """JVM flags for skein's driver: Java reads ``java.security.krb5.conf``, not ``KRB5_CONFIG``."""
-        conf = os.environ.get("KRB5_CONFIG")
-        already = " ".join(os.environ.get(v, "") for v in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS"))
-        if conf and "java.security.krb5.conf" not in already:
-            return [f"-Djava.security.krb5.conf={conf}"]
-        return []
 
 
 #: SPNEGO's mechanism OID, what ``requests-gssapi`` negotiates by default.

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests._cluster import export_cluster_env
+from tests._util import JAVA_TRIPWIRE_ENV, assert_no_java_started
 
 export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
 
@@ -130,6 +131,8 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         subprocess.run([*STACK, "down"], capture_output=True, text=True, timeout=300)
         left = [pid for pid in pids if _alive(pid)]
         assert not left, f"the Airflow stack left processes behind: {left}"
+        # The stack ran with no JDK visible and a tripwire java first on PATH (airflow_stack.without_java).
+        assert_no_java_started({JAVA_TRIPWIRE_ENV: str(home / "no-java")})
 
 
 @pytest.fixture(scope="session")

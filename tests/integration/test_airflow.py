@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests._util import get_json, rm_apps, wait_until
+from tests._util import assert_no_java_started, get_json, rm_apps, wait_until, without_java
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -38,6 +38,8 @@ def airflow_env(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
     }
+    # Airflow as its official image runs it: no JDK. dags_test fails when anything tried to start java.
+    env = without_java(env, home / "no-java")
     subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
 
@@ -83,14 +85,14 @@ def kill_dag_apps(cluster, airflow_env) -> Iterator[list[str]]:
     dags: list[str] = []
     before = own_runs(airflow_env)
     yield dags
-    import skein
+    from airflow_provider_tony.yarn.client import TonyClient
 
     mine = {(dag, run) for dag, run in own_runs(airflow_env) - before if dag in dags}
     left = apps_of_runs(cluster.rm_url, mine, states=ACTIVE)
     if left:
-        with skein.Client() as client:
+        with TonyClient.from_env() as client:
             for app in left:
-                client.kill_application(app["id"])
+                client.kill(app["id"])
 
 
 @pytest.fixture
@@ -137,6 +139,7 @@ def dags_test(
     if dagfile:  # Airflow wants the file inside the dags folder (bundle)
         run_env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dagfile.parent)
     proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout)
+    assert_no_java_started(run_env)
     return proc.stdout + proc.stderr
 
 

@@ -7,24 +7,33 @@ The command runs as a subprocess (``python -m airflow_provider_tony``, the same
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests._util import wait_until
+from tests._util import assert_no_java_started, wait_until, without_java
 
 pytestmark = pytest.mark.cluster
 
 BEHAVE = Path(__file__).parent / "jobs" / "behave.py"
 
 
+NO_JAVA = Path(tempfile.mkdtemp(prefix="tony-no-java-"))
+
+
 def tony(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "airflow_provider_tony", *args], capture_output=True, text=True, timeout=timeout
+    """The command with no JDK visible (no JAVA_HOME, no java on PATH): it must need none."""
+    env = without_java(dict(os.environ), NO_JAVA)
+    out = subprocess.run(
+        [sys.executable, "-m", "airflow_provider_tony", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
+    assert_no_java_started(env)
+    return out
 
 
 def write_job(tmp_path: Path, tag: str, python: str, **role: object) -> Path:
@@ -81,3 +90,19 @@ def test_validate_against_the_cluster_names_the_limit(tmp_path: Path, app_tag: s
     checked = tony("validate", str(job), "--cluster")
     assert checked.returncode == 2
     assert "roles.worker.memory" in checked.stderr and "maximum-allocation-mb" in checked.stderr
+
+
+def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, python_exe: str) -> None:
+    """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony())."""
+    job = write_job(tmp_path, app_tag, python_exe, args=["sleep", "--seconds", "600"])
+    submitted = tony("submit", str(job), "--detach")
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    app_id = submitted.stdout.split()[0]
+    assert app_id.startswith("application_")
+    killed = tony("kill", app_id)
+    assert killed.returncode == 0, killed.stderr
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    with TonyClient.from_env() as client:
+        report = wait_until(lambda: (r := client.report(app_id)).state == "KILLED" and r, 120, f"{app_id} killed")
+    assert report.final_status == "KILLED"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import uuid
 import xml.etree.ElementTree as ET
@@ -163,7 +164,8 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
     assert not first.succeeded and first.retryable, first.diagnostics
     # The uploader publishes the newest complete checkpoint when it looks: 5 may be skipped, 10 may not.
     assert remote_checkpoints(krb.hdfs(), ckpt)[-1] == 10
-    second = krb.wait(krb.submit(spec, attempt=2, extra_tags=[tag]), poll_interval=0.5, emit=lambda _: None)
+    second_id = krb.submit(spec, attempt=2, extra_tags=[tag])
+    second = krb.wait(second_id, poll_interval=0.5, emit=lambda _: None)
     assert second.succeeded, second.diagnostics
     task = second.am_state.task("worker:0")
     assert task.restored_step == 10 and task.progress.metrics["start_step"] == 10
@@ -171,6 +173,37 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
     # Nothing secret in what the AM publishes (and the operator logs / pushes to XCom).
     doc = json.dumps(second.am_state.to_dict())
     assert "delegation=" not in doc and os.environ["TONY_KERBEROS_KEYTAB"] not in doc
+    # `tony logs` of the finished job: the NodeManagers answer only SPNEGO (and check the view ACL).
+    _tony_logs_print_the_workers_log(second_id)
+
+
+def _tony_logs_print_the_workers_log(app_id: str) -> None:
+    """``tony logs`` (the command, as a person runs it) finds the finished job's containers and their log files.
+
+    Every NodeManager call carries SPNEGO (they went out without it and found
+    nothing). The listing is what this cluster can prove: a secure NodeManager
+    opens log files through Hadoop's ``SecureIOUtils``, which needs the native
+    Hadoop library the local cluster does not have (HTTP 500 "Could not
+    initialize class org.apache.hadoop.io.SecureIOUtils"); on a cluster with it
+    the same calls print the files. So the files are printed when the
+    NodeManager serves them, and otherwise the command names each one it
+    could not read and why.
+    """
+
+    def listed() -> subprocess.CompletedProcess[str] | None:
+        out = subprocess.run(
+            [sys.executable, "-m", "airflow_provider_tony", "logs", app_id, "--file", "worker.log"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        text = out.stdout + out.stderr
+        served = "LogType:worker.log" in out.stdout
+        refused = "could not read worker.log of container_" in text and "SecureIOUtils" in text
+        return out if out.returncode == 0 and (served or refused) else None
+
+    out = wait_until(listed, 60, f"tony logs to find worker.log of {app_id}")
+    assert f"_{app_id.split('_', 1)[1]}_" in out.stdout + out.stderr, (out.stdout + out.stderr)[-2000:]
 
 
 def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt) -> None:
@@ -335,7 +368,7 @@ def _am_container(krb, app_id: str) -> tuple[str, str]:
 
 
 def _logs(client, container: str, node: str) -> tuple[int, str]:
-    resp = client._krb.session().get(f"http://{node}/ws/v1/node/containers/{container}/logs", timeout=15)
+    resp = client.http.get(f"http://{node}/ws/v1/node/containers/{container}/logs")  # httpx, SPNEGO
     return resp.status_code, resp.text
 
 
@@ -355,7 +388,9 @@ def test_acls_keep_the_other_principal_out_unless_listed(krb, other, tag, listed
         return
     # Hadoop 3.4's NodeManager answers 503 with the reason in the body.
     assert status != 200 and f"User [{who}] is not authorized to view the logs" in text, (status, text[:300])
-    with pytest.raises(ClusterError, match="(?i)MODIFY_APP|not.*(allowed|authori[sz]ed)|cannot perform"):
+    with pytest.raises(
+        ClusterError, match="(?i)MODIFY_APP|not.*(allowed|authori[sz]ed)|unauthori[sz]ed attempt to kill|cannot perform"
+    ):
         other.kill(app_id)
     assert krb.report(app_id).state == "RUNNING"
     # The owner can: the kill path on a secure cluster.

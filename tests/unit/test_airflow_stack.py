@@ -64,3 +64,23 @@ def test_python_without_airflow_beside_it_is_a_clear_error(venv: Path, monkeypat
     monkeypatch.chdir(venv.parent)
     with pytest.raises(stack.StackError, match=r"'\.venv/bin/python'.*no airflow script beside it"):
         stack.airflow_beside(".venv/bin/python")
+
+
+def test_without_java_hides_the_jdk_and_trips_on_a_java_call(tmp_path: Path) -> None:
+    """Airflow starts with no JDK visible; a java launched anyway is recorded (and fails)."""
+    import subprocess
+
+    stack = _stack()
+    jdk_bin = tmp_path / "jdk" / "bin"
+    jdk_bin.mkdir(parents=True)
+    (jdk_bin / "java").write_text("#!/bin/sh\nexit 0\n")
+    (jdk_bin / "java").chmod(0o755)
+    env = {"PATH": f"{jdk_bin}:/usr/bin:/bin", "JAVA_HOME": str(tmp_path / "jdk"), "HOME": str(tmp_path)}
+    hidden = stack.without_java(env, tmp_path / "no-java")
+    folders = hidden["PATH"].split(":")
+    assert "JAVA_HOME" not in hidden and str(jdk_bin) not in folders and "/usr/bin" in folders
+    assert folders[0] == str(tmp_path / "no-java")  # the tripwire shadows /usr/bin/java
+    assert stack.java_calls(tmp_path / "no-java") == ""
+    ran = subprocess.run(["java", "-version"], env=hidden, capture_output=True)
+    assert ran.returncode == 127
+    assert "-version" in stack.java_calls(tmp_path / "no-java")

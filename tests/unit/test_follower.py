@@ -8,6 +8,7 @@ timeout boundary is exact and nothing sleeps. The last tests drive
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -273,7 +274,7 @@ def test_following_a_newer_am_fails_with_the_version_error_not_as_a_hung_am() ->
 
 class FakeCluster:
     """What TonyClient.poll touches: the RM's REST report and the AM's routes over HTTP
-    (an ``httpx.MockTransport``), and skein's kill (the only driver call left in following)."""
+    (an ``httpx.MockTransport``), and the kill (``PUT .../state`` on the RM's REST API)."""
 
     def __init__(self, states: list[str], documents: list[StateDocument | None]) -> None:
         self.states = states
@@ -284,6 +285,10 @@ class FakeCluster:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if path == f"/ws/v1/cluster/apps/{APP}/state" and request.method == "PUT":
+            assert json.loads(request.content) == {"state": "KILLED"}
+            self.killed.append(APP)
+            return httpx.Response(202, json={"state": "RUNNING"})
         if path == f"/ws/v1/cluster/apps/{APP}":
             if self.fail_report is not None:
                 raise self.fail_report
@@ -303,14 +308,10 @@ class FakeCluster:
             return httpx.Response(200, text="ok")
         return httpx.Response(404, text=f"unexpected {request.method} {path}")
 
-    def kill_application(self, app_id: str) -> None:
-        self.killed.append(app_id)
-
 
 def client_with(fake: FakeCluster) -> TonyClient:
     client = TonyClient(rm_url="http://rm:8088")
-    client._http = httpx.Client(transport=httpx.MockTransport(fake.handle))
-    client._skein = fake
+    client.cluster._client = httpx.Client(transport=httpx.MockTransport(fake.handle))
     return client
 
 
@@ -451,7 +452,7 @@ def test_polling_a_running_job_asks_yarn_once_while_the_am_answers() -> None:
             rm_asked.append(1)
         return original(request)
 
-    client._http = httpx.Client(transport=httpx.MockTransport(counting))
+    client.cluster._client = httpx.Client(transport=httpx.MockTransport(counting))
     for _ in range(10):
         assert client.poll(f, emit=lambda _l: None) is None
     assert len(rm_asked) == 1

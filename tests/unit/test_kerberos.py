@@ -239,15 +239,3 @@ def test_the_spnego_session_verifies_with_the_ca_bundle(monkeypatch: pytest.Monk
     assert session.verify == "/etc/cluster-ca.pem" and isinstance(session.auth, HTTPSPNEGOAuth)
     assert session.auth.creds == "creds" and krb.session() is session
     assert "/k.keytab" not in repr(krb.config)
-
-
-def test_java_learns_krb5_conf_from_krb5_config_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
-
-    krb = KerberosSession(KerberosConfig())
-    monkeypatch.setenv("KRB5_CONFIG", "/realm/krb5.conf")
-    monkeypatch.delenv("JDK_JAVA_OPTIONS", raising=False)
-    monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
-    assert krb.java_options() == ["-Djava.security.krb5.conf=/realm/krb5.conf"]
-    monkeypatch.setenv("JDK_JAVA_OPTIONS", "-Djava.security.krb5.conf=/other.conf")
-    assert krb.java_options() == []

@@ -1,0 +1,300 @@
+"""Submission over the RM's REST API and WebHDFS (yarn/submit.py), against fakes of both.
+
+What is checked is what skein's ApplicationMaster and YARN read: the staged
+``.skein.proto`` (every file with its HDFS URL, size and time; each service
+run from ``.skein.sh`` into ``<service>.log``; the TLS files), the AM's
+local resources and command, and, on a Kerberized cluster, the HDFS token
+filed as YARN's localiser and the RM's renewer look for it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import skein
+from skein import proto as skein_proto
+
+from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
+from airflow_provider_tony.yarn.http import HttpSettings
+from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, cluster_error
+from airflow_provider_tony.yarn.submit import (
+    RestSubmitter,
+    am_classpath,
+    am_command,
+    hdfs_token_service,
+    kill_application,
+)
+
+APP = "application_1700000000000_0042"
+FS = "hdfs://localhost:9000"
+
+
+class FakeHdfs:
+    """The few ``hdfs.Client`` calls the submitter makes, over a dict (path -> bytes)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {"/data/env.tar.gz": b"x" * 77}
+        self.dirs: dict[str, str] = {}
+        self.modes: dict[str, str] = {}
+        self.deleted: list[str] = []
+
+    def resolve(self, path: str) -> str:
+        return path if path.startswith("/") else f"/user/alice/{path}"
+
+    def makedirs(self, path: str, permission: str | None = None) -> None:
+        self.dirs[path] = permission or ""
+
+    def write(self, path: str, data: bytes, overwrite: bool = False, permission: str | None = None) -> None:
+        self.files[path], self.modes[path] = data, permission or ""
+
+    def upload(self, path: str, local: str, overwrite: bool = False, permission: str | None = None) -> None:
+        self.write(path, Path(local).read_bytes(), overwrite, permission)
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        if path not in self.files:
+            return None
+        return {"length": len(self.files[path]), "modificationTime": 1000 + len(path)}
+
+    def delete(self, path: str, recursive: bool = False) -> None:
+        self.deleted.append(path)
+
+
+class FakeRm:
+    def __init__(self) -> None:
+        self.submitted: list[dict[str, Any]] = []
+        self.queries: list[dict[str, str]] = []
+        self.token = Token("", "WEBHDFS delegation", "127.0.0.1:9870", b"ident", b"secret")
+        self.rm_token = Token("", "RM_DELEGATION_TOKEN", "", b"rm-ident", b"rm-secret")
+        self.rm_renewer = ""
+        self.refuse_submit = 0
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.queries.append(dict(request.url.params))
+        path, method = request.url.path, request.method
+        if (method, path) == ("POST", "/ws/v1/cluster/apps/new-application"):
+            return httpx.Response(200, json={"application-id": APP, "maximum-resource-capability": {}})
+        if (method, path) == ("POST", "/ws/v1/cluster/apps"):
+            if self.refuse_submit:
+                return httpx.Response(self.refuse_submit, text="no")
+            self.submitted.append(json.loads(request.content))
+            return httpx.Response(202)
+        if (method, path) == ("POST", "/ws/v1/cluster/delegation-token"):
+            self.rm_renewer = json.loads(request.content)["renewer"]
+            return httpx.Response(200, json={"token": self.rm_token.url_string(), "renewer": self.rm_renewer})
+        if path == "/webhdfs/v1/" and request.url.params.get("op") == "GETDELEGATIONTOKEN":
+            return httpx.Response(200, json={"Token": {"urlString": self.token.url_string()}})
+        if (method, path) == ("PUT", f"/ws/v1/cluster/apps/{APP}/state"):
+            self.submitted.append(json.loads(request.content))
+            return httpx.Response(202, json={"state": "RUNNING"})
+        return httpx.Response(404, text=f"unexpected {method} {path}")
+
+
+def make(tmp_path: Path, *, principal: str | None = None) -> tuple[RestSubmitter, FakeRm, FakeHdfs]:
+    rm, fs = FakeRm(), FakeHdfs()
+    http = ClusterHttp(HttpSettings(), user=None if principal else "alice")
+    http._client = httpx.Client(transport=httpx.MockTransport(rm.handle))
+    urls = ClusterUrls("http://rm:8088", "http://nn:9870")
+    sub = RestSubmitter(
+        http=http,
+        urls=urls,
+        hdfs=fs,
+        default_fs=FS,
+        user="alice",
+        application_classpath="/etc/hadoop,/jars/*",
+        rm_principal=principal,
+        rm_address="localhost:8032" if principal else None,
+    )
+    return sub, rm, fs
+
+
+def app_spec(tmp_path: Path) -> skein.ApplicationSpec:
+    local = tmp_path / "runtime.zip"
+    local.write_bytes(b"zip" * 10)
+    files = {"tony_runtime.zip": skein.File(source=str(local), type="file")}
+    return skein.ApplicationSpec(
+        name="job",
+        queue="research",
+        tags=["dag:x", "run:y"],
+        max_attempts=1,
+        acls=skein.ACLs(enable=True, view_users=["bob"], modify_users=["carol"]),
+        master=skein.Master(
+            resources=skein.Resources(memory="512 MiB", vcores=2),
+            files=dict(files),
+            env={"JOB": "spec"},
+            script="python -m am",
+        ),
+        services={
+            "worker": skein.Service(
+                instances=2,
+                resources=skein.Resources(memory="256 MiB", vcores=1),
+                files={**files, "environment": skein.File(source=f"{FS}/data/env.tar.gz", type="archive")},
+                env={"JOB": "spec"},
+                script="python -m executor",
+            )
+        },
+    )
+
+
+def staged_spec(fs: FakeHdfs) -> skein_proto.ApplicationSpec:
+    msg = skein_proto.ApplicationSpec()
+    msg.ParseFromString(fs.files[f"/user/alice/.skein/{APP}/.skein.proto"])
+    return msg
+
+
+def test_submit_stages_what_skeins_am_reads_and_posts_the_context(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path)
+    assert sub.submit(app_spec(tmp_path)) == APP
+    app_dir = f"/user/alice/.skein/{APP}"
+    assert fs.dirs[app_dir] == "700" and fs.modes[f"{app_dir}/.skein.pem"] == "600"
+    spec = staged_spec(fs)
+    worker = spec.services["worker"]
+    assert worker.script == "bash .skein.sh ><LOG_DIR>/worker.log 2>&1"
+    assert sorted(worker.files) == [".skein.crt", ".skein.pem", ".skein.sh", "environment", "tony_runtime.zip"]
+    env_file = worker.files["environment"]
+    assert (env_file.source.scheme, env_file.source.host, env_file.source.port, env_file.source.file) == (
+        "hdfs",
+        "localhost",
+        9000,
+        "/data/env.tar.gz",
+    )
+    assert (env_file.size, env_file.timestamp, env_file.type) == (77, 1000 + len("/data/env.tar.gz"), 1)
+    script_path = worker.files[".skein.sh"].source.file
+    assert fs.files[script_path] == b"python -m executor"
+    runtime = worker.files["tony_runtime.zip"]
+    assert fs.files[runtime.source.file] == b"zip" * 10 and runtime.size == 30
+    assert spec.master.security.cert_file.source.file == f"{app_dir}/.skein.crt"
+    assert spec.master.script == "python -m am"  # the AM writes and runs it itself
+
+    (context,) = rm.submitted
+    assert context["application-id"] == APP and context["application-type"] == "skein"
+    assert (context["queue"], context["max-app-attempts"]) == ("research", 1)
+    assert context["resource"] == {"memory": 512, "vCores": 2}
+    assert context["application-tags"] == {"tag": ["dag:x", "run:y"]}
+    am = context["am-container-spec"]
+    resources = {e["key"]: e["value"] for e in am["local-resources"]["entry"]}
+    assert sorted(resources) == [".skein.crt", ".skein.jar", ".skein.pem", ".skein.proto", "tony_runtime.zip"]
+    proto = resources[".skein.proto"]
+    assert proto["resource"] == f"{FS}{app_dir}/.skein.proto" and proto["size"] == len(
+        fs.files[f"{app_dir}/.skein.proto"]
+    )
+    env = {e["key"]: e["value"] for e in am["environment"]["entry"]}
+    assert env["SKEIN_APPLICATION_ID"] == APP and env["JOB"] == "spec" and env["HADOOP_USER_NAME"] == "alice"
+    assert env["CLASSPATH"] == "{{CLASSPATH}}<CPS>./*<CPS>/etc/hadoop<CPS>/jars/*"
+    assert am["commands"]["command"] == am_command(f"{FS}{app_dir}")
+    acls = {e["key"]: e["value"] for e in am["application-acls"]["entry"]}
+    assert acls == {"VIEW_APP": "bob ", "MODIFY_APP": "carol "}
+    assert "credentials" not in am  # an open cluster: no token
+    assert all(q.get("user.name") == "alice" for q in rm.queries)  # pseudo authentication's caller
+
+
+def test_a_kerberized_submit_passes_the_hdfs_token_filed_for_yarn(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path, principal="rm/localhost@TONY.LOCAL")
+    sub.submit(app_spec(tmp_path))
+    asked = next(q for q in rm.queries if q.get("op") == "GETDELEGATIONTOKEN")
+    assert asked["renewer"] == "rm/localhost@TONY.LOCAL"
+    am = rm.submitted[0]["am-container-spec"]
+    tokens = {e["key"]: Token.from_url_string(e["value"]) for e in am["credentials"]["tokens"]["entry"]}
+    assert sorted(tokens) == ["127.0.0.1:8032", "127.0.0.1:9000"]
+    hdfs, rm_token = tokens["127.0.0.1:9000"], tokens["127.0.0.1:8032"]
+    assert hdfs.service == "127.0.0.1:9000"
+    assert (hdfs.kind, hdfs.identifier, hdfs.password) == (HDFS_DELEGATION_TOKEN, b"ident", b"secret")
+    # skein's AM asks the RM for its report over RPC: an RM token filed under the RM's RPC address.
+    assert (rm_token.kind, rm_token.service, rm_token.identifier) == (
+        "RM_DELEGATION_TOKEN",
+        "127.0.0.1:8032",
+        b"rm-ident",
+    )
+    assert rm.rm_renewer == "rm/localhost@TONY.LOCAL"
+    env = {e["key"]: e["value"] for e in am["environment"]["entry"]}
+    assert "HADOOP_USER_NAME" not in env  # Kerberos says who it is
+    assert all("user.name" not in q for q in rm.queries)
+
+
+def test_a_refused_submission_removes_the_staged_folder_and_says_why(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path)
+    rm.refuse_submit = 403
+    with pytest.raises(ClusterForbidden, match="submission of application_"):
+        sub.submit(app_spec(tmp_path))
+    assert fs.deleted == [f"/user/alice/.skein/{APP}"]
+
+
+def test_kill_puts_the_killed_state(tmp_path: Path) -> None:
+    sub, rm, _fs = make(tmp_path)
+    kill_application(sub.http, sub.urls, APP)
+    assert rm.submitted == [{"state": "KILLED"}]
+    with pytest.raises(NotFound):
+        kill_application(sub.http, sub.urls, "application_1_0001")
+
+
+def test_pure_parts() -> None:
+    assert am_classpath(None).startswith("{{CLASSPATH}}<CPS>./*<CPS>{{HADOOP_CONF_DIR}}<CPS>")
+    assert hdfs_token_service("hdfs://nameservice1") == "ha-hdfs:nameservice1"
+    assert hdfs_token_service("hdfs://localhost:8020") == "127.0.0.1:8020"
+    assert am_command("hdfs://nn:9000/d", "DEBUG") == (
+        "{{JAVA_HOME}}/bin/java -Xmx128M -Dskein.log.level=DEBUG -Dskein.log.directory=<LOG_DIR> "
+        "com.anaconda.skein.ApplicationMaster hdfs://nn:9000/d ><LOG_DIR>/application.master.log 2>&1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (httpx.ConnectError("refused"), ClusterUnreachable),
+        (httpx.ReadTimeout("slow"), ClusterUnreachable),
+        (OSError("no route"), ClusterUnreachable),
+    ],
+)
+def test_the_classifier_tells_unreachable_apart(exc: Exception, kind: type) -> None:
+    assert type(cluster_error("the RM", exc)) is kind
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(404, NotFound), (401, ClusterForbidden), (403, ClusterForbidden), (503, ClusterUnreachable), (400, ClusterError)],
+)
+def test_the_classifier_reads_the_status(status: int, kind: type) -> None:
+    request = httpx.Request("GET", "http://rm/x")
+    exc = httpx.HTTPStatusError("x", request=request, response=httpx.Response(status, text="body", request=request))
+    err = cluster_error("the RM", exc)
+    assert type(err) is kind and str(err).startswith("the RM: ")
+
+
+def test_webhdfs_writes_in_two_steps() -> None:
+    from airflow_provider_tony.yarn.rest import WebHdfs
+
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host == "nn" and request.url.params["op"] == "CREATE":
+            location = "http://dn:9864/webhdfs/v1/user/alice/f?op=CREATE&namenoderpcaddress=nn:8020"
+            return httpx.Response(200, json={"Location": location})
+        if request.url.host == "dn":
+            return httpx.Response(201)
+        if request.url.params["op"] == "GETFILESTATUS":
+            return httpx.Response(404, json={"RemoteException": {"message": "File does not exist"}})
+        return httpx.Response(400)
+
+    http = ClusterHttp(HttpSettings(), user="alice")
+    http._client = httpx.Client(transport=httpx.MockTransport(handle))
+    fs = WebHdfs(http, ClusterUrls("http://rm:8088", "http://nn:9870"))
+    fs.write("/user/alice/f", b"data", overwrite=True, permission="600")
+    create, put = seen
+    assert dict(create.url.params) == {
+        "op": "CREATE",
+        "overwrite": "true",
+        "noredirect": "true",
+        "permission": "600",
+        "user.name": "alice",
+    }
+    assert put.method == "PUT" and put.content == b"data"
+    assert put.url.host == "dn" and put.url.params.get_list("user.name") == ["alice"]
+    assert (put.url.params["op"], put.url.params["namenoderpcaddress"]) == ("CREATE", "nn:8020")  # its URL kept
+    assert fs.status("/nope", strict=False) is None
+    with pytest.raises(NotFound):
+        fs.status("/nope")
