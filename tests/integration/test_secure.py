@@ -18,6 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
@@ -336,8 +337,10 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     def runs() -> list:
         # Through the ResourceManager's web proxy, which speaks SPNEGO on this profile.
         try:
-            return krb._krb.get_json(f"{url}data/runs", what="TensorBoard through the RM proxy", timeout=5)
-        except ClusterError:
+            resp = krb.http.get(f"{url}data/runs", timeout=5)  # SPNEGO through the RM proxy
+            resp.raise_for_status()
+            return resp.json()
+        except (OSError, ValueError, httpx.HTTPError):
             return []
 
     found = wait_until(runs, 180, "the chief's event files to reach TensorBoard through HDFS")
