@@ -5,6 +5,7 @@
     tony status APP_ID [--html]          # the AM state document as JSON (or the job page), live or from HDFS
     tony logs APP_ID [--task worker:0]   # the containers' logs, from the NodeManagers
     tony kill APP_ID
+    tony gc --max-age-days 30 [--keep-runs 5] [--dry-run]   # prune old runs, history, staged archives
     tony convert tony.xml [-o JOB.yaml]  # a TonY job configuration as a JobSpec YAML
 
 ``python -m airflow_provider_tony`` is the same command. It goes through the
@@ -40,9 +41,11 @@ from airflow_provider_tony.yarn.source import paths_beside_job_file
 if TYPE_CHECKING:
     from airflow_provider_tony.yarn.client import TonyClient
 
-#: Exit codes: the job failed; bad input or the cluster refused (argparse uses 2 too); Ctrl-C.
+#: Exit codes: the job failed; bad input or the cluster refused (argparse uses 2 too); the job
+#: trained but its model failed the quality gate (not published); Ctrl-C.
 EXIT_JOB_FAILED = 1
 EXIT_ERROR = 2
+EXIT_GATE_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 Arguments = Callable[[argparse.ArgumentParser], None]
@@ -239,8 +242,87 @@ def submit(args: argparse.Namespace) -> int:
             client.kill(app_id)
             print(f"interrupted: killed {app_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
-    print(f"{app_id} {shown(result.final_status, 40)}: {shown(result.diagnostics, 16000)}", flush=True)
-    return 0 if result.succeeded else EXIT_JOB_FAILED
+        print(f"{app_id} {shown(result.final_status, 40)}: {shown(result.diagnostics, 16000)}", flush=True)
+        if not result.succeeded:
+            return EXIT_JOB_FAILED
+        if spec.quality_gate.enabled:
+            return _judge(client, spec, app_id)
+    return 0
+
+
+def _judge(client: TonyClient, spec: JobSpec, app_id: str) -> int:
+    """The quality gate after a succeeded job: publish its model or say why not (``runtime/gate.py``)."""
+    from airflow_provider_tony.runtime import gate
+    from airflow_provider_tony.runtime.history import history_paths
+
+    hdfs = client.hdfs()
+    verdict = gate.apply(hdfs, spec, app_id)
+    gate.annotate_history(hdfs, history_paths(app_id, spec.checkpoint.dir, client.history_dir), verdict)
+    word = "passed: published" if verdict.passed else "FAILED: not published, kept"
+    print(
+        f"quality gate {word} at {verdict.model_dir} ({verdict.metric}: this run {verdict.value}, "
+        f"published model {verdict.previous}): {verdict.reason}",
+        flush=True,
+    )
+    return 0 if verdict.passed else EXIT_GATE_FAILED
+
+
+# --------------------------------------------------------------------------- gc
+def _gc_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-age-days",
+        type=float,
+        metavar="DAYS",
+        help="remove old runs' checkpoint folders, .damaged- copies, history files and staged src/ and envs/ "
+        "archives not used for this many days",
+    )
+    parser.add_argument(
+        "--keep-runs",
+        type=int,
+        metavar="N",
+        help="keep only the newest N runs' checkpoint folders of each task (the newest always stays)",
+    )
+    parser.add_argument(
+        "--protect",
+        action="append",
+        default=[],
+        metavar="HDFS_PATH",
+        help="never remove this path or a folder holding it (repeatable); published models are kept anyway",
+    )
+    parser.add_argument(
+        "--base-path",
+        metavar="HDFS_PATH",
+        help="the base path to prune (default: the client's, /user/<user>/tony; the operator's is the connection's)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="list what would be removed and remove nothing")
+
+
+@command(
+    "gc",
+    "prune old runs' checkpoints, .damaged- copies, history files and staged archives under the base path",
+    _gc_arguments,
+)
+def gc(args: argparse.Namespace) -> int:
+    from airflow_provider_tony.runtime import retention
+
+    try:
+        policy = retention.Policy(max_age_days=args.max_age_days, keep_runs=args.keep_runs)
+    except ValueError as exc:
+        raise TonyError(str(exc)) from exc
+    if not policy.active:
+        raise TonyError("nothing to prune by: give --max-age-days and/or --keep-runs")
+    with _client() as client:
+        hdfs = client.hdfs()
+        base = args.base_path or client.base_path
+        items = retention.scan(hdfs, base, protect=args.protect)
+        removals = retention.plan(items, policy, now=time.time())
+        for item, why in removals:
+            print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)
+        if not args.dry_run:
+            retention.remove(hdfs, removals)
+    kept = len(items) - len(removals)
+    print(f"{len(removals)} {'to remove' if args.dry_run else 'removed'}, {kept} kept under {base}")
+    return 0
 
 
 # --------------------------------------------------------------------------- status

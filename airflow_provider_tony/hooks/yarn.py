@@ -205,3 +205,16 @@ class YarnHook(BaseHook):
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         return self.get_conn().container_logs(container_id, host)
+
+    def hdfs(self) -> Any:
+        """The connection's WebHDFS client (the quality gate publishes with it, retention prunes)."""
+        return self.get_conn().hdfs()
+
+    @property
+    def history_dir(self) -> str:
+        """Where the AMs write each job's final history (the gate adds its verdict there)."""
+        return self.get_conn().history_dir
+
+    def default_fs(self) -> str:
+        """The cluster's ``fs.defaultFS`` (``hdfs://namenode:8020``): the namespace of lineage datasets."""
+        return self.get_conn()._default_fs()

@@ -16,6 +16,7 @@ import copy
 import hashlib
 import json
 import re
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,9 +33,11 @@ from airflow_provider_tony.links import (
     TonyJobLink,
     YarnApplicationLink,
 )
+from airflow_provider_tony.runtime import gate
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
 from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
-from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, StateDocument
+from airflow_provider_tony.runtime.history import history_paths
+from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, GateResult, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
@@ -50,6 +53,20 @@ XCOM_SUMMARY_RESTARTS = 10
 XCOM_SUMMARY_DIAGNOSTICS = 4000
 #: A final status is one word from YARN; more is a forged or broken one, cut here.
 MAX_STATUS_CHARS = 40
+#: The XCom key of the quality gate's verdict (also in the result when the model passed).
+XCOM_QUALITY_GATE = "quality_gate"
+
+
+class QualityGateFailed(AirflowFailException):
+    """The job trained, but its model is worse than the published one: not published, not retried.
+
+    A retry would train on the same data and judge the same way; the figures
+    are in the message, in the ``quality_gate`` XCom and on the job page.
+    """
+
+    def __init__(self, message: str, result: GateResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -137,6 +154,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._app_id: str | None = None
         self._spec: JobSpec | None = None
         self._result: JobResult | None = None
+        self._gate: GateResult | None = None
+        self._pruned = False
         self._tensorboard_url = ""
 
     @property
@@ -358,18 +377,18 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self._kill_quietly(app_id)
             raise
         self._finish(result)
-        return self._announce(context, self.xcom_result(result))
+        return self._announce(context, self._judged(context, self.xcom_result(result)))
 
     def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
-            return self._announce(context, self._xcom_result(self._result))
+            return self._announce(context, self._judged(context, self._xcom_result(self._result)))
         # Re-used an application that had already succeeded: its AM is gone, but the
         # history it left on HDFS keeps the tasks and metrics for the XCom.
         if self._app_id != app_id:
             self._on_app(app_id, context)
         self._result = self.ended_result(app_id)
-        return self._announce(context, self.xcom_result(self._result))
+        return self._announce(context, self._judged(context, self.xcom_result(self._result)))
 
     def ended_result(self, app_id: str) -> JobResult:
         """How an ended application went: YARN's report plus the AM's stored history.
@@ -432,7 +451,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 self.log.warning("could not rebuild the job to describe its result: %s", exc)
         self._on_state(context, result.am_state)
         self._finish(result)
-        return self._announce(context, self.xcom_result(result))
+        return self._announce(context, self._judged(context, self.xcom_result(result)))
 
     def on_kill(self) -> None:
         if self._app_id:
@@ -487,17 +506,111 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 for line in log_groups(f"{task_id} {name} ({task.container_id})", text):
                     self.log.info("%s", line)
 
+    def _prune_runs(self, context: Any) -> None:
+        """The job's ``retention``: this task's older runs' checkpoint folders, after a run succeeded.
+
+        Best effort: pruning failing leaves a warning, never a failed task.
+        """
+        spec = self._spec
+        if spec is None or self._pruned or not (spec.retention.max_age_days or spec.retention.keep_runs):
+            return
+        self._pruned = True  # the mixin asks for the result twice: prune once
+        from airflow_provider_tony.runtime import retention
+
+        ti = context["ti"]
+        task_folder = self.default_checkpoint_dir(context)
+        for _ in range(2 if getattr(ti, "map_index", -1) not in (None, -1) else 1):
+            task_folder = task_folder.rsplit("/", 1)[0]  # <run>[/map-i] -> the task's folder
+        policy = retention.Policy(spec.retention.max_age_days, spec.retention.keep_runs)
+        try:
+            hdfs = self.hook.hdfs()
+            protect = [d for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
+            removals = retention.plan(retention.scan_task(hdfs, task_folder, protect), policy, now=time.time())
+            for item, why in removals:
+                self.log.info("retention: removing %s (%s)", item.path, why)
+            retention.remove(hdfs, removals)
+        except Exception as exc:  # noqa: BLE001 - housekeeping must not fail a trained job
+            self.log.warning("retention: could not prune %s: %s", task_folder, exc)
+
+    def _judged(self, context: Any, value: dict[str, Any]) -> dict[str, Any]:
+        """The quality gate, for a succeeded job that has one: publish its model or fail the task.
+
+        Judged once per operator (the mixin asks for the result twice); judging
+        again after a worker restart is safe (``gate.apply`` moves nothing twice).
+        An HDFS error while judging fails the try as retryable: the retry
+        re-attaches to the succeeded application and judges again.
+        """
+        spec = self._spec
+        if spec is None or not spec.quality_gate.enabled or value.get("final_state") != "SUCCEEDED":
+            return value
+        app_id = str(value["application_id"])
+        if self._gate is None:
+            try:
+                hdfs = self.hook.hdfs()
+                self._gate = gate.apply(hdfs, spec, app_id)
+            except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried, the model stays a candidate
+                raise AirflowException(f"quality gate of {app_id} not decided: {type(exc).__name__}: {exc}") from exc
+            try:
+                paths = history_paths(app_id, spec.checkpoint.dir, self.hook.history_dir)
+                gate.annotate_history(hdfs, paths, self._gate)
+            except Exception as exc:  # noqa: BLE001 - the page misses the verdict; the outcome stands
+                self.log.warning("could not add the gate's verdict to the job's history: %s", exc)
+        verdict = self._gate
+        value = {**value, XCOM_QUALITY_GATE: verdict.to_dict(), "model_dir": verdict.model_dir}
+        context["ti"].xcom_push(key=XCOM_QUALITY_GATE, value=verdict.to_dict())
+        figures = f"{verdict.metric}: this run {verdict.value}, published model {verdict.previous}"
+        if verdict.passed:
+            self.log.info("quality gate passed (%s): %s", figures, verdict.reason)
+            return value
+        self.log.error(
+            "quality gate FAILED (%s): %s; the model stays at %s", figures, verdict.reason, verdict.model_dir
+        )
+        raise QualityGateFailed(
+            f"quality gate failed for {app_id}: {verdict.reason}. The model was not published (it stays at "
+            f"{verdict.model_dir}); not retried: a retry would train and judge the same way",
+            verdict,
+        )
+
     def _announce(self, context: Context, value: dict[str, Any]) -> dict[str, Any]:
         """A succeeded job that published a model: the model asset's event says where it is."""
+        if value.get("final_state") == "SUCCEEDED":
+            self._prune_runs(context)
         if self.model_asset is not None and value.get("final_state") == "SUCCEEDED" and value.get("model_dir"):
             context["outlet_events"][self.model_asset].extra = {
                 "model_dir": value["model_dir"],
                 "application_id": value["application_id"],
                 "step": value["step"],
                 "metrics": value["metrics"],
+                **({XCOM_QUALITY_GATE: value[XCOM_QUALITY_GATE]} if XCOM_QUALITY_GATE in value else {}),
             }
             self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
         return value
+
+    # ------------------------------------------------------------ OpenLineage
+
+    def _lineage_namespace(self) -> str:
+        """The datasets' namespace: the cluster's ``fs.defaultFS`` (``hdfs://namenode:8020``), else ``hdfs``."""
+        try:
+            return self.hook.default_fs()
+        except Exception:  # noqa: BLE001 - lineage must never fail the task
+            return "hdfs"
+
+    def _lineage(self, *, complete: bool) -> Any:
+        from airflow_provider_tony.lineage import operator_lineage
+
+        result = self._xcom_result(self._result) if self._result is not None else None
+        verdict = self._gate.to_dict() if self._gate is not None else None
+        published = complete and (self._gate is None or self._gate.passed)
+        return operator_lineage(self._spec, self._lineage_namespace(), result, verdict, model_published=published)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Called by Airflow's OpenLineage provider: inputs read, checkpoint and model folders written,
+        the application id, metrics, restarts and the quality gate (``airflow_provider_tony.lineage``)."""
+        return self._lineage(complete=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """As on completion, without the model folder: a failed task (or a failed gate) published none."""
+        return self._lineage(complete=False)
 
     def xcom_result(self, result: JobResult) -> dict[str, Any]:
         """What downstream tasks read: ids, state, per-task summary, metrics, locations."""
@@ -524,7 +637,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     def _full_xcom_result(self, result: JobResult) -> dict[str, Any]:
         state = result.am_state or StateDocument()
         tasks = {
-            tid: {"state": t.state, "host": t.host, "exit_code": t.exit_code, "restored_step": t.restored_step}
+            tid: {
+                "state": t.state,
+                "host": t.host,
+                "exit_code": t.exit_code,
+                "restored_step": t.restored_step,
+                # Peak memory/CPU/GPU beside the role's request, with notes for a request used under half.
+                "usage": t.usage.to_dict() if t.usage is not None else None,
+            }
             for tid, t in state.tasks.items()
         }
         decider = state.task(self._spec.decider_task()) if self._spec is not None else None
@@ -547,4 +667,4 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         }
 
 
-__all__ = ["TonyOperator", "XCOM_TENSORBOARD_URL"]
+__all__ = ["XCOM_QUALITY_GATE", "XCOM_TENSORBOARD_URL", "QualityGateFailed", "TonyOperator"]

@@ -26,7 +26,13 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io, priority, token_refresh
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.failure import FailureKind
-from airflow_provider_tony.runtime.history import MetricHistory, history_paths, points_per_task, write_history
+from airflow_provider_tony.runtime.history import (
+    MetricHistory,
+    bytes_per_task,
+    history_paths,
+    points_per_task,
+    write_history,
+)
 from airflow_provider_tony.runtime.messages import (
     Drain,
     Drained,
@@ -35,6 +41,7 @@ from airflow_provider_tony.runtime.messages import (
     Heartbeat,
     JobHistory,
     Message,
+    Progress,
     Registration,
     Slot,
     StateDocument,
@@ -112,7 +119,7 @@ class ApplicationMaster:
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
         self.pages: set[str] = set()  # task ids whose web page is registered with skein's UI
-        self.history = MetricHistory(points_per_task(len(spec.task_ids())))
+        self.history = MetricHistory(points_per_task(len(spec.task_ids())), bytes_per_task(len(spec.task_ids())))
         self.history_lock = threading.Lock()  # the loop appends, request threads read
         self.last_state_doc: StateDocument | None = None
         self.web: JobWebServer | None = None
@@ -188,6 +195,7 @@ class ApplicationMaster:
             self.tracker.register(task_id, reg, now)
         for task_id, beat in under(C.KV_HEARTBEAT_PREFIX, Heartbeat):
             self.tracker.heartbeat(task_id, beat, now)
+            self.keep_points(task_id, beat.points)
         for key, event in under(C.KV_EVENT_PREFIX, EventRecord):
             if event.artefact:
                 self.tracker.note_artefact(event.message)
@@ -196,6 +204,13 @@ class ApplicationMaster:
             del self.app.kv[C.KV_EVENT_PREFIX + key]
         for task_id, record in under(C.KV_EXIT_PREFIX, ExitRecord):
             self.apply_exit(task_id, record, now)
+
+    def keep_points(self, task_id: str, points: list[Progress]) -> None:
+        """Every report the script made, not only the one current at a beat: into the history."""
+        if task_id in self.tracker.tasks and points:
+            with self.history_lock:
+                for point in points:
+                    self.history.add(task_id, point)
 
     def apply_exit(self, task_id: str, record: ExitRecord, now: float, container_ended: bool = False) -> None:
         """An executor's exit record (code, stderr tail, last progress) into the tracker.
@@ -211,8 +226,15 @@ class ApplicationMaster:
             if now - first < SIGNAL_EXIT_HOLD_S:
                 return
         self.held_exits.pop(task_id, None)
+        self.keep_points(task_id, record.points)
         self.tracker.exited(
-            task_id, record.exit_code, record.stderr_tail, now, progress=record.progress, generation=record.generation
+            task_id,
+            record.exit_code,
+            record.stderr_tail,
+            now,
+            progress=record.progress,
+            generation=record.generation,
+            usage=record.usage,
         )
 
     def container_check_interval(self) -> float:

@@ -7,7 +7,9 @@ TensorFlow 2.21 cannot write ``hdfs://``; user code writes checkpoints to
 ``<dir>/ckpt-<step, 12 digits>`` that appears only by rename after its upload
 finished (uploads go to ``<dir>/.tmp-...``), so a retry never restores half a
 checkpoint; an older checkpoint never replaces a newer one; the newest
-``keep`` are kept.
+``keep`` are kept, and with ``keep_best`` also the best of the older ones by
+the job's evaluation metric (``quality_gate.metric``), as the script last
+reported it before each upload (kept in the checkpoint's manifest).
 
 What counts as complete is TensorFlow's own rule: the ``checkpoint`` state
 file names the latest prefix, and that prefix's ``.index`` and every
@@ -27,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import posixpath
 import re
@@ -36,13 +39,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from airflow_provider_tony.runtime.constants import TENSORBOARD_SUBDIR
+from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
 
 __all__ = [
     "MANIFEST",
+    "BestOf",
     "CheckpointSync",
     "DirSync",
     "LocalCheckpoint",
@@ -52,6 +56,7 @@ __all__ = [
     "remote_checkpoints",
     "remote_name",
     "restore_latest",
+    "retained",
     "tensorboard_remote",
     "upload",
     "why_not_whole",
@@ -152,10 +157,57 @@ def _stage(ckpt: LocalCheckpoint, local_dir: Path, into: Path) -> None:
     )
 
 
-def manifest_of(folder: Path, step: int) -> bytes:
-    """The manifest of a staged checkpoint: every file under ``folder`` with its size."""
+def manifest_of(folder: Path, step: int, metrics: Mapping[str, Any] | None = None) -> bytes:
+    """The manifest of a staged checkpoint: every file under ``folder`` with its size, and the
+    metrics the script last reported before the upload (what best-N retention ranks by)."""
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
-    return json.dumps({"format": 1, "step": step, "files": files}, indent=1, sort_keys=True).encode()
+    doc: dict[str, Any] = {"format": 1, "step": step, "files": files}
+    if metrics:
+        doc["metrics"] = dict(metrics)
+    return json.dumps(doc, indent=1, sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """Best-N retention: keep ``count`` of the older checkpoints with the best ``metric`` (``mode``)."""
+
+    count: int
+    metric: str
+    mode: str = "max"
+
+    def score(self, metrics: Mapping[str, Any] | None) -> float | None:
+        value = (metrics or {}).get(self.metric)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        return float(value)
+
+
+def retained(steps: list[int], keep: int, best: BestOf | None, scores: Mapping[int, float | None]) -> set[int]:
+    """Which checkpoint steps stay: the newest ``keep``, plus the ``best.count`` best of the others.
+
+    A checkpoint without a figure (reported before the metric, or by an
+    older upload) is never among the best; of two equal figures the newer
+    wins. Pure, so the policy is tested without HDFS.
+    """
+    ordered = sorted(steps)
+    kept = set(ordered[-keep:])
+    if best is None or best.count <= 0:
+        return kept
+    sign = 1.0 if best.mode == "max" else -1.0
+    ranked = sorted(
+        (s for s in ordered if s not in kept and scores.get(s) is not None),
+        key=lambda s: (sign * float(scores[s]), s),  # type: ignore[arg-type]  # filtered above
+        reverse=True,
+    )
+    return kept | set(ranked[: best.count])
+
+
+def _remote_score(client: Any, folder: str, best: BestOf) -> float | None:
+    """The figure in a published checkpoint's manifest; None when it has none or cannot be read."""
+    try:
+        return best.score(json.loads(_read(client, f"{folder}/{MANIFEST}")).get("metrics"))
+    except Exception:  # noqa: BLE001 - an unreadable manifest ranks last; restore judges it separately
+        return None
 
 
 def why_not_whole(files: Mapping[str, int], read: Callable[[str], bytes]) -> str | None:
@@ -233,9 +285,29 @@ def _local_files(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
 
+if TYPE_CHECKING:
+    from airflow_provider_tony.runtime.spec import JobSpec
+
+
 def tensorboard_remote(checkpoint_dir: str) -> str:
     """Where the deciding task mirrors its TensorBoard events and the tensorboard role reads them."""
     return f"{hdfs_path(checkpoint_dir).rstrip('/')}/{TENSORBOARD_SUBDIR}"
+
+
+def events_remote(spec: JobSpec, events_dir: str | None, app_id: str) -> str | None:
+    """The HDFS folder of the job's TensorBoard events, None when nothing would read them.
+
+    Beside the checkpoints when the job has a ``checkpoint.dir``; else, for a
+    job with a ``tensorboard`` role, ``<events_dir>/<application id>`` (the
+    submitter's ``<base_path>/tensorboard``, ``TONY_EVENTS_DIR``), so the role
+    shows the run's scalars without a checkpoint folder. A job with neither
+    keeps its events in the container.
+    """
+    if spec.checkpoint.dir:
+        return tensorboard_remote(spec.checkpoint.dir)
+    if TENSORBOARD_ROLE in spec.roles and events_dir and app_id:
+        return f"{hdfs_path(events_dir).rstrip('/')}/{app_id}"
+    return None
 
 
 def _steps(names: Any) -> list[int]:
@@ -256,8 +328,16 @@ def upload(
     keep: int,
     tag: str,
     on_event: Callable[[str], None] | None = None,
+    *,
+    metrics: Mapping[str, Any] | None = None,
+    best: BestOf | None = None,
+    scores: dict[int, float | None] | None = None,
 ) -> str:
-    """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep``.
+    """Publish ``ckpt`` as ``<remote_dir>/ckpt-<step>``; prune to the newest ``keep`` (and the ``best``).
+
+    ``metrics`` go into the manifest; ``scores`` caches each step's figure
+    across calls, so a published checkpoint's manifest is read at most once
+    (for steps uploaded by an earlier try).
 
     Every WebHDFS call is a NameNode operation on the nodes that train, so
     there are no extra ones: writing the temporary copy creates the folders,
@@ -275,7 +355,7 @@ def upload(
     with tempfile.TemporaryDirectory(prefix="tony-ckpt-") as staging:
         _stage(ckpt, local_dir, Path(staging))
         upload_to_temporary(client, staging, tmp)
-        client.write(f"{tmp}/{MANIFEST}", data=manifest_of(Path(staging), ckpt.step), overwrite=True)
+        client.write(f"{tmp}/{MANIFEST}", data=manifest_of(Path(staging), ckpt.step, metrics), overwrite=True)
     names = set(client.list(remote_dir))
     problem = (
         why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}"))
@@ -293,8 +373,18 @@ def upload(
             )
         client.rename(tmp, final)
         names.add(name)
-    for old in _steps(names)[:-keep]:
-        client.delete(f"{remote_dir}/{remote_name(old)}", recursive=True)
+    steps = _steps(names)
+    scores = {} if scores is None else scores
+    if best is not None and best.count > 0:
+        scores.setdefault(ckpt.step, best.score(metrics))
+        for step in steps[:-keep]:
+            if step not in scores:
+                scores[step] = _remote_score(client, f"{remote_dir}/{remote_name(step)}", best)
+    kept = retained(steps, keep, best, scores)
+    for old in steps:
+        if old not in kept:
+            client.delete(f"{remote_dir}/{remote_name(old)}", recursive=True)
+            scores.pop(old, None)
     return final
 
 
@@ -371,8 +461,13 @@ class CheckpointSync(threading.Thread):
         on_event: Callable[[str], None],
         on_fatal: Callable[[str], None],
         start_after_step: int = -1,
+        best: BestOf | None = None,
+        metrics: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ) -> None:
         super().__init__(name="tony-checkpoint-sync", daemon=True)
+        self.best = best
+        self.metrics = metrics  # the script's latest reported metrics, read at each upload
+        self.scores: dict[int, float | None] = {}
         self.client = client
         self.local_dir = local_dir
         self.remote_dir = remote_dir
@@ -400,7 +495,16 @@ class CheckpointSync(threading.Thread):
             started = time.monotonic()
             try:
                 path = upload(
-                    self.client, ckpt, self.local_dir, self.remote_dir, self.keep, self.tag, on_event=self.on_event
+                    self.client,
+                    ckpt,
+                    self.local_dir,
+                    self.remote_dir,
+                    self.keep,
+                    self.tag,
+                    on_event=self.on_event,
+                    metrics=self.metrics(),
+                    best=self.best,
+                    scores=self.scores,
                 )
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried on the next poll
                 self.last_error = f"{type(exc).__name__}: {exc}"
@@ -486,9 +590,25 @@ class DirSync(threading.Thread):
                     if self.sizes.get(rel) != size:
                         target = self.local_dir / rel
                         target.parent.mkdir(parents=True, exist_ok=True)
-                        self.client.download(remote, str(target), overwrite=True)
+                        self._pull(remote, target, self.sizes.get(rel) or 0, size)
                         self.sizes[rel], moved = size, moved + 1
         return moved
+
+    def _pull(self, remote: str, target: Path, have: int, size: int) -> None:
+        """Bring ``target`` up to the remote file: append what is new to the same file, else copy it whole.
+
+        Event files only grow, and TensorBoard keeps each one open and reads
+        on from where it stopped: a file replaced by a new one (a new inode)
+        is never read again, so a run pulled before its first epoch ended
+        showed no scalars for good. A file that shrank was rewritten: copied
+        whole.
+        """
+        local = target.stat().st_size if target.exists() else 0
+        if 0 < have == local < size:
+            with self.client.read(remote, offset=have) as reader, open(target, "ab") as out:
+                shutil.copyfileobj(reader, out)
+        else:
+            self.client.download(remote, str(target), overwrite=True)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -497,3 +617,20 @@ class DirSync(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - best effort, retried next round
                 log.warning("syncing %s: %s", self.remote_dir, exc)
             self.stop_event.wait(self.interval)
+
+    def final(self, timeout: float = 30.0) -> None:
+        """Stop the rounds and sync once more: what was written since the last round (best effort).
+
+        A round still stuck on HDFS after ``timeout`` seconds means HDFS is in
+        trouble: the task's exit does not wait for another one.
+        """
+        self.stop_event.set()
+        if self.is_alive():
+            self.join(timeout=timeout)
+            if self.is_alive():
+                log.warning("syncing %s: still busy after %.0fs, no final round", self.remote_dir, timeout)
+                return
+        try:
+            self.sync_once()
+        except Exception as exc:  # noqa: BLE001 - best effort: the job's outcome does not depend on it
+            log.warning("syncing %s at the end: %s", self.remote_dir, exc)

@@ -12,6 +12,8 @@ ENV_ATTEMPT = "TONY_ATTEMPT"  # the Airflow try number (1 outside Airflow)
 ENV_WEBHDFS_URL = "TONY_WEBHDFS_URL"  # where executors publish models/checkpoints
 ENV_WEBHDFS_USER = "TONY_WEBHDFS_USER"
 ENV_HISTORY_DIR = "TONY_HISTORY_DIR"  # HDFS folder for the final JobHistory (<base_path>/history)
+# HDFS folder for the TensorBoard events of jobs without checkpoint.dir (<base_path>/tensorboard; <app id> below it)
+ENV_EVENTS_DIR = "TONY_EVENTS_DIR"
 # "delegation" on a Kerberized cluster: containers reach WebHDFS with the
 # application's HDFS delegation token (no keytab ever reaches a container).
 ENV_WEBHDFS_AUTH = "TONY_WEBHDFS_AUTH"

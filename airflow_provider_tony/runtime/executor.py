@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, hdfs_io, inputs, priority, workspace
+from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
@@ -44,8 +44,10 @@ from airflow_provider_tony.runtime.messages import (
     Drained,
     EventRecord,
     ExitRecord,
+    Progress,
     Registration,
     Slot,
+    Usage,
 )
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
@@ -63,6 +65,8 @@ RESTORING_ROLES = frozenset({"chief", "worker"})
 PROGRESS_FILE = "progress.json"
 MODEL_DIR = "model"
 TENSORBOARD_DIR = "tensorboard"
+BEATS_PER_POINT = 8  # heartbeats that carry each progress report (the AM may miss a few under load)
+EVENTS_SYNC_S = 5.0  # the shortest interval between two mirrorings of the TensorBoard events to HDFS
 
 
 SLOT_POLL_S = 0.25
@@ -193,19 +197,38 @@ class Heartbeat(threading.Thread):
         self.progress_file = progress_file
         self.user_started = False
         self.restored_step: int | None = None
+        self.usage: Callable[[], Usage | None] | None = None  # the training process's use so far, once it runs
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.seq = 0
+        self.newest_sent: collections.deque[float | None] = collections.deque(maxlen=BEATS_PER_POINT)
+
+    def new_points(self, recent: list[Progress]) -> list[Progress]:
+        """The reports made in the last ``BEATS_PER_POINT`` beats: each rides on that many beats.
+
+        The AM reads the store about once a heartbeat interval, but a busy node
+        can delay a read by a few: two beats lost points under load. A beat of
+        a job that reports rarely still carries none instead of the whole window.
+        """
+        full = len(self.newest_sent) == self.newest_sent.maxlen
+        floor = self.newest_sent[0] if full else None
+        points = [p for p in recent if floor is None or p.time is None or p.time > floor]
+        times = [p.time for p in recent if p.time is not None]
+        self.newest_sent.append(max(times) if times else (self.newest_sent[-1] if self.newest_sent else None))
+        return points
 
     def beat(self) -> None:
         self.seq += 1
+        latest, recent = progress_api.read_all(self.progress_file)
         payload = Beat(
             seq=self.seq,
             time=time.time(),
             user_started=self.user_started,
             restored_step=self.restored_step,
-            progress=progress_api.read(self.progress_file),
+            progress=latest,
             generation=self.generation,
+            points=self.new_points(recent),  # the AM keeps those it has not seen
+            usage=self.usage() if self.usage is not None else None,
         )
         self.app.kv[self.key] = payload.to_json()
 
@@ -225,6 +248,20 @@ class Heartbeat(threading.Thread):
                 log.warning("heartbeat failed: %s", exc)
             self.wake.wait(self.interval)
             self.wake.clear()
+
+
+def start_sampler(spec: JobSpec, role: str, user: UserProcess, user_env: dict[str, str]) -> usage.UsageSampler | None:
+    """The training process tree's peak memory, CPU and GPU use, sampled beside it (None if it did not start)."""
+    if user.proc is None:
+        return None
+    sampler = usage.UsageSampler(
+        user.proc.pid,
+        visible_gpus=user_env.get(C.ENV_CUDA_VISIBLE_DEVICES),
+        want_gpus=spec.roles[role].gpus > 0,
+        env=user_env,
+    )
+    sampler.start()
+    return sampler
 
 
 class DrainWatch(threading.Thread):
@@ -441,6 +478,20 @@ def restore(
     return step
 
 
+def best_of(spec: JobSpec) -> checkpoint.BestOf | None:
+    """Best-N checkpoint retention as the job asks for it (``checkpoint.keep_best`` by the gate's metric)."""
+    metric = spec.quality_gate.metric
+    if spec.checkpoint.keep_best <= 0 or metric is None:
+        return None
+    return checkpoint.BestOf(spec.checkpoint.keep_best, metric, spec.quality_gate.mode)
+
+
+def latest_metrics(progress_file: Path) -> dict[str, Any] | None:
+    """The metrics of the script's latest report, to be kept with the checkpoint uploaded now."""
+    latest = progress_api.read(progress_file)
+    return dict(latest.metrics) if latest is not None else None
+
+
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
@@ -469,11 +520,20 @@ def export_model(
     client = hdfs_io.client_from_env(env, kv=app.kv)
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
+    app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
+    gated = spec.quality_gate.enabled
+    # A gated model waits beside model_dir until the submitting side has judged it (runtime/gate.py).
+    destination = gate.candidate_dir(target, app_id) if gated else target
+    record = gate.model_record(app_id, progress_api.read(workdir / PROGRESS_FILE), hdfs_io.hdfs_path(target))
+    (local / gate.MODEL_METADATA).write_bytes(record.to_json())
     try:
-        remote = hdfs_io.publish(client, str(local), target, upload_tag)
+        remote = hdfs_io.publish(client, str(local), destination, upload_tag)
     except Exception as exc:  # noqa: BLE001 - becomes the task's failure
-        return C.TEMPFAIL_EXIT_CODE, [*tail, f"model export to {target} failed: {exc}"]
-    report_event(app, task_id, f"{task_id} exported the model to {remote}")
+        return C.TEMPFAIL_EXIT_CODE, [*tail, f"model export to {destination} failed: {exc}"]
+    if gated:
+        report_event(app, task_id, f"{task_id} exported the model to {remote} for the quality gate to judge")
+    else:
+        report_event(app, task_id, f"{task_id} exported the model to {remote}")
     return code, tail
 
 
@@ -714,9 +774,24 @@ def start_user(
     return user
 
 
+def start_events(task: Task, hdfs: Any, events: str | None) -> checkpoint.DirSync | None:
+    """Phase 8a (the decider, when someone reads them): mirror the TensorBoard events to ``events`` on HDFS.
+
+    With checkpoints at their pace (each upload costs the nodes that train);
+    without (a job whose only reader is its tensorboard role), every 5 s.
+    """
+    if hdfs is None or events is None:
+        return None
+    spec = task.spec
+    every = max(EVENTS_SYNC_S, spec.checkpoint.poll_interval) if spec.checkpoint.dir else EVENTS_SYNC_S
+    sync = checkpoint.DirSync(hdfs, task.workdir / TENSORBOARD_DIR, events, interval=every, push=True)
+    sync.start()
+    return sync
+
+
 def start_uploads(task: Task, hdfs: Any, user: UserProcess, restored: int | None, resumed: bool) -> Uploads:
-    """Phase 8 (the decider, with a checkpoint dir): upload checkpoints and TensorBoard events while the
-    user code runs, and answer the AM's drain before a gang restart."""
+    """Phase 8 (the decider, with a checkpoint dir): upload checkpoints while the user code runs, and
+    answer the AM's drain before a gang restart."""
     spec = task.spec
     assert spec.checkpoint.dir is not None  # hdfs is set only when it is
     sync = checkpoint.CheckpointSync(
@@ -731,15 +806,10 @@ def start_uploads(task: Task, hdfs: Any, user: UserProcess, restored: int | None
         start_after_step=restored if restored is not None and resumed else -1,
         on_event=task.event,
         on_fatal=user.fail,
+        best=best_of(spec),
+        metrics=lambda: latest_metrics(task.workdir / PROGRESS_FILE),
     )
     sync.start()
-    checkpoint.DirSync(
-        hdfs,
-        task.workdir / TENSORBOARD_DIR,
-        checkpoint.tensorboard_remote(spec.checkpoint.dir),
-        interval=max(5.0, spec.checkpoint.poll_interval),
-        push=True,
-    ).start()
     drain_watch = DrainWatch(
         task.app,
         task.task_id,
@@ -766,15 +836,18 @@ def finish_uploads(task: Task, uploads: Uploads, code: int, tail: list[str]) -> 
     return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, uploads.sync.last_error)
 
 
-def report_exit(task: Task, code: int, tail: list[str]) -> None:
-    """Phase 11: the exit record; it carries the last progress too, because the script's final
-    report (its metrics) often lands after the last heartbeat."""
+def report_exit(task: Task, code: int, tail: list[str], used: Usage | None = None) -> None:
+    """Phase 11: the exit record; it carries the last progress and the recent reports too, because the
+    script's final report (its metrics) often lands after the last heartbeat, and what the user process used."""
+    latest, recent = progress_api.read_all(task.workdir / PROGRESS_FILE)
     task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
         exit_code=code,
         stderr_tail=tail,
         time=time.time(),
-        progress=progress_api.read(task.workdir / PROGRESS_FILE),
+        progress=latest,
         generation=task.generation,
+        points=recent,
+        usage=used,
     ).to_json()
 
 
@@ -802,22 +875,30 @@ def main() -> int:
         return 0
     cluster = wait_for_cluster(task.app, task.task_id, task.generation)
     user_env = {**task_environment(task, cluster, port, gpus), **input_env}
-    hdfs = hdfs_io.client_from_env(env, kv=task.app.kv) if spec.checkpoint.dir else None
+    events = checkpoint.events_remote(spec, env.get(C.ENV_EVENTS_DIR), task.app_id) if task.is_decider else None
+    hdfs = hdfs_io.client_from_env(env, kv=task.app.kv) if spec.checkpoint.dir or events else None
     restored = restore(
         task.app, spec, hdfs, task.role, task.task_id, task.workdir / spec.checkpoint.local_dir, user_env
     )  # phase 6
     heartbeat.restored_step = restored
     user = start_user(task, user_env, sock, gpus, heartbeat)
+    sampler = start_sampler(spec, task.role, user, user_env)  # phase 7a: what the user process uses
+    heartbeat.usage = sampler.snapshot if sampler is not None else None
     resumed = user_env[C.ENV_RESTORED_KIND] == "resume"
-    uploads = start_uploads(task, hdfs, user, restored, resumed) if hdfs is not None and task.is_decider else None
+    events_sync = start_events(task, hdfs, events)
+    deciding = hdfs is not None and task.is_decider and spec.checkpoint.dir is not None
+    uploads = start_uploads(task, hdfs, user, restored, resumed) if deciding else None
     code, tail = user.wait()
     log.info("%s user process exited with code %d", task.task_id, code)
+    used = sampler.stop() if sampler is not None else None
+    if events_sync is not None:
+        events_sync.final()  # the last epoch's scalars, written just before the exit
     if uploads is not None:
         code, tail = finish_uploads(task, uploads, code, tail)
     if code == 0 and task.is_decider and spec.checkpoint.model_dir:  # phase 10
         code, tail = export_model(task.app, spec, task.workdir, env, task.task_id, code, tail, task.upload_tag)
     heartbeat.stop()
-    report_exit(task, code, tail)
+    report_exit(task, code, tail, used)
     return 0
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "Drained",
     "EventRecord",
     "ExitRecord",
+    "GateResult",
     "Failure",
     "Heartbeat",
     "JobHistory",
@@ -100,6 +101,7 @@ MAX_STDERR_LINES = 60
 MAX_EVENTS = 200  # the newest are kept
 MAX_TASKS = 4096
 MAX_HISTORY_POINTS = 2000  # per task on the job page
+MAX_BEAT_POINTS = 64  # recent progress reports a heartbeat or exit record carries
 MAX_DIAGNOSTICS_CHARS = 16000
 
 
@@ -164,13 +166,21 @@ class TaskState(str, enum.Enum):
     RUNNING = "RUNNING"  # user code started (first heartbeat after the cluster spec)
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
-    KILLED = "KILLED"  # stopped by the AM (untracked role, or after the job ended)
+    KILLED = "KILLED"  # stopped by the AM after the job failed
+    STOPPED = "STOPPED"  # stopped by the AM because the job succeeded (the chief finished): not a failure
     LOST = "LOST"  # missed heartbeats, or the container ended without an exit record
     RESTARTING = "RESTARTING"  # stopped by the AM to restart the whole gang
 
     @property
     def finished(self) -> bool:
-        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST, TaskState.RESTARTING)
+        return self in (
+            TaskState.SUCCEEDED,
+            TaskState.FAILED,
+            TaskState.KILLED,
+            TaskState.STOPPED,
+            TaskState.LOST,
+            TaskState.RESTARTING,
+        )
 
 
 class AppState(str, enum.Enum):
@@ -320,6 +330,47 @@ class Progress(Message):
         return None
 
 
+def _points(value: Any) -> list[Progress]:
+    """A message's window of recent reports: the newest ``MAX_BEAT_POINTS``."""
+    return [_nested(p, Progress, "points") or Progress() for p in _sequence(value, "points")[-MAX_BEAT_POINTS:]]
+
+
+@dataclass
+class Usage(Message):
+    """What a task's training process tree used (``runtime.usage``), over the samples so far.
+
+    The executor measures; the AM adds what the role requested (from its own
+    JobSpec) and ``notes`` for a request used under half, so the page and the
+    XCom show use beside request.
+    """
+
+    samples: int = 0
+    seconds: float = 0.0  # from the first sample to the last
+    peak_rss_bytes: int | None = None  # resident memory of the whole tree at its highest
+    cpu_seconds: float | None = None
+    peak_cpu_cores: float | None = None  # the highest CPU rate between two samples, in cores
+    mean_cpu_cores: float | None = None
+    peak_gpu_util: float | None = None  # %, the task's GPUs averaged, at its highest (None: no nvidia-smi)
+    mean_gpu_util: float | None = None
+    peak_gpu_memory_bytes: int | None = None
+    gpus_seen: int | None = None  # GPUs nvidia-smi reported for the task
+    requested_memory_mib: int | None = None
+    requested_vcores: int | None = None
+    requested_gpus: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        self.samples = _int_or_none(self.samples) or 0
+        self.seconds = _float_or_none(self.seconds) or 0.0
+        for name in ("peak_rss_bytes", "peak_gpu_memory_bytes", "gpus_seen"):
+            setattr(self, name, _int_or_none(getattr(self, name)))
+        for name in ("requested_memory_mib", "requested_vcores", "requested_gpus"):
+            setattr(self, name, _int_or_none(getattr(self, name)))
+        for name in ("cpu_seconds", "peak_cpu_cores", "mean_cpu_cores", "peak_gpu_util", "mean_gpu_util"):
+            setattr(self, name, _float_or_none(getattr(self, name)))
+        self.notes = [_text(n) for n in _sequence(self.notes, "notes")[:8]]
+
+
 @dataclass
 class Registration(Message):
     """An executor's address, written once before it waits for the cluster spec."""
@@ -349,9 +400,13 @@ class Heartbeat(Message):
     restored_step: int | None = None
     progress: Progress | None = None
     generation: int = 0
+    points: list[Progress] = field(default_factory=list)  # the script's recent reports, oldest first
+    usage: Usage | None = None  # what the training process used so far
 
     def validate(self) -> None:
         self.progress = _nested(self.progress, Progress, "progress")
+        self.points = _points(self.points)
+        self.usage = _nested(self.usage, Usage, "usage")
 
 
 @dataclass
@@ -363,12 +418,16 @@ class ExitRecord(Message):
     time: float | None = None
     progress: Progress | None = None
     generation: int = 0
+    points: list[Progress] = field(default_factory=list)  # the script's recent reports, oldest first
+    usage: Usage | None = None  # what the training process used, to its end
 
     def validate(self) -> None:
         self.exit_code = int(self.exit_code)
         tail = _sequence(self.stderr_tail, "stderr_tail")[-MAX_STDERR_LINES:]
         self.stderr_tail = [_text(line) for line in tail]
         self.progress = _nested(self.progress, Progress, "progress")
+        self.points = _points(self.points)
+        self.usage = _nested(self.usage, Usage, "usage")
 
 
 @dataclass
@@ -530,6 +589,7 @@ class TaskSummary(Message):
     stderr_tail: list[str] = field(default_factory=list)
     message: str = ""
     restored_step: int | None = None
+    usage: Usage | None = None  # what its training process used, beside what the role requested
 
     def validate(self) -> None:
         self.state = _text(self.state.value if isinstance(self.state, TaskState) else self.state, 40)
@@ -545,6 +605,7 @@ class TaskSummary(Message):
         self.stderr_tail = [_text(line) for line in _sequence(self.stderr_tail, "stderr_tail")[-MAX_STDERR_LINES:]]
         self.message = _text(self.message)
         self.restored_step = _int_or_none(self.restored_step)
+        self.usage = _nested(self.usage, Usage, "usage")
 
     @property
     def failed(self) -> bool:
@@ -623,6 +684,36 @@ class StateDocument(Message):
 
 
 @dataclass
+class GateResult(Message):
+    """The quality gate's verdict on a job's model: both figures, and whether it was published.
+
+    Decided by the submitting side after the job succeeded
+    (``runtime.gate.judge``); kept in the job's history so the page shows it.
+    """
+
+    metric: str = ""
+    mode: str = "max"
+    value: float | None = None  # this run's figure (None: the script did not report the metric)
+    previous: float | None = None  # the last published model's (None: there was none)
+    previous_model_dir: str = ""
+    previous_application_id: str = ""
+    passed: bool = False
+    model_dir: str = ""  # where this run's model is now: the published folder, or the rejected copy
+    reason: str = ""
+
+    def validate(self) -> None:
+        self.metric = _text(self.metric, MAX_NAME_CHARS)
+        self.mode = _text(self.mode, 10)
+        self.value = _float_or_none(self.value)
+        self.previous = _float_or_none(self.previous)
+        self.previous_model_dir = _text(self.previous_model_dir, 1000)
+        self.previous_application_id = _text(self.previous_application_id, MAX_NAME_CHARS)
+        self.passed = self.passed is True
+        self.model_dir = _text(self.model_dir, 1000)
+        self.reason = _text(self.reason, 1000)
+
+
+@dataclass
 class JobHistory(Message):
     """The state document plus each task's bounded metric history: what the job page draws.
 
@@ -638,9 +729,11 @@ class JobHistory(Message):
     nm_http_port: str = ""  # the NodeManagers' web port, for links to container logs
     attempt: int = 1  # the Airflow try number that submitted the job (TONY_ATTEMPT)
     version: int = STATE_DOCUMENT_VERSION
+    gate: GateResult | None = None  # the quality gate's verdict, added by the submitting side after the job
 
     def validate(self) -> None:
         self.state = _nested(self.state, StateDocument, "state")
+        self.gate = _nested(self.gate, GateResult, "gate")
         metrics = _mapping(self.metrics, "metrics")
         if len(metrics) > MAX_TASKS:
             raise SpecError("metrics", f"{len(metrics)} tasks, more than the {MAX_TASKS} a history may hold")

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_PAGE
-from airflow_provider_tony.runtime.messages import JobHistory, Progress, TaskSummary
+from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress, TaskSummary
 
 __all__ = ["render_page"]
 
@@ -30,14 +30,17 @@ _STATE_COLOURS = {
     "FAILED": "#c62828",
     "LOST": "#c62828",
     "KILLED": "#6d4c41",
+    "STOPPED": "#607d8b",
     "REGISTERED": "#f9a825",
     "PENDING": "#757575",
 }
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .3em} h2{font-size:1.1em;margin:1.4em 0 .4em}
-table{border-collapse:collapse} td,th{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left;
-vertical-align:top} th{background:#f3f3f3}
+table{border-collapse:collapse;width:100%} td,th{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left;
+vertical-align:top;overflow-wrap:anywhere} th{background:#f3f3f3} .table{overflow-x:auto;max-width:100%}
+.metric{display:inline-block;margin-right:.8em;white-space:nowrap} .state{white-space:nowrap}
+.note{color:#8a5a00;font-size:.9em}
 .state{color:#fff;padding:.1em .5em;border-radius:.3em;font-size:.9em}
 .bar{width:12em;height:.8em;background:#e0e0e0;border-radius:.4em;overflow:hidden;display:inline-block}
 .bar span{display:block;height:100%;background:#1565c0}
@@ -99,29 +102,62 @@ def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
     return " ".join(links) or '<span class="muted">-</span>'
 
 
+def _usage_cell(task: TaskSummary) -> str:
+    """Peak use beside the role's request, and a note for a request used under half."""
+    u = task.usage
+    if u is None or not u.samples:
+        return '<span class="muted">-</span>'
+    parts = []
+    if u.peak_rss_bytes is not None:
+        of = f" of {u.requested_memory_mib}" if u.requested_memory_mib else ""
+        parts.append(f"memory {u.peak_rss_bytes / (1 << 20):.0f}{of} MiB")
+    if u.peak_cpu_cores is not None:
+        of = f" of {u.requested_vcores}" if u.requested_vcores else ""
+        parts.append(f"CPU {u.peak_cpu_cores:.2f}{of} cores")
+    if u.peak_gpu_util is not None:
+        of = f" of {u.requested_gpus} GPU(s)" if u.requested_gpus else ""
+        mem = f", {u.peak_gpu_memory_bytes / (1 << 20):.0f} MiB" if u.peak_gpu_memory_bytes is not None else ""
+        parts.append(f"GPU {u.peak_gpu_util:.0f}%{of}{mem}")
+    shown = " ".join(f'<span class="metric">{_e(p)}</span>' for p in parts)
+    notes = "".join(f'<br><span class="note">{_e(n)}</span>' for n in u.notes)
+    return f'<span title="peaks over {u.samples} samples">{shown}</span>{notes}'
+
+
+def _why(task: TaskSummary) -> str:
+    """Why the AM stopped a task ("stopped: chief:0 finished"), under its badge."""
+    if task.state in ("STOPPED", "KILLED") and task.message:
+        return f'<br><span class="muted">{_e(task.message)}</span>'
+    return ""
+
+
 def _tasks_table(history: JobHistory) -> str:
     state = history.state
     rows = []
     for task_id, task in sorted((state.tasks if state else {}).items()):
         colour = _STATE_COLOURS.get(task.state, "#555")
         metrics = task.progress.metrics if task.progress else {}
-        shown = ", ".join(
-            f"{_e(k)}={v:.4g}" if isinstance(v, float) else f"{_e(k)}={_e(v)}" for k, v in sorted(metrics.items())
+        # One unbreakable item per metric that wraps as a whole: the column fits the page's width.
+        shown = " ".join(
+            f'<span class="metric">{_e(k)}={v:.4g}</span>'
+            if isinstance(v, float)
+            else f'<span class="metric">{_e(k)}={_e(v)}</span>'
+            for k, v in sorted(metrics.items())
         )
         rows.append(
             f'<tr data-task="{_e(task_id)}"><td>{_e(task_id)}</td>'
-            f'<td><span class="state" style="background:{colour}">{_e(task.state)}</span></td>'
+            f'<td><span class="state" style="background:{colour}">{_e(task.state)}</span>{_why(task)}</td>'
             f"<td>{_e(task.host or '-')}</td>"
             f"<td>{_e(task.container_id or '-')}{_container_attempt(task.container_id)}</td>"
             f"<td>{_age(task.seconds_since_heartbeat)}</td><td>{_progress_cell(task.progress)}</td>"
-            f"<td>{shown or '-'}</td><td>{_e('' if task.exit_code is None else task.exit_code)}</td>"
+            f"<td>{shown or '-'}</td><td>{_usage_cell(task)}</td>"
+            f"<td>{_e('' if task.exit_code is None else task.exit_code)}</td>"
             f"<td>{_task_links(task_id, task, history)}</td></tr>"
         )
     head = (
         "<tr><th>task</th><th>state</th><th>host</th><th>container (attempt)</th><th>last heartbeat</th>"
-        "<th>progress</th><th>metrics</th><th>exit</th><th>links</th></tr>"
+        "<th>progress</th><th>metrics</th><th>peak use of request</th><th>exit</th><th>links</th></tr>"
     )
-    return f'<table id="tasks">{head}{"".join(rows)}</table>'
+    return f'<div class="table"><table id="tasks">{head}{"".join(rows)}</table></div>'
 
 
 def _series(history: JobHistory) -> dict[str, dict[str, list[tuple[float, float]]]]:
@@ -185,6 +221,26 @@ def _list(items: Iterable[str], empty: str) -> str:
     return f"<ul>{lis}</ul>" if lis else f'<p class="muted">{_e(empty)}</p>'
 
 
+def _figure(value: float | None, missing: str) -> str:
+    return f"{value:.6g}" if value is not None else f'<span class="muted">{_e(missing)}</span>'
+
+
+def _gate_section(verdict: GateResult | None) -> str:
+    """The quality gate's verdict with both figures (absent for a job without a gate)."""
+    if verdict is None:
+        return ""
+    word, colour = ("passed", _STATE_COLOURS["SUCCEEDED"]) if verdict.passed else ("failed", _STATE_COLOURS["FAILED"])
+    previous = _e(verdict.previous_model_dir or "-")
+    return (
+        f'<h2>Quality gate</h2><p id="quality-gate"><span class="state" style="background:{colour}">{word}</span> '
+        f"{_e(verdict.reason)}</p><table><tr><th>{_e(verdict.metric)} ({_e(verdict.mode)} is better)</th>"
+        "<th>figure</th><th>model</th></tr>"
+        f"<tr><td>this run</td><td>{_figure(verdict.value, 'not reported')}</td><td>{_e(verdict.model_dir)}</td></tr>"
+        f"<tr><td>published model</td><td>{_figure(verdict.previous, 'none yet')}</td><td>{previous}</td></tr>"
+        "</table>"
+    )
+
+
 def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s: int | None = 5) -> str:
     """The whole page. ``refresh_s`` reloads it while the job runs (None for a final, static copy)."""
     state = history.state
@@ -213,7 +269,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f" &middot; Airflow try {_e(history.attempt)}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
         f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
-        f"{diagnostics}<h2>Tasks</h2>{_tasks_table(history)}"
+        f"{diagnostics}{_gate_section(history.gate)}<h2>Tasks</h2>{_tasks_table(history)}"
         f"<h2>Metrics</h2>{charts}"
         f"<h2>Events</h2>{_list(state.events if state else [], 'no events yet')}"
         "</body></html>"

@@ -5,12 +5,18 @@
 
 It writes one small JSON file that the task executor reads with each
 heartbeat, so user code needs neither skein nor a network connection, and a
-script that never calls it still works. Outside a TonY container (no
+script that never calls it still works. The file holds the latest report and,
+under ``recent``, the last ``RECENT_POINTS`` reports (at most ``RECENT_BYTES``
+of JSON): the executor forwards that window with every beat and the AM keeps
+each point it has not seen, so a script reporting several times between two
+heartbeats loses none of its points on the job page and in the history. Outside a TonY container (no
 ``TONY_PROGRESS_FILE``) it does nothing, so the same script runs locally.
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import math
 import os
 import time
@@ -20,6 +26,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime.constants import ENV_PROGRESS_FILE
 from airflow_provider_tony.runtime.messages import (
+    MAX_BEAT_POINTS,
     MAX_METRICS,
     MAX_NAME_CHARS,
     MAX_PROGRESS_BYTES,
@@ -28,10 +35,28 @@ from airflow_provider_tony.runtime.messages import (
     _int_or_none,
 )
 
+#: Reports kept in the progress file for the executor to forward (the window a heartbeat carries).
+RECENT_POINTS = MAX_BEAT_POINTS
+#: Bytes of JSON that window may hold: a report with many long metrics leaves fewer points in it.
+RECENT_BYTES = 32 << 10
+
+_recent: collections.deque[tuple[dict[str, Any], int]] = collections.deque()
+
+
+def _remember(point: dict[str, Any]) -> list[dict[str, Any]]:
+    """Add ``point`` to the window, drop the oldest past ``RECENT_POINTS`` or ``RECENT_BYTES``; the window."""
+    _recent.append((point, len(json.dumps(point))))
+    size = sum(n for _, n in _recent)
+    while _recent and (len(_recent) > RECENT_POINTS or size > RECENT_BYTES):
+        size -= _recent.popleft()[1]
+    return [p for p, _ in _recent]
+
 
 def _clean(value: Any) -> Any:
     """Numbers as floats/ints (NaN/inf as strings: JSON has no such numbers)."""
-    if hasattr(value, "item"):  # numpy / tensor scalars
+    if hasattr(value, "numpy"):  # a TensorFlow tensor (what Keras's own metrics return)
+        value = value.numpy()
+    if hasattr(value, "item"):  # numpy scalars
         value = value.item()
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
         return value
@@ -75,23 +100,69 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
         time=time.time(),
         metrics=cleaned,
     )
+    latest = doc.to_dict()
+    body = json.dumps({**latest, "recent": _remember(latest)}, separators=(",", ":"))
     tmp = Path(path + ".tmp")
-    tmp.write_bytes(doc.to_json())
+    tmp.write_text(body)
     os.replace(tmp, path)  # readers never see half a file
     return True
 
 
 def read(path: str | os.PathLike[str]) -> Progress | None:
-    """What the executor forwards to the AM; None until the script reports."""
+    """The latest report; None until the script reports."""
+    return read_all(path)[0]
+
+
+def read_all(path: str | os.PathLike[str]) -> tuple[Progress | None, list[Progress]]:
+    """What the executor forwards to the AM: the latest report and the recent window, oldest first.
+
+    The script may write this file itself: a bounded amount is read, the window
+    is cut to ``RECENT_POINTS`` and a malformed window is dropped (the latest
+    report still counts).
+    """
     try:
-        with open(path, "rb") as fh:  # the script may write this file itself: read a bounded amount
-            return Progress.from_json(fh.read(MAX_PROGRESS_BYTES + 1), max_bytes=MAX_PROGRESS_BYTES)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_PROGRESS_BYTES + 1)
+        latest = Progress.from_json(raw, max_bytes=MAX_PROGRESS_BYTES)
     except (OSError, ValueError):  # not yet written, or too large (SpecError is a ValueError)
-        return None
+        return None, []
+    try:
+        window = json.loads(raw).get("recent") or []
+        recent = [Progress.from_dict(p, "recent") for p in window[-RECENT_POINTS:]] if isinstance(window, list) else []
+    except (ValueError, TypeError, AttributeError):
+        recent = []
+    return latest, recent
+
+
+def keras_metrics(model: Any, logs: dict[str, Any] | None) -> dict[str, Any]:
+    """The figures Keras itself shows for ``logs``: its metrics' running means.
+
+    At a batch end tf-keras hands callbacks the step function's outputs reduced
+    across replicas with ``SUM`` (its ``distribute_reduction_method`` "auto"
+    on any strategy but TPU), so under ``MultiWorkerMirroredStrategy`` with two
+    workers the batch-end ``accuracy`` reads about twice the real one. At an
+    epoch end Keras replaces those logs by ``model.get_metrics_result()`` (its
+    private ``_validate_and_get_metrics_result``): what its progress bar and
+    ``History`` show. This does the same at every report, and keeps ``logs``
+    when the model's metrics do not name the same keys (a custom
+    ``train_step`` returning its own dict).
+    """
+    logs = dict(logs or {})
+    try:
+        result = {k: _clean(v) for k, v in model.get_metrics_result().items()}
+    except (AttributeError, TypeError, ValueError):  # no compiled model, or metrics not built yet
+        return logs
+    if not result or set(result) != set(logs):
+        return logs
+    return result
 
 
 def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> Any:
-    """A tf-keras callback reporting step, epoch and logs; imports tf_keras lazily."""
+    """A tf-keras callback reporting step, epoch and the metrics Keras shows; imports tf_keras lazily.
+
+    The figures are Keras's own (``keras_metrics``): the running means of the
+    epoch so far, equal at an epoch end to what ``fit`` prints and returns.
+    """
     import tf_keras
 
     # tf_keras has no type information: the base class is Any to mypy.
@@ -107,7 +178,7 @@ def keras_callback(every_n_steps: int = 10, total_steps: int | None = None) -> A
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self.step += 1
             if self.step % every_n_steps == 0:
-                report(step=self.step, epoch=self.epoch, total_steps=total_steps, **(logs or {}))
+                report(step=self.step, epoch=self.epoch, total_steps=total_steps, **keras_metrics(self.model, logs))
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             report(step=self.step, epoch=epoch + 1, total_steps=total_steps, **(logs or {}))

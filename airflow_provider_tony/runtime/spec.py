@@ -48,10 +48,13 @@ __all__ = [
     "Acls",
     "CheckpointSpec",
     "InputSpec",
+    "GATE_MODES",
     "MiB",
     "JobSpec",
     "Model",
     "PythonEnv",
+    "QualityGate",
+    "RetentionSpec",
     "RoleSpec",
     "numbers_from_text",
     "parse_memory_mib",
@@ -605,6 +608,9 @@ class CheckpointSpec(Model):
     """Another run's checkpoint folder to start from when ``dir`` has no checkpoint yet."""
     keep: int = 3
     """How many of the newest checkpoints to keep on HDFS."""
+    keep_best: int = 0
+    """How many of the best checkpoints to keep on HDFS besides the newest ``keep``, judged by ``quality_gate.metric``
+    (its ``mode``) as the script last reported it before the checkpoint was uploaded; 0 keeps only the newest."""
     upload_failure_window: float = 600.0
     """Seconds a new checkpoint may stay un-uploaded (HDFS trouble) before the job fails as retryable."""
     poll_interval: float = 30.0
@@ -620,9 +626,75 @@ class CheckpointSpec(Model):
         self.warm_start_from = _hdfs_path(self.warm_start_from, "warm_start_from")
         self.model_dir = _hdfs_path(self.model_dir, "model_dir")
         self.keep = _int(self.keep, "keep", 1, "keep at least the newest checkpoint")
+        self.keep_best = _int(self.keep_best, "keep_best", 0, "give 0 (only the newest) or how many best to keep")
         self.upload_failure_window = _seconds(self.upload_failure_window, "upload_failure_window")
         self.poll_interval = _seconds(self.poll_interval, "poll_interval")
         self.local_dir = _relative_path(self.local_dir, "local_dir", "checkpoints")
+
+
+GATE_MODES = ("max", "min")
+
+
+@dataclass
+class QualityGate(Model):
+    """Publish the model only when it is at least as good as the last published one.
+
+    The deciding task's last ``progress.report`` carries the job's evaluation
+    metric (``metric``); the model goes to a candidate folder beside
+    ``checkpoint.model_dir`` and the submitting side (the operator, ``tony
+    submit``) compares its figure with the last published model's, read from
+    ``record`` on HDFS. Passing publishes the model (and emits the model
+    asset's event); failing leaves it as ``<model_dir>.rejected-<application
+    id>`` and fails the task without retries (a retry trains the same model
+    again). A job with no published model yet passes.
+    """
+
+    metric: str | None = None
+    """The evaluation metric to judge the model by, as the script reports it (``progress.report(val_accuracy=...)``
+    or a Keras log name); null turns the gate off."""
+    mode: str = "max"
+    """``max``: higher is better (accuracy); ``min``: lower is better (loss). A tie passes."""
+    record: str | None = None
+    """HDFS file holding the last published model's figures, rewritten on each pass; null uses the metadata in
+    ``checkpoint.model_dir`` itself (``tony-model.json``), which fits a model folder that every run replaces. Set it
+    when ``model_dir`` changes per run (``/models/digits/{{ ds }}``)."""
+
+    def validate(self) -> None:
+        if self.metric is not None:
+            self.metric = _text(self.metric, "metric", "give the metric's name as the script reports it")
+        self.mode = _text(self.mode, "mode", "use 'max' or 'min'")
+        _check(self.mode in GATE_MODES, "mode", f"{self.mode!r} is not a mode; use 'max' (higher is better) or 'min'")
+        self.record = _hdfs_path(self.record, "record")
+
+    @property
+    def enabled(self) -> bool:
+        return self.metric is not None
+
+
+@dataclass
+class RetentionSpec(Model):
+    """What the operator prunes of its own task's earlier runs after a run succeeded (``tony gc`` does all tasks).
+
+    Only the operator's default checkpoint folders
+    (``<base_path>/checkpoints/<dag>/<task>/<run>``) are pruned: an older
+    run's folder and the ``.damaged-`` copies in it. The newest run and any
+    folder holding a published model always stay.
+    """
+
+    max_age_days: float | None = None
+    """Remove this task's run folders (and ``.damaged-`` checkpoint copies) unused for this many days; null: no age
+    limit."""
+    keep_runs: int | None = None
+    """Keep only this task's newest N run folders; null: no count limit."""
+
+    def validate(self) -> None:
+        if self.max_age_days is not None:
+            days = self.max_age_days
+            ok = not isinstance(days, bool) and isinstance(days, (int, float)) and math.isfinite(days) and days > 0
+            _check(ok, "max_age_days", f"{days!r} is not a number of days; give a positive number, or null")
+            self.max_age_days = float(days)
+        if self.keep_runs is not None:
+            self.keep_runs = _int(self.keep_runs, "keep_runs", 1, "keep at least the newest run (1), or null")
 
 
 @dataclass
@@ -796,12 +868,18 @@ class JobSpec(Model):
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     """Training data on HDFS by name (``a-z``, digits, ``_``): checked before submit and staged to each receiving
     task's local disk before its script starts; see InputSpec."""
+    quality_gate: QualityGate = field(default_factory=QualityGate)
+    """Publish the model only when its evaluation metric is at least as good as the last published model's."""
+    retention: RetentionSpec = field(default_factory=RetentionSpec)
+    """How many of this task's earlier runs' checkpoint folders the operator keeps after a run succeeded."""
 
     _NESTED: ClassVar[dict[str, type[Model]]] = {
         "python": PythonEnv,
         "acls": Acls,
         "checkpoint": CheckpointSpec,
         "kerberos": KerberosSpec,
+        "quality_gate": QualityGate,
+        "retention": RetentionSpec,
     }
 
     # -- validation --------------------------------------------------------- #
@@ -827,6 +905,7 @@ class JobSpec(Model):
         self.retryable_exit_codes = self._validated_exit_codes()
         self._validate_tracking()
         self.inputs = self._validated_inputs()
+        self._validate_gate()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
         self.max_restarts = _int(
@@ -1003,6 +1082,21 @@ class JobSpec(Model):
             "untracked_roles",
             f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
             f" 'chief'; remove {decider!r} from untracked_roles",
+        )
+
+    def _validate_gate(self) -> None:
+        """A gate judges a published model, and best-N retention needs the metric it ranks by."""
+        gate = self.quality_gate
+        _check(
+            not gate.enabled or self.checkpoint.model_dir is not None,
+            "quality_gate.metric",
+            f"{gate.metric!r} is set but the job publishes no model; set checkpoint.model_dir, or remove the gate",
+        )
+        _check(
+            self.checkpoint.keep_best == 0 or gate.enabled,
+            "checkpoint.keep_best",
+            f"{self.checkpoint.keep_best} best checkpoints asked for but no metric ranks them; "
+            "set quality_gate.metric (and its mode), or keep_best: 0",
         )
 
     def _validate_untracked_names(self) -> None:

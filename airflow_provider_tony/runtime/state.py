@@ -35,9 +35,11 @@ from airflow_provider_tony.runtime.messages import (
     StateDocument,
     TaskState,
     TaskSummary,
+    Usage,
 )
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
+from airflow_provider_tony.runtime.usage import notes as usage_notes
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
@@ -103,6 +105,7 @@ class Task:
     progress_changed_at: float | None = None
     message: str = ""
     restored_step: int | None = None
+    usage: Usage | None = None  # what its training process used, with the role's request and notes
     # Set when the task failed or was lost: what kind of failure, and when the
     # AM learned of it (its monotonic clock), so a gang's failures are judged together.
     kind: FailureKind | None = None
@@ -125,6 +128,7 @@ class Task:
             stderr_tail=self.stderr_tail[-5:],
             message=self.message,
             restored_step=self.restored_step,
+            usage=self.usage,
         )
 
 
@@ -277,6 +281,8 @@ class JobTracker:
             if self.all_started():
                 self.timeline.setdefault(MILESTONE_ALL_USER_STARTED, round(now - self.started, 3))
                 self._resumed(now)
+        if payload.usage is not None:
+            self._used(task, payload.usage)
         progress = payload.progress
         if progress is not None:
             key = progress.key()
@@ -322,12 +328,15 @@ class JobTracker:
         now: float,
         progress: Progress | None = None,
         generation: int = 0,
+        usage: Usage | None = None,
     ) -> None:
         task = self.tasks.get(task_id)
         if task is None or task.state.finished or generation != self.generation:
             return
         if progress is not None:
             task.progress = progress
+        if usage is not None:
+            self._used(task, usage)
         task.exit_code = int(exit_code)
         task.stderr_tail = list(stderr_tail)
         task.state = TaskState.SUCCEEDED if exit_code == 0 else TaskState.FAILED
@@ -335,6 +344,18 @@ class JobTracker:
             task.kind = classify_exit(task.exit_code, task.stderr_tail, self.spec.retryable_exit_codes)
             self._failed(task, now)
         self.events.append(f"{task_id} exited with code {exit_code}")
+
+    def _used(self, task: Task, usage: Usage) -> None:
+        """The executor's figures, with the role's request from the AM's own JobSpec and the notes on it."""
+        role = self.spec.roles.get(task.role)
+        if role is not None:
+            usage.requested_memory_mib, usage.requested_vcores, usage.requested_gpus = (
+                role.memory,
+                role.vcores,
+                role.gpus,
+            )
+            usage.notes = usage_notes(usage, role.memory, role.vcores, role.gpus)
+        task.usage = usage
 
     def _failed(self, task: Task, now: float) -> None:
         self.failures_seen += 1
@@ -353,10 +374,26 @@ class JobTracker:
         self.events.append(f"{task_id} container ended: {task.message}")
 
     def stopped(self, task_id: str) -> None:
+        """The AM stopped a task still running at the verdict: STOPPED after a success, KILLED after a failure.
+
+        A worker or ps stopped because the chief finished did nothing wrong: it
+        must not read as killed (a red mark on a good run).
+        """
         task = self.tasks[task_id]
-        if not task.state.finished:
+        if task.state.finished:
+            return
+        verdict = self.verdict
+        if verdict is not None and verdict.succeeded:
+            task.state = TaskState.STOPPED
+            done = (
+                "every tracked task finished"
+                if self.spec.success_policy == "all_workers"
+                else f"{self.spec.decider_task()} finished"
+            )
+            task.message = f"stopped: {done}"
+        else:
             task.state = TaskState.KILLED
-            task.message = "stopped by the application master"
+            task.message = "stopped by the application master: the job failed"
 
     # ------------------------------------------------------------ policy
 
@@ -723,7 +760,7 @@ class JobTracker:
 # verdict) goes out on the next tick. Publishing every 0.25 s tick because a
 # "seconds since heartbeat" moved kept skein's AM JVM busy for nothing.
 _VOLATILE = ("am_heartbeat", "seq", "elapsed", "am_started_wall", "progress")
-_VOLATILE_TASK = ("seconds_since_heartbeat", "progress")
+_VOLATILE_TASK = ("seconds_since_heartbeat", "progress", "usage")
 
 
 def material(doc: StateDocument) -> str:

@@ -1,5 +1,11 @@
 """The ``tensorboard`` role: serve the chief's event files, pulled from HDFS while the job runs.
 
+The events travel through ``<checkpoint.dir>/tensorboard`` when the job has a
+checkpoint folder, else through ``<base_path>/tensorboard/<application id>``
+(``checkpoint.events_remote``): the chief writes them under
+``$TONY_TENSORBOARD_DIR`` and its executor mirrors that folder every few
+seconds and once more when the script ends.
+
 Declare it as ``tensorboard: {module: airflow_provider_tony.runtime.tensorboard}``;
 it is reached on the port its executor reserved (``$TONY_PORT``), which the AM
 registers as a page of skein's web UI, so people reach it through the
@@ -26,7 +32,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io
-from airflow_provider_tony.runtime.checkpoint import DirSync, tensorboard_remote
+from airflow_provider_tony.runtime.checkpoint import DirSync, events_remote
 from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.tensorboard")
@@ -106,6 +112,46 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
+COLAB_FLAG = "tensorboardColab"
+
+
+# The browser, not the server, must carry the flag: skein's UI follows an HTTP redirect itself and
+# hands the browser the page under the old URL, where TensorBoard's code does not see the flag.
+_TO_GET_ONLY = (
+    b'<!doctype html><meta charset="utf-8"><title>TensorBoard</title><script>'
+    b"var q = new URLSearchParams(location.search); q.set('" + COLAB_FLAG.encode() + b"', 'true');"
+    b"location.replace('?' + q.toString() + (location.hash || '#scalars'));</script>"
+)
+
+
+def get_only(app: Callable[..., Any]) -> Callable[..., Any]:
+    """Send a browser opening TensorBoard's page to its GET-only mode (``?tensorboardColab=true``).
+
+    People reach TensorBoard through the ResourceManager's web proxy, which
+    answers every method but GET with 405, and answers 500 to a query holding
+    a quote (it decodes the query and cannot rebuild the URI). TensorBoard's
+    default Time Series dashboard fetches its scalars with POST, or in its
+    Colab mode with GET and a JSON query: through the proxy its charts stay
+    empty either way. Its Scalars dashboard in Colab mode asks with plain GETs
+    (``scalars?run=train&tag=epoch_loss``), which pass. The page's first load
+    replaces its own URL by one with the flag and, unless another dashboard
+    was asked for, ``#scalars`` (relative: it stays under the proxy's URL).
+    """
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if (
+            environ.get("REQUEST_METHOD") == "GET"
+            and environ.get("PATH_INFO", "/") in ("", "/", "/index.html")
+            and f"{COLAB_FLAG}=" not in environ.get("QUERY_STRING", "")
+        ):
+            headers = [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(_TO_GET_ONLY)))]
+            start_response("200 OK", headers + [("Cache-Control", "no-store")])
+            return [_TO_GET_ONLY]
+        return app(environ, start_response)
+
+    return wrapped
+
+
 def _free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
@@ -116,15 +162,18 @@ def main() -> int:
     spec = decode_spec(os.environ[C.ENV_JOB_SPEC])
     logdir = Path(os.environ[C.ENV_TENSORBOARD_DIR])
     logdir.mkdir(parents=True, exist_ok=True)
-    client = hdfs_io.client_from_env()
-    if client is not None and spec.checkpoint.dir:
-        DirSync(client, logdir, tensorboard_remote(spec.checkpoint.dir), interval=5.0, push=False).start()
+    events = events_remote(spec, os.environ.get(C.ENV_EVENTS_DIR), os.environ.get(C.ENV_SKEIN_APPLICATION_ID, ""))
+    client = hdfs_io.client_from_env() if events else None
+    if client is not None and events is not None:
+        DirSync(client, logdir, events, interval=5.0, push=False).start()
+    else:
+        print("TensorBoard has no events folder on HDFS to read (no WebHDFS address): it shows nothing", flush=True)
     from tensorboard import program
 
     inner = _free_loopback_port()
     guard = PeerGuard(int(os.environ[C.ENV_PORT]), inner, allowed_peers(os.environ.get("SKEIN_APPMASTER_ADDRESS")))
     guard.start()
-    board = program.TensorBoard()
+    board = program.TensorBoard(server_class=lambda app, flags: program.WerkzeugServer(get_only(app), flags))
     board.configure(
         argv=[None, "--logdir", str(logdir), "--host", LOOPBACK, "--port", str(inner), "--reload_interval", "5"]
     )

@@ -541,7 +541,7 @@ class TonyClient:
         return self._tls
 
     def _container_env(self, attempt: int) -> dict[str, str]:
-        env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir}
+        env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir, C.ENV_EVENTS_DIR: self.events_dir}
         if self.webhdfs_url:
             env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
@@ -570,6 +570,11 @@ class TonyClient:
     def history_dir(self) -> str:
         """Where AMs write each job's final ``JobHistory`` (``<base_path>/history/<app_id>.json``)."""
         return f"{self.base_path.rstrip('/')}/history"
+
+    @property
+    def events_dir(self) -> str:
+        """Where jobs without ``checkpoint.dir`` keep their TensorBoard events: ``<base_path>/tensorboard/<app_id>``."""
+        return f"{self.base_path.rstrip('/')}/tensorboard"
 
     def job_history(self, app_id: str) -> JobHistory | None:
         """The job's state and metric history: from its AM while it runs, else from HDFS."""

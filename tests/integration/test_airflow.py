@@ -175,7 +175,9 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
     assert result["final_state"] == "SUCCEEDED"
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
     assert result["metrics"]["val_accuracy"] > 0.3
-    assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "KILLED")
+    assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "STOPPED")
+    used = result["tasks"]["worker:0"]["usage"]  # peak use beside the request, in the XCom
+    assert used["peak_rss_bytes"] > 50 << 20 and used["requested_memory_mib"] > 0, used
     assert result["tasks"]["worker:0"]["restored_step"] is None, "trained from scratch, not resumed"
     # The data partition comes from the run's data interval, in the DAG's timezone.
     assert result["metrics"]["partition"] == "2026-11-02"
@@ -380,3 +382,95 @@ def test_a_script_failure_is_not_retried_unless_its_code_is_listed(airflow_env, 
     assert run_state(out) == "failed", out[-4000:]
     runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_fail_retry_code"}
     assert len(apps_of_runs(cluster.rm_url, runs)) == 2, "retryable_exit_codes: [3] must give the retry a new app"
+
+
+def asset_extras(env: dict[str, str], asset_name: str) -> list[dict[str, Any]]:
+    """The ``extra`` of every event on ``asset_name`` in this module's metadata database."""
+    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ?", (asset_name,)
+        ).fetchall()
+    return [json.loads(row[0]) for row in rows]
+
+
+def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
+    airflow_env, cluster, kill_dag_apps, fresh_base, tmp_path: Path
+) -> None:
+    """Two short one-worker jobs: the first model passes (nothing published yet), the second
+    reports a worse val_accuracy: not published, no asset event, failed without retries, both
+    figures in the log; the OpenLineage events name the input, the model folder and the application."""
+    from hdfs import InsecureClient
+
+    kill_dag_apps.append("tony_test_gate")
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    model_dir = f"{fresh_base}/models/gate"
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    default_fs = TonyClient.from_env()._default_fs()
+    eval_data = f"{fresh_base}/data/eval.txt"
+    hdfs.write(eval_data, data=b"held-out\n", overwrite=True)
+    lineage = tmp_path / "openlineage.jsonl"
+    env = {
+        **with_base_path(airflow_env, fresh_base),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "pytest",
+    }
+    before = own_runs(airflow_env)
+    events_before = len(asset_extras(airflow_env, "tony_model_gate_test"))
+
+    good = dags_test(
+        env,
+        "tony_test_gate",
+        dagfile=TEST_DAGS,
+        conf={"accuracy": 0.8, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
+    )
+    assert run_state(good) == "success", good[-4000:]
+    first = result_of(good)
+    assert "quality gate passed (val_accuracy: this run 0.8, published model None)" in good, good[-4000:]
+    assert first["model_dir"] == model_dir
+    with hdfs.read(f"{model_dir}/tony-model.json") as reader:
+        published = json.loads(reader.read())
+    assert published["application_id"] == first["application_id"] and published["metrics"]["val_accuracy"] == 0.8
+    extras = asset_extras(airflow_env, "tony_model_gate_test")
+    assert len(extras) == events_before + 1 and extras[-1]["quality_gate"]["value"] == 0.8
+
+    bad = dags_test(
+        env,
+        "tony_test_gate",
+        dagfile=TEST_DAGS,
+        conf={"accuracy": 0.5, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
+    )
+    assert run_state(bad) == "failed", bad[-4000:]
+    assert re.search(r"quality gate FAILED \(val_accuracy: this run 0\.5, published model 0\.8\)", bad), bad[-4000:]
+    assert "QualityGateFailed" in bad, bad[-4000:]
+    runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_gate"}
+    apps = apps_of_runs(cluster.rm_url, runs)
+    assert len(apps) == 2, "retries=2, yet the failed gate's run was submitted once"
+    second = next(a["id"] for a in apps if a["id"] != first["application_id"])
+    with hdfs.read(f"{model_dir}/tony-model.json") as reader:
+        assert json.loads(reader.read())["application_id"] == first["application_id"], "the good model stays"
+    assert "weights.json" in hdfs.list(f"{model_dir}.rejected-{second}"), "the worse model is kept aside"
+    assert len(asset_extras(airflow_env, "tony_model_gate_test")) == events_before + 1, "no event for it"
+    # The job page (from the history the AM left, with the verdict added) shows both figures.
+    from airflow_provider_tony.runtime.messages import JobHistory
+    from airflow_provider_tony.runtime.page import render_page
+
+    with hdfs.read(f"{fresh_base}/history/{second}.json") as reader:
+        history = JobHistory.from_json(reader.read())
+    assert history.gate is not None and (history.gate.value, history.gate.previous) == (0.5, 0.8)
+    page = render_page(history, refresh_s=None)
+    assert 'id="quality-gate"' in page and "0.5<" in page and "0.8<" in page
+
+    # OpenLineage (the provider's file transport): the model folder is an output of the passing
+    # run only; the run facets carry the application id and the gate's verdict.
+    events = [json.loads(line) for line in lineage.read_text().splitlines() if line.strip()]
+    ours = [e for e in events if e.get("job", {}).get("name") == "tony_test_gate.train"]
+    complete = [e for e in ours if e["eventType"] == "COMPLETE"]
+    failed = [e for e in ours if e["eventType"] == "FAIL"]
+    assert complete and failed, [e.get("eventType") for e in ours]
+    assert any(o["name"] == model_dir for o in complete[-1]["outputs"]), complete[-1]["outputs"]
+    assert {(i["namespace"], i["name"]) for i in complete[-1]["inputs"]} == {(default_fs, eval_data)}
+    assert complete[-1]["run"]["facets"]["externalQuery"]["externalQueryId"] == first["application_id"]
+    assert all(o["name"] != model_dir for o in failed[-1]["outputs"]), "a rejected model is not an output"
+    assert failed[-1]["run"]["facets"]["tonyJob"]["qualityGate"]["passed"] is False

@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -239,41 +238,6 @@ def test_final_model_loads_back_with_the_same_predictions(
     fresh = json.loads(out.stdout.strip().splitlines()[-1])
     assert fresh["pred_head"] == reported["pred_head"]
     assert abs(fresh["prob_mean"] - reported["prob_mean"]) < 1e-5
-
-
-def test_tensorboard_role_serves_the_chiefs_events(tony_client, app_tag, python_exe, ckpt_dir) -> None:
-    spec = JobSpec.from_dict(
-        {
-            "name": "pytest-tensorboard",
-            "roles": {
-                "worker": {
-                    "instances": 1,
-                    "memory": "1 GiB",
-                    "script": str(REPO / "dags/training/digits_mwms.py"),
-                    "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "60"],
-                },
-                "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
-            },
-            "python": {"interpreter": python_exe},
-            "heartbeat_timeout": 60,
-            "checkpoint": {"dir": ckpt_dir, "poll_interval": 1},
-        }
-    )
-    app_id = tony_client.submit(spec, extra_tags=[app_tag])
-    url = wait_until(
-        lambda: tony_client.tensorboard_url(app_id, tony_client.am_state(app_id)), 180, "TensorBoard to run"
-    )
-
-    def runs() -> list:
-        try:
-            with urllib.request.urlopen(f"{url}data/runs", timeout=5) as resp:
-                return json.load(resp)
-        except OSError:
-            return []
-
-    found = wait_until(runs, 120, "the chief's event files to reach TensorBoard")
-    assert any("train" in run for run in found), found
-    tony_client.kill(app_id)
 
 
 def test_nightly_retrain_warm_starts_from_yesterday(

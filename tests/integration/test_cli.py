@@ -92,6 +92,77 @@ def test_validate_against_the_cluster_names_the_limit(tmp_path: Path, app_tag: s
     assert "roles.worker.memory" in checked.stderr and "maximum-allocation-mb" in checked.stderr
 
 
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+DIGITS = Path(__file__).resolve().parents[2] / "dags" / "training" / "digits_mwms.py"
+
+
+def test_submit_with_a_tensorboard_role_and_no_checkpoint_dir_shows_scalars(
+    tmp_path: Path, app_tag: str, python_exe: str, tony_client
+) -> None:
+    """`tony submit` of a JobSpec with a tensorboard role and no checkpoint.dir: TensorBoard, opened
+    in Chromium through the RM's proxy, draws the run's scalars while it trains (it showed "No
+    dashboards are active" for the whole run when events travelled only beside checkpoints)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    doc = {
+        "name": "pytest-cli-tensorboard",
+        "tags": [app_tag],
+        "python": {"interpreter": python_exe},
+        "roles": {
+            "worker": {
+                "memory": "1 GiB",
+                "script": str(DIGITS),
+                "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "120"],
+            },
+            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+        },
+        "heartbeat_timeout": 60,
+    }
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(doc))
+    submitted = tony("submit", str(job), "--detach")
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    app_id = submitted.stdout.split()[0]
+    try:
+        url = wait_until(
+            lambda: tony_client.tensorboard_url(app_id, tony_client.am_state(app_id)), 180, "TensorBoard to run"
+        )
+        assert url == f"{tony_client.rm_url}/proxy/{app_id}/pages/tensorboard/"
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": 1300, "height": 900})
+                refused = []  # YARN's proxy answers POST with 405: TensorBoard must ask with GET
+                page.on("response", lambda r: r.status == 405 and refused.append(r.url))
+
+                curve = "tf-scalar-card:has-text('epoch_loss') path.line"
+
+                def drawn() -> int:
+                    try:  # TensorBoard starts, then reloads its logdir every 5 s: look until the loss curve draws
+                        page.goto(url)  # the link as people get it: no query, no #dashboard
+                        page.wait_for_selector(curve, timeout=20_000)
+                    except Exception:  # noqa: BLE001 - not there yet
+                        return 0
+                    lines = page.locator(curve)  # an SVG path through at least two epochs' points
+                    return sum("L" in (lines.nth(i).get_attribute("d") or "") for i in range(lines.count()))
+
+                wait_until(drawn, 180, "the epoch_loss curve drawn by TensorBoard through the RM's proxy")
+                assert page.url.endswith("?tensorboardColab=true#scalars"), page.url  # its GET-only Scalars view
+                assert not refused, refused
+                page.screenshot(path=str(SHOTS / "tensorboard-scalars.png"), full_page=True)
+            finally:
+                browser.close()
+        # The events travelled through the default folder: <base_path>/tensorboard/<application id>.
+        assert tony_client.hdfs().list(f"{tony_client.events_dir}/{app_id}")
+    finally:
+        tony_client.kill(app_id)
+        tony_client.hdfs().delete(f"{tony_client.events_dir}/{app_id}", recursive=True)
+
+
 def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, python_exe: str) -> None:
     """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony())."""
     job = write_job(tmp_path, app_tag, python_exe, args=["sleep", "--seconds", "600"])
@@ -106,3 +177,54 @@ def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, pyt
     with TonyClient.from_env() as client:
         report = wait_until(lambda: (r := client.report(app_id)).state == "KILLED" and r, 120, f"{app_id} killed")
     assert report.final_status == "KILLED"
+
+
+def test_gc_removes_planted_old_runs_and_nothing_else(cluster, tmp_path: Path) -> None:
+    """``tony gc`` on the real HDFS: old runs planted with old times (WebHDFS SETTIMES) under a
+    base path of this test's own; the dry run lists them and removes nothing, the real run removes
+    exactly them; the newest run, a recent one and a folder holding a published model stay."""
+    import time
+    import uuid
+
+    from hdfs import InsecureClient
+
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    root = f"/user/{cluster.user}/pytest-gc-{uuid.uuid4().hex[:10]}"
+    base = f"{root}/tony"
+    runs = f"{base}/checkpoints/nightly/train"
+    old_ms = int((time.time() - 40 * 86400) * 1000)
+    planted = {
+        f"{runs}/old/ckpt-000000000010/tony-manifest.json": True,  # path: removed?
+        f"{runs}/recent/ckpt-000000000010/tony-manifest.json": False,
+        f"{runs}/newest/ckpt-000000000020/tony-manifest.json": False,
+        f"{runs}/newest/ckpt-000000000010.damaged-1-0-7/ckpt-10.index": True,
+        f"{runs}/with-model/model/tony-model.json": False,
+        f"{base}/history/application_1_0001.json": True,
+        f"{base}/src/0123456789abcdef01234567.tar.gz": True,
+        f"{base}/envs/fedcba9876543210fedcba98.tar.gz": False,
+    }
+    try:
+        for path in planted:
+            hdfs.write(path, data=b"{}", overwrite=True)
+        aged = [p for p, gone in planted.items() if gone and not p.startswith(runs)]
+        aged += [f"{runs}/old", f"{runs}/with-model", f"{runs}/newest/ckpt-000000000010.damaged-1-0-7"]
+        for path in aged:
+            hdfs.set_times(path, access_time=old_ms, modification_time=old_ms)
+        expected = {f"{runs}/old", f"{runs}/newest/ckpt-000000000010.damaged-1-0-7"}
+        expected |= {p for p, gone in planted.items() if gone and not p.startswith(runs)}
+
+        dry = tony("gc", "--base-path", base, "--max-age-days", "30", "--dry-run", timeout=120)
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        listed = {line.split()[2].rstrip(":") for line in dry.stdout.splitlines() if line.startswith("would remove")}
+        assert listed == expected, dry.stdout
+        assert all(hdfs.status(p, strict=False) for p in planted), "a dry run removes nothing"
+
+        done = tony("gc", "--base-path", base, "--max-age-days", "30", timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        for path in expected:
+            assert hdfs.status(path, strict=False) is None, path
+        for path, gone in planted.items():
+            if not gone and not path.startswith(f"{runs}/newest/ckpt-000000000010.damaged"):
+                assert hdfs.status(path, strict=False) is not None, f"{path} must stay"
+    finally:
+        hdfs.delete(root, recursive=True)

@@ -157,7 +157,8 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(
         [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)],
     )
     for stopped in ("ps:0", "worker:0", "worker:1"):
-        assert tasks[stopped].state == "KILLED", (stopped, tasks[stopped])
+        assert tasks[stopped].state == "STOPPED", (stopped, tasks[stopped])  # the chief finished: no kill
+        assert tasks[stopped].message == "stopped: chief:0 finished"
     assert_no_live_containers(result.app_id)
 
 

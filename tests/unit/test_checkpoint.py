@@ -103,12 +103,12 @@ class FakeHdfs:
         ]
 
     @contextmanager
-    def read(self, path: str) -> Iterator[io.BytesIO]:
+    def read(self, path: str, offset: int = 0) -> Iterator[io.BytesIO]:
         self._enter("read", path)
         p = self._p(path)
         if not p.is_file():
             raise FakeHdfsError(f"File does not exist: {path}")
-        yield io.BytesIO(p.read_bytes())
+        yield io.BytesIO(p.read_bytes()[offset:])
 
     def write(self, hdfs_path: str, data: bytes, overwrite: bool = False, **kwargs: Any) -> None:
         self._enter("write", hdfs_path)
@@ -1018,9 +1018,17 @@ def test_dirsync_pull_downloads_changed_files_only(fake: FakeHdfs, tmp_path: Pat
     assert tree(logdir) == {"train/events.1": b"abc", "events.2": b"xy"}
     assert sync.sync_once() == 0
     assert fake.count("download") == 2
+    inode = (logdir / "train/events.1").stat().st_ino
     fake.put(f"{TB}/train/events.1", b"abcdef")
     assert sync.sync_once() == 1
     assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"xy"}
+    # A grown event file is appended to in place: TensorBoard keeps the file open and reads on from
+    # where it stopped (a replaced file, a new inode, was never read again: no scalars for good).
+    assert (logdir / "train/events.1").stat().st_ino == inode
+    assert fake.count("download") == 2 and fake.count("read") == 1
+    fake.put(f"{TB}/events.2", b"z")  # rewritten shorter: copied whole
+    assert sync.sync_once() == 1
+    assert tree(logdir) == {"train/events.1": b"abcdef", "events.2": b"z"}
     assert fake.count("download") == 3
 
 
@@ -1221,3 +1229,70 @@ def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path) -> N
     sync.start()
     sync.join(timeout=10)
     assert not sync.is_alive() and len(looks) >= 3 and "ckpt-20_temp" in sync.last_error
+
+
+# --------------------------------------------------------------------------- #
+# best-N retention by the job's metric
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("mode", "scores", "expected"),
+    [
+        # newest 2 always (50, 40), plus the 2 best of the rest; unscored ones never count as best
+        ("max", {10: 0.9, 20: 0.5, 30: 0.95, 40: 0.1, 50: 0.2}, {50, 40, 30, 10}),
+        ("min", {10: 0.9, 20: 0.5, 30: 0.95, 40: 0.1, 50: 0.2}, {50, 40, 20, 10}),
+        ("max", {10: None, 20: 0.5, 30: None, 40: 0.1, 50: 0.2}, {50, 40, 20}),
+        ("max", {10: 0.7, 20: 0.7, 30: 0.7, 40: 0.1, 50: 0.2}, {50, 40, 30, 20}),  # ties: the newer wins
+    ],
+)
+def test_retained_keeps_the_newest_and_the_best_of_the_others(
+    mode: str, scores: dict[int, float | None], expected: set[int]
+) -> None:
+    steps = sorted(scores)
+    assert checkpoint.retained(steps, 2, checkpoint.BestOf(2, "acc", mode), scores) == expected
+    assert checkpoint.retained(steps, 2, None, scores) == {40, 50}, "without best-N only the newest stay"
+    assert checkpoint.retained(steps, 2, checkpoint.BestOf(0, "acc", mode), scores) == {40, 50}
+
+
+def test_upload_keeps_the_best_checkpoint_by_its_manifest_metrics(fake: FakeHdfs, local: Path) -> None:
+    """Figures travel in each manifest; a fresh uploader (another try) reads them back once."""
+    best = checkpoint.BestOf(1, "val_accuracy", "max")
+    figures = {10: 0.5, 20: 0.9, 30: 0.6, 40: 0.7, 50: 0.4}
+    scores: dict[int, float | None] = {}
+    for step, acc in figures.items():
+        write_ckpt(local, step)
+        found = find_local(local)
+        assert found is not None
+        fresh = step == 50  # the last upload comes from a new process: no cached scores
+        upload(
+            fake,
+            found,
+            local,
+            REMOTE,
+            keep=2,
+            tag="t",
+            metrics={"val_accuracy": acc, "loss": 1.0},
+            best=best,
+            scores={} if fresh else scores,
+        )
+    assert remote_checkpoints(fake, REMOTE) == [20, 40, 50], "the newest two and the best (20: 0.9)"
+    manifest = json.loads(fake.tree(f"{REMOTE}/{remote_name(20)}")[MANIFEST])
+    assert manifest["metrics"] == {"val_accuracy": 0.9, "loss": 1.0}
+    reads = [path for name, path in fake.calls if name == "read" and path.endswith(MANIFEST)]
+    assert len(reads) == len(set(reads)), "each manifest is read at most once per uploader"
+
+
+def test_dirsync_final_pushes_what_was_written_since_the_last_round(fake: FakeHdfs, tmp_path: Path) -> None:
+    """The last epoch's scalars are written just before the script exits: one more round then."""
+    logdir = tmp_path / "tb"
+    logdir.mkdir()
+    (logdir / "events.1").write_bytes(b"abc")
+    sync = DirSync(fake, logdir, TB, interval=3600, push=True)
+    sync.start()
+    deadline = time.monotonic() + 10
+    while fake.tree(TB) != {"events.1": b"abc"} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (logdir / "events.1").write_bytes(b"abcdef")  # the next round would be an hour away
+    sync.final()
+    assert not sync.is_alive() and fake.tree(TB) == {"events.1": b"abcdef"}

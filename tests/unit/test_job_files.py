@@ -122,7 +122,12 @@ def _numeric_fields(cls: type, prefix: str = "") -> list[tuple[str, type]]:
 def test_every_numeric_field_may_come_from_a_template() -> None:
     fields = _numeric_fields(JobSpec)
     assert len(fields) >= 15 and "checkpoint.keep" in dict(fields) and "am_vcores" in dict(fields)
-    data: dict[str, Any] = {"roles": {"worker": {"command": ["true"]}}}
+    # checkpoint.keep_best ranks by the gate's metric, which needs a model to judge.
+    data: dict[str, Any] = {
+        "roles": {"worker": {"command": ["true"]}},
+        "quality_gate": {"metric": "val_accuracy"},
+        "checkpoint": {"model_dir": "/models/m"},
+    }
     expected = {}
     for number, (path, kind) in enumerate(fields, start=2):
         value: Any = number * 10 if kind is int else number * 10 + 0.5

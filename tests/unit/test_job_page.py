@@ -357,3 +357,11 @@ def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(page)
     assert page == path.read_text(), f"the page differs from {path}; review, then UPDATE_SNAPSHOTS=1"
+
+
+def test_a_task_stopped_because_the_chief_finished_reads_so_on_the_page() -> None:
+    """Not a red KILLED badge on a good run: STOPPED, grey, with the AM's reason under it."""
+    stopped = TaskSummary(state="STOPPED", role="worker", index=1, message="stopped: chief:0 finished")
+    page = render_page(JobHistory(state=StateDocument(app_state="SUCCEEDED", tasks={"worker:1": stopped})))
+    row = page.split('data-task="worker:1"')[1].split("</tr>")[0]
+    assert 'style="background:#607d8b">STOPPED</span><br><span class="muted">stopped: chief:0 finished' in row

@@ -35,10 +35,27 @@ from airflow_provider_tony.runtime.messages import (
     StateDocument,
     TaskState,
     TaskSummary,
+    Usage,
 )
 from airflow_provider_tony.runtime.spec import JobSpec
 
 PROGRESS = Progress(step=120, epoch=3, total_steps=400, time=1.7e9, metrics={"loss": 0.25, "note": "x"})
+USAGE = Usage(
+    samples=9,
+    seconds=16.0,
+    peak_rss_bytes=300 << 20,
+    cpu_seconds=12.5,
+    peak_cpu_cores=1.5,
+    mean_cpu_cores=0.8,
+    peak_gpu_util=45.0,
+    mean_gpu_util=30.0,
+    peak_gpu_memory_bytes=2 << 30,
+    gpus_seen=1,
+    requested_memory_mib=2048,
+    requested_vcores=2,
+    requested_gpus=1,
+    notes=["peak memory 300 MiB, under half of the 2048 MiB requested"],
+)
 SUMMARY = TaskSummary(
     state="FAILED",
     role="worker",
@@ -54,6 +71,7 @@ SUMMARY = TaskSummary(
     stderr_tail=["Killed"],
     message="lost",
     restored_step=100,
+    usage=USAGE,
 )
 RESTART = RestartRecord(
     attempt=2,
@@ -90,8 +108,26 @@ FULL: list[Message] = [
         gpus_pinned=["1"],
         generation=2,
     ),
-    Heartbeat(seq=9, time=1.7e9, user_started=True, restored_step=100, progress=PROGRESS, generation=2),
-    ExitRecord(exit_code=3, stderr_tail=["Traceback", "ValueError"], time=1.7e9, progress=PROGRESS, generation=2),
+    USAGE,
+    Heartbeat(
+        seq=9,
+        time=1.7e9,
+        user_started=True,
+        restored_step=100,
+        progress=PROGRESS,
+        generation=2,
+        points=[PROGRESS],
+        usage=USAGE,
+    ),
+    ExitRecord(
+        exit_code=3,
+        stderr_tail=["Traceback", "ValueError"],
+        time=1.7e9,
+        progress=PROGRESS,
+        generation=2,
+        points=[PROGRESS],
+        usage=USAGE,
+    ),
     EventRecord(message="worker:0 uploaded checkpoint 120", artefact=True),
     ClusterDocument(
         addresses={"worker:0": "node1:4000"}, gpus={"worker:0": ["0"]}, num_tasks={"worker": 1}, generation=2

@@ -18,7 +18,14 @@ from airflow_provider_tony.links import XCOM_JOB_PAGE_URL, XCOM_TENSORBOARD_URL,
 from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.messages import JobHistory, Progress, RestartRecord, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.messages import (
+    JobHistory,
+    Progress,
+    RestartRecord,
+    StateDocument,
+    TaskSummary,
+    Usage,
+)
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
@@ -37,8 +44,9 @@ def final_document(*, failed: bool = False) -> StateDocument:
         exit_code=1 if failed else 0,
         restored_step=30,
         progress=Progress(step=60, epoch=3, metrics={"val_accuracy": 0.91}),
+        usage=Usage(samples=4, peak_rss_bytes=100 << 20, notes=["lean"]),
     )
-    worker1 = TaskSummary(state="KILLED", role="worker", index=1, host="node2")
+    worker1 = TaskSummary(state="STOPPED", role="worker", index=1, host="node2")
     return StateDocument(
         application_id=APP,
         app_state="FAILED" if failed else "SUCCEEDED",
@@ -208,8 +216,14 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
         "yarn_state": "FINISHED",
         "diagnostics": "worker:0 succeeded",
         "tasks": {
-            "worker:0": {"state": "SUCCEEDED", "host": "node1", "exit_code": 0, "restored_step": 30},
-            "worker:1": {"state": "KILLED", "host": "node2", "exit_code": None, "restored_step": None},
+            "worker:0": {
+                "state": "SUCCEEDED",
+                "host": "node1",
+                "exit_code": 0,
+                "restored_step": 30,
+                "usage": {**Usage(samples=4, peak_rss_bytes=100 << 20).to_dict(), "notes": ["lean"]},
+            },
+            "worker:1": {"state": "STOPPED", "host": "node2", "exit_code": None, "restored_step": None, "usage": None},
         },
         "metrics": {"val_accuracy": 0.91},
         "step": 60,

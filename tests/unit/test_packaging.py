@@ -23,9 +23,12 @@ IMPORT_NAME = {
     "jinja2": "jinja2",
     "gssapi": "gssapi",
     "requests-gssapi": "requests_gssapi",
+    "apache-airflow-providers-openlineage": "airflow",
+    "openlineage-python": "openlineage",
+    "attrs": "attr",
 }
 # Optional features: their imports are lazy, and their packages are an extra, not a dependency.
-FEATURE_EXTRAS = ("kerberos",)
+FEATURE_EXTRAS = ("kerberos", "openlineage")
 # Imported only inside containers, from the job's own Python environment (the
 # tensorboard role, the Keras progress callback): the job's requirements, not ours.
 JOB_ENVIRONMENT = {"tensorboard", "tf_keras"}

@@ -22,6 +22,8 @@ from airflow_provider_tony.runtime.spec import (
     JobSpec,
     KerberosSpec,
     PythonEnv,
+    QualityGate,
+    RetentionSpec,
     RoleSpec,
     parse_memory_mib,
 )
@@ -98,6 +100,7 @@ FULL: dict[str, Any] = {
         "poll_interval": 5.0,
         "model_dir": "/models/mnist",
         "local_dir": "out/ckpt",
+        "keep_best": 2,
     },
     "env": {"PYTHONHASHSEED": "0"},
     "kerberos": {"refresh_tokens": True},
@@ -109,6 +112,8 @@ FULL: dict[str, Any] = {
             "retryable_if_missing": False,
         },
     },
+    "quality_gate": {"metric": "val_loss", "mode": "min", "record": "/models/mnist-published.json"},
+    "retention": {"max_age_days": 30.0, "keep_runs": 5},
 }
 
 MINIMAL: dict[str, Any] = {"roles": {"worker": {"module": "trainer.main"}}}
@@ -147,6 +152,8 @@ def test_full_fixture_sets_every_field_to_a_non_default_value() -> None:
         (Acls, [FULL["acls"]]),
         (KerberosSpec, [FULL["kerberos"]]),
         (InputSpec, list(FULL["inputs"].values())),
+        (QualityGate, [FULL["quality_gate"]]),
+        (RetentionSpec, [FULL["retention"]]),
         (PythonEnv, [FULL["python"], {"interpreter": "/usr/bin/python3", "archive": None}]),
         (RoleSpec, list(FULL["roles"].values())),
     ):

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.messages import ClusterDocument, Heartbeat, Progress, Registration, StateDocument
+from airflow_provider_tony.runtime.messages import (
+    ClusterDocument,
+    Heartbeat,
+    Progress,
+    Registration,
+    StateDocument,
+    Usage,
+)
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.state import (
     JobTracker,
@@ -653,15 +660,43 @@ def test_to_stop_and_stopped() -> None:
         "ps:0": TaskState.KILLED,
         "tensorboard:0": TaskState.KILLED,
     }
-    assert tr.tasks["ps:0"].message == "stopped by the application master"
+    assert tr.tasks["ps:0"].message == "stopped by the application master: the job failed"
     tr.stopped("worker:0")  # a finished task keeps its state
     assert tr.tasks["worker:0"].state is TaskState.SUCCEEDED
+
+
+@pytest.mark.parametrize(("policy", "why"), [("chief", "stopped: worker:0 finished"), ("all_workers", None)])
+def test_stopped_because_the_job_succeeded_is_no_kill(policy: str, why: str | None) -> None:
+    """worker:1 of a successful MWMS job was shown KILLED (a red mark on a good run): it reads STOPPED, and why."""
+    tr = make_tracker({"worker": 2, "ps": 1}, success_policy=policy)
+    start(tr)
+    tr.exited("worker:0", 0, [], T0 + 5)
+    if policy == "all_workers":
+        tr.exited("worker:1", 0, [], T0 + 5)
+        why = "stopped: every tracked task finished"
+    verdict = tr.check(T0 + 5)
+    assert verdict is not None and verdict.succeeded
+    for task_id in tr.to_stop():
+        tr.stopped(task_id)
+    stopped = ["ps:0"] if policy == "all_workers" else ["worker:1", "ps:0"]
+    for task_id in stopped:
+        assert (tr.tasks[task_id].state, tr.tasks[task_id].message) == (TaskState.STOPPED, why)
+    doc = tr.document(T0 + 6, 1000.0, 1, "app")
+    assert doc.tasks["ps:0"].state == "STOPPED" and not doc.tasks["ps:0"].failed
 
 
 @pytest.mark.parametrize("state", list(TaskState), ids=lambda s: s.value)
 def test_task_state_finished(state: TaskState) -> None:
     assert state.finished is (
-        state in {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST, TaskState.RESTARTING}
+        state
+        in {
+            TaskState.SUCCEEDED,
+            TaskState.FAILED,
+            TaskState.KILLED,
+            TaskState.STOPPED,
+            TaskState.LOST,
+            TaskState.RESTARTING,
+        }
     )
 
 
@@ -832,7 +867,10 @@ def _document_scenario() -> JobTracker:
     tr.register("worker:1", Registration(host="h2", port=2001, container_id="c_2", gpus_local=["0"]), T0 + 1)
     tr.cluster_doc(T0 + 1)
     progress = Progress(step=7, total_steps=10, time=5.0)
-    tr.heartbeat("worker:0", Heartbeat(seq=1, user_started=True, restored_step=4, progress=progress), T0 + 2)
+    used = Usage(samples=3, peak_rss_bytes=100 << 20, peak_cpu_cores=0.5)
+    tr.heartbeat(
+        "worker:0", Heartbeat(seq=1, user_started=True, restored_step=4, progress=progress, usage=used), T0 + 2
+    )
     tr.heartbeat("worker:1", Heartbeat(seq=1, user_started=True), T0 + 2.5)
     tr.exited("worker:1", 3, [f"line {i}" for i in range(8)], T0 + 3)
     tr.events.extend(f"filler {i}" for i in range(60))
@@ -859,6 +897,14 @@ def test_the_state_document_carries_every_field_clients_read() -> None:
             "progress": {"step": 7, "epoch": None, "total_steps": 10, "time": 5.0, "metrics": {}},
             "stderr_tail": [],
             "restored_step": 4,
+            # The executor's figures, with the role's request from the AM's JobSpec and the note on it.
+            "usage": {
+                **Usage(samples=3, peak_rss_bytes=100 << 20, peak_cpu_cores=0.5).to_dict(),
+                "requested_memory_mib": 1024,
+                "requested_vcores": 1,
+                "requested_gpus": 1,
+                "notes": ["peak memory 100 MiB, under half of the 1024 MiB requested: a smaller request would do"],
+            },
         },
         "worker:1": {
             **task,
@@ -872,6 +918,7 @@ def test_the_state_document_carries_every_field_clients_read() -> None:
             "progress": None,
             "stderr_tail": ["line 3", "line 4", "line 5", "line 6", "line 7"],
             "restored_step": None,
+            "usage": None,
         },
     }
     artefacts = [f"restart {i}: checkpoint step {i} on HDFS before the gang was stopped" for i in range(5, 55)]

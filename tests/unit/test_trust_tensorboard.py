@@ -80,6 +80,9 @@ def test_tensorboard_itself_listens_on_loopback_only(tmp_path: Path, monkeypatch
     seen: dict[str, Any] = {}
 
     class FakeBoard:
+        def __init__(self, server_class: Any = None) -> None:
+            seen["server_class"] = server_class
+
         def configure(self, argv: list) -> None:
             seen["argv"] = argv
 
@@ -97,5 +100,30 @@ def test_tensorboard_itself_listens_on_loopback_only(tmp_path: Path, monkeypatch
     argv = seen["argv"]
     assert "--bind_all" not in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
     assert seen["guard"], "the reserved port is served by the guard"
+    assert seen["server_class"] is not None, "the page is wrapped by get_only"
     for guard in seen["guard"]:
         guard.close()
+
+
+def _call(app: Any, method: str = "GET", path: str = "/", query: str = "") -> tuple[str, bytes]:
+    status: list[str] = []
+    body = app(
+        {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query},
+        lambda s, headers: status.append(s),
+    )
+    return status[0], b"".join(body)
+
+
+def test_the_first_page_load_goes_to_tensorboards_get_only_scalars_view() -> None:
+    """Through YARN's proxy (405 for POST, 500 for a quote in a query) only the Scalars view in
+    TensorBoard's Colab mode gets its data: the first load of the page asks for it."""
+
+    def board(environ: dict, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [])
+        return [b"tensorboard"]
+
+    app = tb.get_only(board)
+    status, body = _call(app)
+    assert status == "200 OK" and b"q.set('tensorboardColab', 'true')" in body and b"'#scalars'" in body
+    for call in ({"query": "tensorboardColab=true"}, {"method": "POST"}, {"path": "/data/runs"}):
+        assert _call(app, **call) == ("200 OK", b"tensorboard"), call

@@ -1,0 +1,272 @@
+"""The quality gate: publish a model only when it is at least as good as the last published one.
+
+Nightly retraining publishes whatever the night's data produced unless
+something compares it with the model in production. With
+``quality_gate.metric`` set, the deciding task's executor uploads the model to
+a *candidate* folder beside ``checkpoint.model_dir`` (never to the folder
+itself), with ``tony-model.json`` inside it: the script's last reported
+metrics, step and application id. After the job succeeded the submitting side
+(the operator, ``tony submit``) calls :func:`apply`: it reads the candidate's
+figure and the last published model's (from ``quality_gate.record``, else the
+metadata inside ``model_dir``) and then either promotes the candidate to
+``model_dir`` (the old model kept as ``<model_dir>.previous``) and rewrites
+the record, or moves it aside as ``<model_dir>.rejected-<application id>``
+for a person to look at. The comparison itself (:func:`judge`) is pure.
+
+Why on the submitting side: the operator decides the task's outcome and
+emits the model asset's event; deciding there keeps the YARN job's status
+about training (it did succeed) and the gate's verdict about the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path, with_retries
+from airflow_provider_tony.runtime.messages import GateResult, Progress
+from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
+
+__all__ = [
+    "MODEL_METADATA",
+    "ModelRecord",
+    "apply",
+    "candidate_dir",
+    "judge",
+    "model_record",
+    "read_record",
+    "rejected_dir",
+]
+
+#: The metadata a published model folder carries (and what ``quality_gate.record`` holds).
+MODEL_METADATA = "tony-model.json"
+#: A record larger than this is not ours.
+MAX_RECORD_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """What a model folder says about itself: who made it, at which step, with which figures."""
+
+    application_id: str
+    step: int | None
+    metrics: dict[str, Any]
+    model_dir: str = ""
+    published_at: float | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "format": 1,
+                "application_id": self.application_id,
+                "step": self.step,
+                "metrics": self.metrics,
+                "model_dir": self.model_dir,
+                "published_at": self.published_at,
+            },
+            indent=1,
+            sort_keys=True,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ModelRecord | None:
+        """None for anything that is not a record (too large, not JSON, wrong shape)."""
+        if len(raw) > MAX_RECORD_BYTES:
+            return None
+        try:
+            data = json.loads(raw)
+            metrics = data.get("metrics") or {}
+            if not isinstance(metrics, dict):
+                return None
+            step = data.get("step")
+            return cls(
+                application_id=str(data.get("application_id") or ""),
+                step=step if isinstance(step, int) and not isinstance(step, bool) else None,
+                metrics=metrics,
+                model_dir=str(data.get("model_dir") or ""),
+                published_at=data.get("published_at") if isinstance(data.get("published_at"), (int, float)) else None,
+            )
+        except (ValueError, AttributeError, TypeError):
+            return None
+
+    def figure(self, metric: str) -> float | None:
+        return _number(self.metrics.get(metric))
+
+
+def model_record(app_id: str, progress: Progress | None, model_dir: str = "") -> ModelRecord:
+    """The metadata the executor writes into the model it exports (from the script's last report)."""
+    return ModelRecord(
+        application_id=app_id,
+        step=progress.step if progress is not None else None,
+        metrics=dict(progress.metrics) if progress is not None else {},
+        model_dir=model_dir,
+    )
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, else None (a metric reported as text, NaN or infinity is no figure)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def judge(gate: QualityGate, value: float | None, previous: float | None) -> tuple[bool, str]:
+    """Whether a model with figure ``value`` may replace one with ``previous``, and why, in words.
+
+    A first model (no previous figure) passes; a model without a figure
+    fails, since nothing says it is good; a tie passes ("at least as good").
+    """
+    metric, mode = gate.metric, gate.mode
+    if value is None:
+        return False, f"the job reported no numeric {metric!r} in its last progress report, so nothing says it is good"
+    if previous is None:
+        return True, f"{metric}={value:g}; no published model to compare with (first model)"
+    better = value >= previous if mode == "max" else value <= previous
+    relation = ("at least" if better else "below") if mode == "max" else ("at most" if better else "above")
+    return better, f"{metric}={value:g} is {relation} the published model's {previous:g} ({mode} is better)"
+
+
+def candidate_dir(model_dir: str, app_id: str) -> str:
+    """Where the executor puts a gated model until the gate is decided."""
+    return f"{hdfs_path(model_dir).rstrip('/')}.candidate-{app_id}"
+
+
+def rejected_dir(model_dir: str, app_id: str) -> str:
+    """Where a model that failed the gate stays, unpublished."""
+    return f"{hdfs_path(model_dir).rstrip('/')}.rejected-{app_id}"
+
+
+def record_path(spec: JobSpec) -> str:
+    """The file that holds the last published model's figures."""
+    if spec.quality_gate.record:
+        return hdfs_path(spec.quality_gate.record)
+    assert spec.checkpoint.model_dir is not None  # the spec refuses a gate without a model_dir
+    return posixpath.join(hdfs_path(spec.checkpoint.model_dir), MODEL_METADATA)
+
+
+def read_record(client: Any, path: str) -> ModelRecord | None:
+    """The record at ``path`` on HDFS, None when there is none (or it is not a record)."""
+    if with_retries(f"status {path}", lambda: client.status(path, strict=False)) is None:
+        return None
+
+    def read() -> bytes:
+        with client.read(path) as reader:
+            data: bytes = reader.read(MAX_RECORD_BYTES + 1)
+        return data
+
+    return ModelRecord.from_json(with_retries(f"read {path}", read))
+
+
+def _exists(client: Any, path: str) -> bool:
+    return with_retries(f"status {path}", lambda: client.status(path, strict=False)) is not None
+
+
+def _promote(client: Any, candidate: str, model_dir: str) -> None:
+    """Rename the candidate to ``model_dir``; an existing model is kept as ``<model_dir>.previous``."""
+    parent = posixpath.dirname(model_dir) or "/"
+    client.makedirs(parent)
+    if _exists(client, model_dir):
+        previous = f"{model_dir}.previous"
+        client.delete(previous, recursive=True)
+        client.rename(model_dir, previous)
+    client.rename(candidate, model_dir)
+
+
+def apply(client: Any, spec: JobSpec, app_id: str, now: float | None = None) -> GateResult:
+    """Judge application ``app_id``'s model and publish it or set it aside; returns the verdict.
+
+    Safe to call again for the same application (a re-attached task): a model
+    already promoted, or already rejected, is judged from where it now is and
+    nothing moves twice.
+    """
+    gate = spec.quality_gate
+    assert gate.metric is not None and spec.checkpoint.model_dir is not None  # callers check gate.enabled
+    model_dir = hdfs_path(spec.checkpoint.model_dir).rstrip("/")
+    candidate, rejected = candidate_dir(model_dir, app_id), rejected_dir(model_dir, app_id)
+    record_file = record_path(spec)
+    previous = read_record(client, record_file)
+    if previous is not None and previous.application_id == app_id:  # promoted by an earlier look
+        return GateResult(
+            metric=gate.metric,
+            mode=gate.mode,
+            value=previous.figure(gate.metric),
+            passed=True,
+            model_dir=model_dir,
+            reason="already published by this application",
+        )
+    where = candidate if _exists(client, candidate) else rejected if _exists(client, rejected) else None
+    if where is None:
+        return GateResult(
+            metric=gate.metric,
+            mode=gate.mode,
+            passed=False,
+            reason=f"the job left no model at {candidate}: the script wrote nothing to $TONY_MODEL_DIR",
+        )
+    mine = read_record(client, posixpath.join(where, MODEL_METADATA))
+    value = mine.figure(gate.metric) if mine is not None else None
+    before = previous.figure(gate.metric) if previous is not None else None
+    if previous is not None and before is None:
+        value_passes, reason = (
+            False,
+            (
+                f"the published model's record {record_file} has no numeric {gate.metric!r}; "
+                "fix or remove the record to publish again"
+            ),
+        )
+    else:
+        value_passes, reason = judge(gate, value, before)
+    result = GateResult(
+        metric=gate.metric,
+        mode=gate.mode,
+        value=value,
+        previous=before,
+        previous_model_dir=previous.model_dir if previous is not None else "",
+        previous_application_id=previous.application_id if previous is not None else "",
+        passed=value_passes,
+        reason=reason,
+    )
+    if where == rejected:  # decided by an earlier look: a rejected model stays rejected
+        result.passed = False
+        result.model_dir = rejected
+        return result
+    if not value_passes:
+        if where == candidate:
+            client.rename(candidate, rejected)
+        result.model_dir = rejected
+        return result
+    _promote(client, candidate, model_dir)
+    assert mine is not None  # value came from it
+    published = ModelRecord(
+        mine.application_id or app_id, mine.step, mine.metrics, model_dir, time.time() if now is None else now
+    )
+    client.write(posixpath.join(model_dir, MODEL_METADATA), data=published.to_json(), overwrite=True)
+    if spec.quality_gate.record:
+        client.makedirs(posixpath.dirname(record_file) or "/")
+        client.write(record_file, data=published.to_json(), overwrite=True)
+    result.model_dir = model_dir
+    return result
+
+
+def annotate_history(client: Any, paths: list[str], result: GateResult) -> list[str]:
+    """Add the verdict to the job's stored history files, so the job page shows both figures.
+
+    The AM wrote them when the job ended, before the gate was decided; a path
+    with no history (the AM could not write it) is skipped. Returns the paths written.
+    """
+    from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory
+
+    written = []
+    for path in paths:
+        if client.status(path, strict=False) is None:
+            continue
+        with client.read(path) as reader:
+            raw = reader.read(MAX_HISTORY_BYTES + 1)
+        history = JobHistory.from_json(raw, max_bytes=MAX_HISTORY_BYTES)
+        history.gate = result
+        client.write(path, data=history.to_json(), overwrite=True)
+        written.append(path)
+    return written

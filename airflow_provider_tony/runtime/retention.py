@@ -1,0 +1,157 @@
+"""Retention: what a nightly job leaves on HDFS, pruned by age or count (``tony gc``).
+
+Every run of a task leaves a checkpoint folder
+(``<base_path>/checkpoints/<dag>/<task>/<run>``), every job a history file
+(``<base_path>/history/<app>.json``), a checkpoint that was replaced keeps a
+``ckpt-<step>.damaged-<tag>`` copy for a person to look at, and every new
+source tree or environment a staged archive (``<base_path>/src``,
+``<base_path>/envs``). Nothing removes them, so a daily job fills HDFS.
+
+The policy (:func:`plan`) is pure and takes the clock as an argument: an item
+goes when it is older than ``max_age_days``, and a task's run also when it
+is beyond the task's newest ``keep_runs``. It never removes the newest run of a task, a published
+model (a folder holding ``tony-model.json``, or any folder above one, or a
+path named in ``protect``) or anything outside those four places. Age is the
+latest of HDFS's modification and access times, so a staged archive that
+jobs still localise counts as used.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path
+
+__all__ = ["Item", "Policy", "plan", "remove", "scan", "scan_task"]
+
+#: A checkpoint moved aside because it was not whole (``checkpoint.upload``).
+_DAMAGED = re.compile(r"^ckpt-\d{12}\.damaged-")
+_MODEL_METADATA = "tony-model.json"  # runtime/gate.py's MODEL_METADATA (imported lazily there; kept in step by a test)
+_DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How much to keep: by age (days) and/or by count per group; None leaves that rule off."""
+
+    max_age_days: float | None = None
+    keep_runs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_age_days is not None and self.max_age_days < 0:
+            raise ValueError(f"max_age_days={self.max_age_days}: give a number of days >= 0")
+        if self.keep_runs is not None and self.keep_runs < 1:
+            raise ValueError(f"keep_runs={self.keep_runs}: keep at least the newest run (1)")
+
+    @property
+    def active(self) -> bool:
+        return self.max_age_days is not None or self.keep_runs is not None
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing retention may remove: a run folder, a damaged copy, a history file or an archive."""
+
+    path: str
+    kind: str  # "run", "damaged", "history", "src", "envs"
+    group: str  # runs of the same task, the damaged copies of one run, ...
+    used: float  # seconds since the epoch: the latest of modification and access
+    protected: str = ""  # why it must stay ("" when it may go)
+
+
+def _older(item: Item, policy: Policy, now: float) -> bool:
+    return policy.max_age_days is not None and now - item.used > policy.max_age_days * _DAY_S
+
+
+def plan(items: Iterable[Item], policy: Policy, now: float) -> list[tuple[Item, str]]:
+    """What to remove, each with the reason in words.
+
+    Age applies to everything; the count (``keep_runs``) to each task's runs.
+    The newest run of every task stays whatever its age (its retry resumes
+    from it), as does every protected item; what lies inside a folder that
+    goes is not listed again.
+    """
+    groups: dict[tuple[str, str], list[Item]] = {}
+    for item in items:
+        groups.setdefault((item.kind, item.group), []).append(item)
+    removals: list[tuple[Item, str]] = []
+    for (kind, _group), members in sorted(groups.items()):
+        members.sort(key=lambda i: (i.used, i.path), reverse=True)
+        for rank, item in enumerate(members):
+            if item.protected or (kind == "run" and rank == 0):
+                continue
+            if kind == "run" and policy.keep_runs is not None and rank >= policy.keep_runs:
+                removals.append((item, f"beyond the newest {policy.keep_runs} runs of {item.group}"))
+            elif _older(item, policy, now):
+                days = (now - item.used) / _DAY_S
+                removals.append((item, f"unused for {days:.1f} days (max_age_days {policy.max_age_days:g})"))
+    gone = {item.path.rstrip("/") + "/" for item, _why in removals}
+    return [(item, why) for item, why in removals if not any(item.path.startswith(g) for g in gone)]
+
+
+def _used(status: dict[str, Any]) -> float:
+    return max(int(status.get("modificationTime") or 0), int(status.get("accessTime") or 0)) / 1000.0
+
+
+def _children(client: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+    if client.status(path, strict=False) is None:
+        return []
+    return [(posixpath.join(path, name), status) for name, status in client.list(path, status=True)]
+
+
+def _holds_model(client: Any, folder: str, protect: set[str]) -> str:
+    """Why ``folder`` must stay: it holds a published model, or a protected path is inside it."""
+    for path in protect:
+        if path == folder or path.startswith(folder.rstrip("/") + "/"):
+            return f"{path} is protected"
+    for root, _dirs, files in client.walk(folder):
+        if _MODEL_METADATA in files:
+            return f"{root} holds a published model"
+    return ""
+
+
+def scan_task(client: Any, task_folder: str, protect: Iterable[str] = ()) -> list[Item]:
+    """One task's run folders (``<base_path>/checkpoints/<dag>/<task>/<run>``) and their damaged copies."""
+    guarded = {hdfs_path(p).rstrip("/") for p in protect}
+    items: list[Item] = []
+    for run, status in _children(client, hdfs_path(task_folder).rstrip("/")):
+        if status["type"] != "DIRECTORY":
+            continue
+        items.append(Item(run, "run", task_folder, _used(status), _holds_model(client, run, guarded)))
+        for name, inner in _children(client, run):
+            if _DAMAGED.match(posixpath.basename(name)):
+                items.append(Item(name, "damaged", run, _used(inner)))
+    return items
+
+
+def scan(client: Any, base_path: str, protect: Iterable[str] = ()) -> list[Item]:
+    """Everything under ``base_path`` that retention may consider (one listing per folder level)."""
+    base = hdfs_path(base_path).rstrip("/")
+    guarded = {hdfs_path(p).rstrip("/") for p in protect}
+    items: list[Item] = []
+    for dag, dag_status in _children(client, f"{base}/checkpoints"):
+        if dag_status["type"] != "DIRECTORY":
+            continue
+        for task, task_status in _children(client, dag):
+            if task_status["type"] == "DIRECTORY":
+                items += scan_task(client, task, guarded)
+    for path, status in _children(client, f"{base}/history"):
+        if status["type"] == "FILE" and path.endswith(".json"):
+            items.append(Item(path, "history", f"{base}/history", _used(status)))
+    for kind in ("src", "envs"):
+        for path, status in _children(client, f"{base}/{kind}"):
+            if status["type"] == "FILE":
+                items.append(Item(path, kind, f"{base}/{kind}", _used(status)))
+    return items
+
+
+def remove(client: Any, removals: list[tuple[Item, str]]) -> list[str]:
+    """Delete what :func:`plan` chose; returns the paths removed."""
+    done = []
+    for item, _why in removals:
+        client.delete(item.path, recursive=True)
+        done.append(item.path)
+    return done

@@ -1,0 +1,322 @@
+"""The quality gate (``runtime/gate.py``), its operator outcome and its page section, without a cluster.
+
+HDFS is ``test_checkpoint``'s fake over a temporary folder (the ``hdfs.Client``
+semantics that matter: rename, status, read/write); the operator runs against
+``test_operator``'s fake hook, so these tests check decisions: which model is
+published, which is set aside, what the task raises, what the XCom, the asset
+event and the page say.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_tony.operators.tony import XCOM_QUALITY_GATE, QualityGateFailed
+from airflow_provider_tony.runtime import gate
+from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress
+from airflow_provider_tony.runtime.page import render_page
+from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
+from tests.unit.test_checkpoint import FakeHdfs
+from tests.unit.test_operator import APP, OutletEvents, final_document, operator, succeeded
+
+MODEL = "/user/airflow/models/digits"
+OTHER_APP = "application_1700000000000_0041"
+
+
+def spec(mode: str = "max", record: str | None = None, metric: str = "val_accuracy") -> JobSpec:
+    return JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"model_dir": MODEL},
+            "quality_gate": {"metric": metric, "mode": mode, "record": record},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "value", "previous", "passed"),
+    [
+        ("max", 0.9, None, True),  # first model
+        ("max", 0.9, 0.8, True),
+        ("max", 0.8, 0.8, True),  # a tie is "at least as good"
+        ("max", 0.79, 0.8, False),
+        ("min", 0.3, 0.4, True),
+        ("min", 0.4, 0.4, True),
+        ("min", 0.41, 0.4, False),
+        ("max", None, 0.8, False),  # no figure: nothing says it is good
+        ("max", None, None, False),
+    ],
+)
+def test_judge_compares_by_mode(mode: str, value: float | None, previous: float | None, passed: bool) -> None:
+    ok, reason = gate.judge(QualityGate(metric="m", mode=mode), value, previous)
+    assert ok is passed, reason
+    assert "m" in reason and (value is None or f"{value:g}" in reason)
+    if previous is not None and value is not None:
+        assert f"{previous:g}" in reason, "both figures are in the words"
+
+
+def test_a_record_without_a_finite_number_has_no_figure() -> None:
+    for raw in (math.nan, math.inf, "0.9", True, None):
+        assert gate.ModelRecord("a", 1, {"m": raw}).figure("m") is None, raw
+    assert gate.ModelRecord.from_json(b"not json") is None
+    assert gate.ModelRecord.from_json(b'{"metrics": [1]}') is None
+    assert gate.ModelRecord.from_json(b"x" * (gate.MAX_RECORD_BYTES + 1)) is None
+
+
+def export(hdfs: FakeHdfs, tmp: Path, app_id: str, accuracy: float | None) -> None:
+    """What the executor leaves for a gated job: the model in its candidate folder, with its metadata."""
+    local = tmp / f"model-{app_id}"
+    local.mkdir()
+    (local / "saved_model.pb").write_bytes(app_id.encode())
+    metrics = {} if accuracy is None else {"val_accuracy": accuracy}
+    record = gate.model_record(app_id, Progress(step=60, metrics=metrics), MODEL)
+    (local / gate.MODEL_METADATA).write_bytes(record.to_json())
+    hdfs.makedirs("/user/airflow/models")
+    hdfs.upload(gate.candidate_dir(MODEL, app_id), str(local))
+
+
+def model_bytes(hdfs: FakeHdfs, path: str = MODEL) -> bytes:
+    return (hdfs.root / path.lstrip("/") / "saved_model.pb").read_bytes()
+
+
+def test_first_model_passes_then_a_worse_one_is_set_aside_and_a_better_one_replaces_it(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    export(hdfs, tmp_path, OTHER_APP, 0.9)
+    first = gate.apply(hdfs, spec(), OTHER_APP, now=100.0)
+    assert first.passed and first.previous is None and first.value == 0.9 and first.model_dir == MODEL
+    assert model_bytes(hdfs) == OTHER_APP.encode()
+    assert hdfs.status(gate.candidate_dir(MODEL, OTHER_APP), strict=False) is None, "the candidate became the model"
+    meta = json.loads((hdfs.root / MODEL.lstrip("/") / gate.MODEL_METADATA).read_bytes())
+    assert meta["application_id"] == OTHER_APP and meta["published_at"] == 100.0 and meta["model_dir"] == MODEL
+
+    export(hdfs, tmp_path, APP, 0.5)
+    worse = gate.apply(hdfs, spec(), APP)
+    assert not worse.passed and (worse.value, worse.previous) == (0.5, 0.9)
+    assert worse.previous_application_id == OTHER_APP and worse.previous_model_dir == MODEL
+    assert worse.model_dir == gate.rejected_dir(MODEL, APP)
+    assert model_bytes(hdfs) == OTHER_APP.encode(), "the published model is untouched"
+    assert model_bytes(hdfs, gate.rejected_dir(MODEL, APP)) == APP.encode(), "the rejected one is kept to look at"
+    again = gate.apply(hdfs, spec(), APP)
+    assert not again.passed and again.model_dir == gate.rejected_dir(MODEL, APP), "judged again: still rejected"
+
+    third = "application_1700000000000_0043"
+    export(hdfs, tmp_path, third, 0.95)
+    better = gate.apply(hdfs, spec(), third)
+    assert better.passed and (better.value, better.previous) == (0.95, 0.9)
+    assert model_bytes(hdfs) == third.encode() and model_bytes(hdfs, f"{MODEL}.previous") == OTHER_APP.encode()
+    assert gate.apply(hdfs, spec(), third).passed, "judged again after promotion: still published"
+    assert model_bytes(hdfs) == third.encode()
+
+
+def test_min_mode_and_a_separate_record_for_per_run_model_folders(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    record = "/user/airflow/models/digits-published.json"
+    export(hdfs, tmp_path, OTHER_APP, 0.3)
+    assert gate.apply(hdfs, spec(mode="min", record=record), OTHER_APP).passed
+    assert json.loads((hdfs.root / record.lstrip("/")).read_bytes())["metrics"] == {"val_accuracy": 0.3}
+    export(hdfs, tmp_path, APP, 0.4)
+    verdict = gate.apply(hdfs, spec(mode="min", record=record), APP)
+    assert not verdict.passed and verdict.previous == 0.3, "a higher loss fails under min"
+
+
+def test_no_model_or_no_figure_fails_the_gate(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    nothing = gate.apply(hdfs, spec(), APP)
+    assert not nothing.passed and "$TONY_MODEL_DIR" in nothing.reason
+    export(hdfs, tmp_path, APP, None)
+    unreported = gate.apply(hdfs, spec(), APP)
+    assert not unreported.passed and "reported no numeric 'val_accuracy'" in unreported.reason
+    assert hdfs.status(MODEL, strict=False) is None, "nothing was published"
+
+
+def test_the_verdict_is_added_to_the_stored_history_and_shown_on_the_page(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    path = f"/user/airflow/tony/history/{APP}.json"
+    hdfs.write(path, JobHistory(state=final_document(), name="digits").to_json())
+    verdict = GateResult(
+        metric="val_accuracy", value=0.5, previous=0.9, passed=False, model_dir="/m.rejected", reason="worse"
+    )
+    assert gate.annotate_history(hdfs, [path, "/nowhere.json"], verdict) == [path]
+    stored = JobHistory.from_json((hdfs.root / path.lstrip("/")).read_bytes())
+    assert stored.gate == verdict and stored.state is not None
+    page = render_page(stored, refresh_s=None)
+    assert 'id="quality-gate"' in page and "failed" in page and "0.5<" in page and "0.9<" in page
+    assert "Quality gate" not in render_page(JobHistory(state=final_document()), refresh_s=None)
+
+
+def test_the_spec_refuses_a_gate_without_a_model_and_best_n_without_a_metric() -> None:
+    with pytest.raises(SpecError, match="quality_gate.metric"):
+        JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "quality_gate": {"metric": "acc"}})
+    with pytest.raises(SpecError, match="checkpoint.keep_best"):
+        JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "checkpoint": {"keep_best": 2}})
+    with pytest.raises(SpecError, match="mode"):
+        QualityGate(metric="acc", mode="up")
+    round_trip = JobSpec.from_dict(spec(mode="min", record="/r.json").to_dict())
+    assert round_trip.quality_gate == QualityGate(metric="val_accuracy", mode="min", record="/r.json")
+
+
+# --------------------------------------------------------------------------- the operator
+
+
+def gated_operator(tmp_path: Path, **kwargs: Any) -> tuple[Any, Any, dict[str, Any], FakeHdfs]:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    op, hook, ctx = operator(succeeded(), **kwargs)
+    op.job["quality_gate"] = {"metric": "val_accuracy"}
+    hook.hdfs = lambda: hdfs
+    hook.history_dir = "/user/airflow/tony/history"
+    ctx["outlet_events"] = OutletEvents()
+    return op, hook, ctx, hdfs
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_operator_publishes_a_passing_model_and_fails_a_worse_one_without_retries(
+    tmp_path: Path, deferrable: bool
+) -> None:
+    from airflow_provider_tony.assets import model_asset
+    from airflow_provider_tony.yarn.follower import TonyEvent
+
+    asset = model_asset("digits")
+    op, _hook, ctx, hdfs = gated_operator(tmp_path, deferrable=deferrable, model_asset=asset)
+    export(hdfs, tmp_path, OTHER_APP, 0.95)
+    assert gate.apply(hdfs, spec(), OTHER_APP).passed  # yesterday's model
+
+    def run() -> Any:
+        if deferrable:
+            return op.execute_complete(ctx, TonyEvent.done(succeeded()).to_dict())
+        return op.execute(ctx)
+
+    export(hdfs, tmp_path, APP, 0.91)  # final_document() reports val_accuracy 0.91 too
+    with pytest.raises(QualityGateFailed) as info:
+        run()
+    assert isinstance(info.value, AirflowFailException), "a failed gate is not retried"
+    assert "0.91" in str(info.value) and "0.95" in str(info.value), "both figures in the message"
+    verdict = ctx["ti"].xcom[XCOM_QUALITY_GATE]
+    assert verdict["passed"] is False and (verdict["value"], verdict["previous"]) == (0.91, 0.95)
+    assert dict(ctx["outlet_events"]) == {}, "no asset event for a model that was not published"
+    assert model_bytes(hdfs) == OTHER_APP.encode()
+
+
+def test_operator_passes_a_first_model_into_the_xcom_and_the_asset_event(tmp_path: Path) -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    asset = model_asset("digits")
+    op, _hook, ctx, hdfs = gated_operator(tmp_path, deferrable=False, model_asset=asset)
+    export(hdfs, tmp_path, APP, 0.91)
+    value = op.execute(ctx)
+    assert value[XCOM_QUALITY_GATE]["passed"] is True and value["model_dir"] == MODEL
+    assert ctx["ti"].xcom[XCOM_QUALITY_GATE] == value[XCOM_QUALITY_GATE]
+    extra = ctx["outlet_events"][asset].extra
+    assert extra["model_dir"] == MODEL and extra[XCOM_QUALITY_GATE]["value"] == 0.91
+    assert model_bytes(hdfs) == APP.encode()
+
+
+# --------------------------------------------------------------------------- the executor's side
+
+
+class FakeApp:
+    """The executor's skein ApplicationClient: only the key-value store (events go there)."""
+
+    def __init__(self) -> None:
+        self.kv: dict[str, bytes] = {}
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_the_executor_exports_a_gated_model_as_a_candidate_with_its_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gated: bool
+) -> None:
+    from airflow_provider_tony.runtime import executor, hdfs_io
+    from airflow_provider_tony.runtime import progress as progress_api
+
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    monkeypatch.setattr(hdfs_io, "client_from_env", lambda env, kv=None: hdfs)
+    workdir = tmp_path / "work"
+    (workdir / executor.MODEL_DIR).mkdir(parents=True)
+    (workdir / executor.MODEL_DIR / "saved_model.pb").write_bytes(b"model")
+    monkeypatch.setenv("TONY_PROGRESS_FILE", str(workdir / executor.PROGRESS_FILE))
+    assert progress_api.report(step=7, val_accuracy=0.93)
+    job = (
+        spec()
+        if gated
+        else JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "checkpoint": {"model_dir": MODEL}})
+    )
+    env = {"SKEIN_APPLICATION_ID": APP}
+    code, _tail = executor.export_model(FakeApp(), job, workdir, env, "worker:0", 0, [], "1-1-1")
+    assert code == 0
+    where = gate.candidate_dir(MODEL, APP) if gated else MODEL
+    assert model_bytes(hdfs, where) == b"model"
+    assert (hdfs.status(MODEL, strict=False) is None) is gated, "a gated model is not published by the executor"
+    meta = json.loads((hdfs.root / where.lstrip("/") / gate.MODEL_METADATA).read_bytes())
+    assert meta["application_id"] == APP and meta["step"] == 7 and meta["metrics"] == {"val_accuracy": 0.93}
+
+
+def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_tony.runtime import checkpoint, executor
+    from airflow_provider_tony.runtime import progress as progress_api
+
+    job = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"model_dir": MODEL, "keep_best": 2},
+            "quality_gate": {"metric": "val_loss", "mode": "min"},
+        }
+    )
+    assert executor.best_of(job) == checkpoint.BestOf(2, "val_loss", "min")
+    assert executor.best_of(spec()) is None, "keep_best 0: only the newest are kept"
+    progress_file = tmp_path / "progress.json"
+    assert executor.latest_metrics(progress_file) is None
+    monkeypatch.setenv("TONY_PROGRESS_FILE", str(progress_file))
+    assert progress_api.report(step=3, val_loss=0.25)
+    assert executor.latest_metrics(progress_file) == {"val_loss": 0.25}
+
+
+# --------------------------------------------------------------------------- tony submit
+
+
+class SubmitClient:
+    """What ``tony submit`` uses of ``TonyClient``: submit, wait, hdfs, history_dir."""
+
+    def __init__(self, hdfs: FakeHdfs) -> None:
+        self._hdfs = hdfs
+        self.history_dir = "/user/airflow/tony/history"
+
+    def submit(self, spec: JobSpec, *, extra_tags: list[str]) -> str:
+        return APP
+
+    def wait(self, app_id: str, **kwargs: Any) -> Any:
+        return succeeded()
+
+    def hdfs(self) -> FakeHdfs:
+        return self._hdfs
+
+    def __enter__(self) -> SubmitClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_tony_submit_judges_the_model_and_exits_3_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from airflow_provider_tony import cli
+
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    monkeypatch.setattr(cli, "_client", lambda: SubmitClient(hdfs))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(spec().to_dict()))
+    export(hdfs, tmp_path, OTHER_APP, 0.95)
+    assert gate.apply(hdfs, spec(), OTHER_APP).passed
+    export(hdfs, tmp_path, APP, 0.5)
+    assert cli.main(["submit", str(job)]) == cli.EXIT_GATE_FAILED
+    out = capsys.readouterr().out
+    assert "quality gate FAILED" in out and "this run 0.5, published model 0.95" in out
+    assert model_bytes(hdfs) == OTHER_APP.encode()

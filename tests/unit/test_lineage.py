@@ -1,0 +1,113 @@
+"""OpenLineage facets from ``TonyOperator`` through Airflow's OpenLineage provider, no cluster.
+
+The provider's own ``DefaultExtractor`` calls the operator's
+``get_openlineage_facets_on_complete``/``_on_failure`` (as its listener does after
+a task); the result is put into an OpenLineage ``RunEvent`` of the client's own
+classes (their validators run) and serialised with the client's ``Serde``, and
+the ``tonyJob`` facet is validated against the JSON Schema shipped in the package.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+pytest.importorskip("airflow.providers.openlineage")
+
+from airflow.providers.openlineage.extractors.base import DefaultExtractor  # noqa: E402
+from openlineage.client.event_v2 import Job, Run, RunEvent, RunState  # noqa: E402
+from openlineage.client.serde import Serde  # noqa: E402
+
+from airflow_provider_tony import lineage  # noqa: E402
+from airflow_provider_tony.operators.tony import QualityGateFailed  # noqa: E402
+from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
+from tests.unit.test_gate import MODEL, OTHER_APP, export, gated_operator  # noqa: E402
+from tests.unit.test_operator import APP, operator, succeeded  # noqa: E402
+
+NAMESPACE = "hdfs://namenode:8020"
+
+
+def event(lineage_: Any, state: RunState) -> dict[str, Any]:
+    """The OpenLineage event the provider would emit around these facets, as JSON."""
+    run_event = RunEvent(
+        eventType=state,
+        eventTime="2026-12-01T18:00:00+00:00",
+        run=Run(runId=str(uuid.uuid4()), facets=lineage_.run_facets),
+        job=Job(namespace="airflow", name="nightly.train", facets=lineage_.job_facets),
+        inputs=lineage_.inputs,
+        outputs=lineage_.outputs,
+        producer=lineage.PRODUCER,
+    )
+    return json.loads(Serde.to_json(run_event))
+
+
+def validate_tony_facet(facets: dict[str, Any]) -> None:
+    schema = json.loads(lineage.SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(facets)
+    assert facets["tonyJob"]["_schemaURL"].endswith("#/$defs/TonyJobRunFacet")
+
+
+def test_complete_names_inputs_outputs_application_metrics_and_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    op, _hook, ctx = operator(succeeded(), deferrable=False)
+    op.job["checkpoint"]["warm_start_from"] = "/user/airflow/tony/checkpoints/nightly/train/yesterday"
+    op.job["files"] = {"vocab.txt": f"{NAMESPACE}/data/vocab.txt"}
+    monkeypatch.setattr(op, "_lineage_namespace", lambda: NAMESPACE)
+    op.execute(ctx)
+    found = DefaultExtractor(op).extract_on_complete(ctx["ti"])
+    assert found is not None, "the provider's extractor got facets from the operator"
+    doc = event(found, RunState.COMPLETE)
+    assert {(d["namespace"], d["name"]) for d in doc["inputs"]} == {
+        (NAMESPACE, "/user/airflow/tony/checkpoints/nightly/train/yesterday"),
+        (NAMESPACE, "/data/vocab.txt"),
+    }
+    assert {d["name"] for d in doc["outputs"]} == {"/user/airflow/tony/checkpoints/nightly/train/manual__1", MODEL}
+    facets = doc["run"]["facets"]
+    assert facets["externalQuery"]["externalQueryId"] == APP and facets["externalQuery"]["source"] == "yarn"
+    tony = facets["tonyJob"]
+    assert tony["applicationId"] == APP and tony["finalState"] == "SUCCEEDED" and tony["step"] == 60
+    assert tony["metrics"] == {"val_accuracy": 0.91} and tony["restarts"][0]["failed_task"] == "worker:1"
+    assert tony["_producer"] == lineage.PRODUCER
+    validate_tony_facet(facets)
+
+
+def test_a_failed_gate_is_in_the_facets_and_its_model_is_not_an_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_tony.runtime import gate
+
+    op, _hook, ctx, hdfs = gated_operator(tmp_path, deferrable=False)
+    monkeypatch.setattr(op, "_lineage_namespace", lambda: NAMESPACE)
+    spec = JobSpec.from_dict({**op.job, "quality_gate": {"metric": "val_accuracy"}})
+    export(hdfs, tmp_path, OTHER_APP, 0.95)
+    assert gate.apply(hdfs, spec, OTHER_APP).passed
+    export(hdfs, tmp_path, APP, 0.91)
+    with pytest.raises(QualityGateFailed):
+        op.execute(ctx)
+    found = DefaultExtractor(op).extract_on_failure(ctx["ti"])
+    assert found is not None
+    doc = event(found, RunState.FAIL)
+    assert MODEL not in {d["name"] for d in doc["outputs"]}, "a rejected model is not an output"
+    verdict = doc["run"]["facets"]["tonyJob"]["qualityGate"]
+    assert verdict["passed"] is False and (verdict["value"], verdict["previous"]) == (0.91, 0.95)
+    validate_tony_facet(doc["run"]["facets"])
+
+
+def test_the_schema_refuses_a_facet_without_its_fields() -> None:
+    broken = {"tonyJob": {"_producer": lineage.PRODUCER, "_schemaURL": lineage.SCHEMA_URL, "metrics": {}}}
+    with pytest.raises(jsonschema.ValidationError, match="applicationId"):
+        validate_tony_facet(broken)
+
+
+def test_declared_inputs_are_read_by_attribute() -> None:
+    class Declared:
+        path = "/data/clicks/dt=2026-12-01"
+
+    spec = JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "checkpoint": {"dir": "/ckpt/"}})
+    object.__setattr__(spec, "inputs", {"clicks": Declared()})
+    inputs, outputs = lineage.job_datasets(spec)
+    assert inputs == ["/data/clicks/dt=2026-12-01"] and outputs == ["/ckpt"]

@@ -1,0 +1,172 @@
+"""Retention (``runtime/retention.py``) and ``tony gc``: the policy on planted old runs, no cluster.
+
+HDFS is ``test_checkpoint``'s fake over a temporary folder, with HDFS's
+``modificationTime``/``accessTime`` taken from the files' own times, so a
+test plants an "old run" by setting a folder's mtime.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_tony import cli
+from airflow_provider_tony.runtime import gate, retention
+from airflow_provider_tony.runtime.retention import Item, Policy, plan
+from tests.unit.test_checkpoint import FakeHdfs
+
+NOW = time.time()  # the fake HDFS takes its times from the local files: removing one touches its folder now
+DAY = 86400.0
+BASE = "/user/airflow/tony"
+
+
+class TimedHdfs(FakeHdfs):
+    """``list(status=True)`` and ``status`` with HDFS's millisecond times, from the local files' mtimes."""
+
+    def _times(self, path: Path) -> dict[str, Any]:
+        return {"modificationTime": int(path.stat().st_mtime * 1000), "accessTime": 0}
+
+    def list(self, path: str, status: bool = False) -> list[Any]:
+        names = super().list(path, status=status)
+        if not status:
+            return names
+        return [(n, {**st, **self._times(self._p(path) / n)}) for n, st in names]
+
+
+def plant(hdfs: TimedHdfs, path: str, age_days: float, data: bytes | None = b"x") -> None:
+    """A file (or, with ``data=None``, a folder) at ``path`` last changed ``age_days`` ago."""
+    target = hdfs.root / path.lstrip("/")
+    if data is None:
+        target.mkdir(parents=True, exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    when = NOW - age_days * DAY
+    os.utime(target, (when, when))
+
+
+def planted(tmp_path: Path) -> TimedHdfs:
+    hdfs = TimedHdfs(tmp_path / "hdfs")
+    runs = f"{BASE}/checkpoints/nightly/train"
+    plant(hdfs, f"{runs}/run0/model/{gate.MODEL_METADATA}", 100)  # a model published inside a run folder
+    plant(hdfs, f"{runs}/run1/ckpt-000000000010/ckpt-10.index", 40)
+    plant(hdfs, f"{runs}/run2/ckpt-000000000010/ckpt-10.index", 20)
+    plant(hdfs, f"{runs}/run3/ckpt-000000000010.damaged-1-0-7/ckpt-10.index", 40)
+    plant(hdfs, f"{runs}/run3/ckpt-000000000020/ckpt-20.index", 1)
+    plant(hdfs, f"{BASE}/checkpoints/nightly/evaluate/only/ckpt-000000000010/ckpt-10.index", 100)
+    plant(hdfs, f"{BASE}/history/application_1_0001.json", 40)
+    plant(hdfs, f"{BASE}/history/application_1_0002.json", 1)
+    plant(hdfs, f"{BASE}/src/aaaa.tar.gz", 40)
+    plant(hdfs, f"{BASE}/envs/bbbb.tar.gz", 2)
+    # folder times last: writing inside a folder changes its mtime
+    for run, age in (("run0", 100), ("run1", 40), ("run2", 20), ("run3", 1)):
+        plant(hdfs, f"{runs}/{run}", age, data=None)
+    plant(hdfs, f"{runs}/run3/ckpt-000000000010.damaged-1-0-7", 40, data=None)
+    plant(hdfs, f"{BASE}/checkpoints/nightly/evaluate/only", 100, data=None)
+    return hdfs
+
+
+def names(removals: list[tuple[Item, str]]) -> set[str]:
+    return {item.path.removeprefix(f"{BASE}/") for item, _why in removals}
+
+
+def test_by_age_removes_old_runs_copies_history_and_archives_but_never_a_model_or_a_newest_run(
+    tmp_path: Path,
+) -> None:
+    hdfs = planted(tmp_path)
+    removals = plan(retention.scan(hdfs, BASE), Policy(max_age_days=30), NOW)
+    assert names(removals) == {
+        "checkpoints/nightly/train/run1",
+        "checkpoints/nightly/train/run3/ckpt-000000000010.damaged-1-0-7",
+        "history/application_1_0001.json",
+        "src/aaaa.tar.gz",
+    }
+    assert all("days" in why for _item, why in removals), "each removal says why"
+    retention.remove(hdfs, removals)
+    assert hdfs.status(f"{BASE}/checkpoints/nightly/train/run0/model/{gate.MODEL_METADATA}", strict=False)
+    assert hdfs.status(f"{BASE}/checkpoints/nightly/evaluate/only", strict=False), "a task's newest run stays"
+    assert hdfs.status(f"{BASE}/checkpoints/nightly/train/run3/ckpt-000000000020", strict=False)
+    assert hdfs.status(f"{BASE}/checkpoints/nightly/train/run1", strict=False) is None
+    assert plan(retention.scan(hdfs, BASE), Policy(max_age_days=30), NOW) == [], "nothing more to do"
+
+
+def test_by_count_keeps_each_tasks_newest_runs_and_protected_paths(tmp_path: Path) -> None:
+    hdfs = planted(tmp_path)
+    assert names(plan(retention.scan(hdfs, BASE), Policy(keep_runs=1), NOW)) == {
+        "checkpoints/nightly/train/run1",
+        "checkpoints/nightly/train/run2",
+    }, "run0 holds a model; evaluate has one run"
+    protected = retention.scan(hdfs, BASE, protect=[f"hdfs://nn:8020{BASE}/checkpoints/nightly/train/run2/"])
+    assert names(plan(protected, Policy(keep_runs=1), NOW)) == {"checkpoints/nightly/train/run1"}
+    assert names(plan(retention.scan(hdfs, BASE), Policy(keep_runs=3), NOW)) == set()
+
+
+def test_the_policy_alone() -> None:
+    items = [
+        Item("/r/new", "run", "t", NOW),
+        Item("/r/old", "run", "t", NOW - 10 * DAY),
+        Item("/r/old/ckpt-000000000001.damaged-x", "damaged", "/r/old", NOW - 10 * DAY),
+        Item("/h/a.json", "history", "/h", NOW - 10 * DAY),
+    ]
+    removed = plan(items, Policy(max_age_days=5), NOW)
+    assert [i.path for i, _ in removed] == ["/h/a.json", "/r/old"], "what is inside a removed folder is not listed"
+    assert plan(items, Policy(max_age_days=11), NOW) == []
+    assert plan([Item("/r/only", "run", "t", 0.0)], Policy(max_age_days=1, keep_runs=1), NOW) == []
+    with pytest.raises(ValueError, match="keep at least"):
+        Policy(keep_runs=0)
+    assert retention._MODEL_METADATA == gate.MODEL_METADATA
+
+
+class GcClient:
+    def __init__(self, hdfs: TimedHdfs) -> None:
+        self._hdfs = hdfs
+        self.base_path = BASE
+
+    def hdfs(self) -> TimedHdfs:
+        return self._hdfs
+
+    def __enter__(self) -> GcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_tony_gc_dry_run_lists_and_removes_nothing_then_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hdfs = planted(tmp_path)
+    monkeypatch.setattr(cli, "_client", lambda: GcClient(hdfs))
+    before = sorted(p for p in hdfs.root.rglob("*"))
+    assert cli.main(["gc", "--max-age-days", "30", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"would remove {BASE}/checkpoints/nightly/train/run1: unused for 40.0 days" in out
+    assert "4 to remove" in out and sorted(hdfs.root.rglob("*")) == before, "a dry run removes nothing"
+    assert cli.main(["gc", "--max-age-days", "30"]) == 0
+    assert "4 removed" in capsys.readouterr().out
+    assert hdfs.status(f"{BASE}/src/aaaa.tar.gz", strict=False) is None
+    assert cli.main(["gc"]) == cli.EXIT_ERROR, "no policy: refused"
+
+
+def test_the_operator_prunes_its_own_tasks_older_runs_after_a_success(tmp_path: Path) -> None:
+    from tests.unit.test_operator import operator, succeeded
+
+    hdfs = TimedHdfs(tmp_path / "hdfs")
+    runs = f"{BASE}/checkpoints/nightly/train"
+    for run, age in (("scheduled__old", 40), ("scheduled__recent", 2)):
+        plant(hdfs, f"{runs}/{run}/ckpt-000000000010/ckpt-10.index", age)
+        plant(hdfs, f"{runs}/{run}", age, data=None)
+    plant(hdfs, f"{BASE}/checkpoints/nightly/other/scheduled__old/x", 40)  # another task's: not this task's business
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op.job["retention"] = {"keep_runs": 2}
+    hook.hdfs = lambda: hdfs
+    plant(hdfs, f"{runs}/manual__1/ckpt-000000000060/ckpt-60.index", 0)  # this run's own folder (the newest)
+    op.execute(ctx)
+    assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["manual__1", "scheduled__recent"]
+    looks = [path for name, path in hdfs.calls if name == "list" and path == runs]
+    assert len(looks) == 1, "pruned once, though the mixin asks for the result twice"
+    assert (hdfs.root / f"{BASE}/checkpoints/nightly/other/scheduled__old/x".lstrip("/")).exists()
