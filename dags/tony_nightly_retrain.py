@@ -1,34 +1,48 @@
-"""Nightly retraining: two tf-keras workers (MultiWorkerMirroredStrategy) on YARN.
+"""Nightly retraining on the day's data where it lives: two tf-keras workers (MultiWorkerMirroredStrategy) on YARN.
 
-Each night trains on the partition of the data interval that just closed and
-publishes the model to HDFS under the run's date. Retries back off
-exponentially; a retry re-attaches to a still-running application instead of
-submitting a second one, or resumes from the run's last checkpoint on HDFS.
-With ``warm_start`` (default on) a run that has no checkpoint yet starts from
-yesterday's weights. Each published model emits an event on the ``digits`` model
-asset, which schedules ``tony_score_new_model``.
+Scheduled on the ``digits`` data asset: each partition ``tony_digits_partition``
+lands on HDFS (``<base_path>/data/digits/dt=<day>``) starts a run that trains on
+exactly that partition. The job declares it as two inputs: ``digits_train``
+(``sharding: shard``: the ``train/`` files are dealt between the two workers,
+each reads only its own) and ``digits_eval`` (the held-out ``eval/`` file, every
+worker evaluates on it). TonY checks both exist before submitting (a missing
+partition fails the try as retryable: the next one looks again) and stages
+each worker's files to its local disk before the script starts. A manual run
+(or ``airflow dags test``) without an event trains on the partition of its
+logical date, in the DAG's timezone.
+
+The model is published to HDFS under the day. Retries back off exponentially;
+a retry re-attaches to a still-running application instead of submitting a
+second one, or resumes from the run's last checkpoint on HDFS. With
+``warm_start`` (default on) a run that has no checkpoint yet starts from the
+day before's weights. Each published model emits an event on the ``digits``
+model asset, which schedules ``tony_score_new_model``.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
-from airflow_provider_tony.assets import model_asset
+from airflow_provider_tony.assets import data_asset, model_asset
 from airflow_provider_tony.operators.tony import TonyOperator
 
 TRAINING = Path(__file__).resolve().parent / "training"
 TZ = "Europe/Amsterdam"
-DAY = "data_interval_start.in_timezone('Europe/Amsterdam')"
+DIGITS_DATA = data_asset("digits")
+# The partition's day, from the task below: the triggering event's, else the logical date's.
+DAY = "ti.xcom_pull(task_ids='partition_day')"
 BASE_EXPR = "(conn.tony_yarn_default.extra_dejson.base_path or '/user/airflow/tony')"
 BASE = "{{ " + BASE_EXPR + " }}"
+PARTITION = BASE + "/data/digits/dt={{ " + DAY + " }}"
 
 with DAG(
     dag_id="tony_nightly_retrain",
-    schedule="30 2 * * *",
+    schedule=[DIGITS_DATA],
     start_date=pendulum.datetime(2026, 1, 1, tz=TZ),
     catchup=False,
     max_active_runs=1,
@@ -42,16 +56,26 @@ with DAG(
     doc_md=__doc__,
     params={"warm_start": Param(True, type="boolean", title="Warm start from yesterday's checkpoint")},
 ) as dag:
-    TonyOperator(
+
+    @task
+    def partition_day(**context: Any) -> str:
+        """The day of the partition to train on: the newest data event's, else the run's logical date."""
+        events = context["triggering_asset_events"].get(DIGITS_DATA) or []
+        if events:
+            return str(events[-1].extra["day"])
+        when = context["logical_date"] or context["dag_run"].run_after
+        return str(when.in_timezone(TZ).to_date_string())
+
+    train = TonyOperator(
         task_id="train",
         execution_timeout=timedelta(hours=2),
         model_asset=model_asset("digits"),  # each new model schedules tony_score_new_model
-        checkpoint_dir=BASE + "/checkpoints/digits/{{ " + DAY + ".to_date_string() }}",
+        checkpoint_dir=BASE + "/checkpoints/digits/{{ " + DAY + " }}",
         warm_start_from="{{ ("
         + BASE_EXPR
-        + " ~ '/checkpoints/digits/' ~ "
+        + " ~ '/checkpoints/digits/' ~ macros.ds_add("
         + DAY
-        + ".subtract(days=1).to_date_string()) if params.warm_start else '' }}",
+        + ", -1)) if params.warm_start else '' }}",
         job={
             "queue": "default",
             "roles": {
@@ -66,12 +90,22 @@ with DAG(
                         "--steps-per-epoch",
                         "25",
                         "--partition",
-                        "{{ " + DAY + ".to_date_string() }}",
+                        "{{ " + DAY + " }}",
+                        "--input",
+                        "digits_train",
+                        "--eval-input",
+                        "digits_eval",
                     ],
                 },
             },
             "heartbeat_timeout": 60,
             "deadline": 3600,
-            "checkpoint": {"model_dir": BASE + "/models/digits/{{ " + DAY + ".to_date_string() }}"},
+            "checkpoint": {"model_dir": BASE + "/models/digits/{{ " + DAY + " }}"},
+            "inputs": {
+                # Each worker trains on its own train/ files; every worker evaluates on eval/.
+                "digits_train": {"path": PARTITION + "/train", "sharding": "shard"},
+                "digits_eval": {"path": PARTITION + "/eval"},
+            },
         },
     )
+    partition_day() >> train

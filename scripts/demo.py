@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """`make demo`: run the tony_nightly_retrain DAG end to end on the local cluster.
 
-Uses a throw-away Airflow home under the cluster's state directory (SQLite),
-runs the DAG with `airflow dags test`, shows the operator's own log lines, and
-ends by saying where the model landed on HDFS.
+Uses a throw-away Airflow home under the cluster's state directory (SQLite).
+First lands yesterday's partition of the digits on HDFS (the
+tony_digits_partition DAG, whose data asset schedules the retrain), then runs
+tony_nightly_retrain for the same day with `airflow dags test`, shows the
+operator's own log lines, and ends by saying where the model landed on HDFS.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ def main() -> int:
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True)
     yesterday = pendulum.now("Europe/Amsterdam").subtract(days=1).start_of("day").add(hours=2, minutes=30)
+    print(f"writing the digits partition for {yesterday.to_date_string()} to HDFS ...", flush=True)
+    wrote = subprocess.run(
+        [airflow, "dags", "test", "tony_digits_partition", yesterday.isoformat()],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    written = re.findall(r"wrote \d+ records in \d+ files to \S+", wrote.stdout + wrote.stderr)
+    if wrote.returncode != 0 or not written:
+        print((wrote.stdout + wrote.stderr)[-4000:])
+        print("the partition could not be written")
+        return 1
+    print(f"  {written[-1]}", flush=True)
     print(f"running tony_nightly_retrain for {yesterday.to_date_string()} on the local YARN cluster ...", flush=True)
     proc = subprocess.Popen(
         [airflow, "dags", "test", "tony_nightly_retrain", yesterday.isoformat()],

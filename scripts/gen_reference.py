@@ -40,6 +40,8 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec.success_policy": {"enum": list(model.SUCCESS_POLICIES)},
     "JobSpec.tags": {"maxItems": model._MAX_TAGS},
     "JobSpec.name": {"minLength": 1, "maxLength": model._MAX_NAME_LEN},
+    "JobSpec.inputs": {"propertyNames": {"pattern": model._INPUT_NAME.pattern}},
+    "InputSpec.sharding": {"enum": list(model.SHARDING_POLICIES)},
     # Placement.coerce also takes the shorthands 'spread' and a list of hosts.
     "RoleSpec.placement": {
         "anyOf": [
@@ -52,6 +54,7 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
 }
 CLASS_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec": {"required": ["roles"]},
+    "InputSpec": {"required": ["path"]},
     # Exactly one program; to_dict() writes the other two as null, so "given" means present and not null.
     "RoleSpec": {
         "oneOf": [

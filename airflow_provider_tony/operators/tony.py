@@ -35,7 +35,7 @@ from airflow_provider_tony.links import (
 )
 from airflow_provider_tony.runtime import gate
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
-from airflow_provider_tony.runtime.errors import SpecError, TonyError
+from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
 from airflow_provider_tony.runtime.history import history_paths
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, GateResult, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -312,6 +312,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             try:
                 tagged = spec.with_overrides(tags=[*self.identity_tags(context), _tag("tony-try", ti.try_number)])
                 app_id = self.hook.submit(tagged, attempt=int(ti.try_number or 1))
+            except InputMissing as exc:  # a late partition: retried or not as the input says
+                raise (AirflowException if exc.retryable else AirflowFailException)(str(exc)) from exc
             except SpecError as exc:
                 raise AirflowFailException(f"invalid job, nothing was submitted: {exc}") from exc
             self.log.info("submitted %s (%s)", app_id, spec.name)

@@ -22,6 +22,20 @@ class SpecError(TonyError, ValueError):
         super().__init__(f"{field}: {message}")
 
 
+class InputMissing(SpecError):
+    """A job's input is missing or empty on HDFS, found before submit (``inputs.<name>``).
+
+    A late partition is a normal event, so whether the Airflow try may be
+    retried is the input's own ``retryable_if_missing``: ``retryable``.
+    ``path`` is the input's path as the job gave it.
+    """
+
+    def __init__(self, field: str, path: str, message: str, retryable: bool = True) -> None:
+        self.path = path
+        self.retryable = retryable
+        super().__init__(field, message)
+
+
 class ClusterError(TonyError):
     """The YARN cluster or HDFS could not be reached or refused a request."""
 

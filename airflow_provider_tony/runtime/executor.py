@@ -8,7 +8,7 @@ with the tail of its stderr. The executor itself exits 0 whenever it could
 report, so that the AM, not skein, decides what a failure means.
 
 :func:`main` runs these as named phases, one function each: ``identify``,
-``prepare_workdir``, ``claim_gpus``, ``register``, (``wait_for_cluster``),
+``prepare_workdir``, ``claim_gpus``, ``register``, ``stage_inputs``, (``wait_for_cluster``),
 ``task_environment``, ``restore``, ``start_user``, ``start_uploads``,
 (``UserProcess.wait``), ``finish_uploads``, ``export_model``, ``report_exit``.
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, priority, usage, workspace
+from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
@@ -176,6 +176,7 @@ def source_links(spec: JobSpec, workdir: Path) -> list[str]:
     if spec.src_dir is None or not (workdir / C.SRC_ALIAS).is_dir():
         return []
     reserved = {PROGRESS_FILE, MODEL_DIR, TENSORBOARD_DIR, spec.checkpoint.local_dir.split("/")[0], *spec.files}
+    reserved |= {inputs.INPUTS_DIR} if spec.inputs else set()
     return workspace.link_source(workdir / C.SRC_ALIAS, workdir, reserved)
 
 
@@ -494,7 +495,8 @@ def latest_metrics(progress_file: Path) -> dict[str, Any] | None:
 def report_event(app: Any, task_id: str, message: str) -> None:
     """A line for the AM's event list (and so for the Airflow log)."""
     log.info("%s", message)
-    record = EventRecord(message=message, artefact=True)  # every executor event is a checkpoint's or the model's
+    # Every executor event is a checkpoint's, the model's or an input's staging: all shown to users.
+    record = EventRecord(message=message, artefact=True)
     app.kv[f"{C.KV_EVENT_PREFIX}{task_id}/{time.time():.6f}"] = record.to_json()
 
 
@@ -707,6 +709,41 @@ def register(task: Task, host: str, port: int, gpus: Gpus) -> Heartbeat:
     return heartbeat
 
 
+def stage_inputs(task: Task) -> dict[str, str] | None:
+    """Phase 4b: the job's HDFS inputs on this task's disk before its script starts (see
+    :mod:`~airflow_provider_tony.runtime.inputs`); returns the script's variables.
+
+    Runs after registering, while the other tasks register: the gang's start waits for the
+    slowest stager only. None when staging failed: the exit record (retryable, naming the
+    input) is already sent, so the AM fails the job with that message.
+    """
+    spec = task.spec
+    if not any(task.task_id in spec.input_tasks(name) for name in spec.inputs):
+        return {}
+    try:
+        client = hdfs_io.client_from_env(task.env, kv=task.app.kv)
+        if client is None:
+            raise RuntimeError("the job has inputs but no WebHDFS URL to read them with")
+        found, _ = inputs.stage_inputs(
+            client,
+            spec,
+            task.task_id,
+            task.workdir,
+            task.env,
+            on_event=lambda msg: report_event(task.app, task.task_id, msg),
+        )
+    except Exception as exc:  # noqa: BLE001 - becomes the task's retryable exit
+        log.error("%s: staging inputs failed: %s", task.task_id, exc)
+        task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
+            exit_code=C.TEMPFAIL_EXIT_CODE,
+            stderr_tail=[f"staging the job's inputs failed: {exc}"],
+            time=time.time(),
+            generation=task.generation,
+        ).to_json()
+        return None
+    return found
+
+
 def task_environment(task: Task, cluster: ClusterDocument, port: int, gpus: Gpus) -> dict[str, str]:
     """Phase 5: the user process's environment, once the gang's cluster spec is known."""
     user_env = user_environment(
@@ -832,8 +869,12 @@ def main() -> int:
         return 0
     port = sock.getsockname()[1]
     heartbeat = register(task, host, port, gpus)
+    input_env = stage_inputs(task)
+    if input_env is None:
+        heartbeat.stop()
+        return 0
     cluster = wait_for_cluster(task.app, task.task_id, task.generation)
-    user_env = task_environment(task, cluster, port, gpus)
+    user_env = {**task_environment(task, cluster, port, gpus), **input_env}
     events = checkpoint.events_remote(spec, env.get(C.ENV_EVENTS_DIR), task.app_id) if task.is_decider else None
     hdfs = hdfs_io.client_from_env(env, kv=task.app.kv) if spec.checkpoint.dir or events else None
     restored = restore(

@@ -47,6 +47,7 @@ __all__ = [
     "SUCCESS_POLICIES",
     "Acls",
     "CheckpointSpec",
+    "InputSpec",
     "GATE_MODES",
     "MiB",
     "JobSpec",
@@ -743,6 +744,52 @@ class KerberosSpec(Model):
         )
 
 
+#: ``all``: every file of the input to every task that receives it; ``shard``: the files dealt
+#: across those tasks, each file to exactly one task.
+SHARDING_POLICIES: tuple[str, ...] = ("all", "shard")
+_INPUT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+@dataclass
+class InputSpec(Model):
+    """One named input on HDFS (``inputs.<name>`` of a job): a folder, file or glob, staged into the containers.
+
+    Checked on the submitting side before anything is submitted (the path exists and holds files of known
+    sizes), then copied to each receiving task's local disk over WebHDFS, with the job's delegation token on
+    a Kerberized cluster, before the script starts. The script finds its files in ``$TONY_INPUT_<NAME>_DIR``
+    and the list (with sizes) in ``$TONY_INPUT_<NAME>_MANIFEST``.
+    """
+
+    path: str = ""
+    """Required. An absolute HDFS path or ``hdfs://`` URL: a folder (its files; names starting with ``_`` or ``.``,
+    such as ``_SUCCESS``, are skipped as Hadoop skips them), a file, or a glob (``*``, ``?``, ``[...]`` in any
+    component, like ``/data/clicks/dt=2026-12-01/part-*``). Templated in the operator: ``/data/clicks/dt={{ ds }}``."""
+    sharding: str = "all"
+    """``all``: every task that receives the input gets every file; ``shard``: the files are dealt across those
+    tasks (by size, deterministically), so the shards are disjoint and together cover every file."""
+    roles: list[str] = field(default_factory=list)
+    """The roles whose tasks receive the input; empty means the job's tracked roles (those that decide success)."""
+    retryable_if_missing: bool = True
+    """A missing or empty input fails the Airflow try before submit as retryable (a late partition is normal:
+    the next try looks again); false fails it without retries."""
+
+    def validate(self) -> None:
+        fix = "give an absolute HDFS path, hdfs:// URL or glob, like '/data/clicks/dt=2026-12-01'"
+        self.path = _location(self.path, "path", fix)
+        self.sharding = _text(self.sharding, "sharding", "use 'all' or 'shard'")
+        _check(
+            self.sharding in SHARDING_POLICIES,
+            "sharding",
+            f"{self.sharding!r} is not a sharding policy; use one of {', '.join(map(repr, SHARDING_POLICIES))}",
+        )
+        self.roles = _str_list(self.roles, "roles", "['worker']")
+        _check(
+            isinstance(self.retryable_if_missing, bool),
+            "retryable_if_missing",
+            f"{self.retryable_if_missing!r} is not true or false; give true or false",
+        )
+
+
 @dataclass
 class JobSpec(Model):
     """A whole distributed training job: roles, Python, files, timeouts and policies.
@@ -818,6 +865,9 @@ class JobSpec(Model):
     """Environment variables for every task; a role's own ``env`` wins."""
     kerberos: KerberosSpec = field(default_factory=KerberosSpec)
     """Kerberized clusters: fresh HDFS delegation tokens for jobs longer than the tokens' maximum lifetime."""
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    """Training data on HDFS by name (``a-z``, digits, ``_``): checked before submit and staged to each receiving
+    task's local disk before its script starts; see InputSpec."""
     quality_gate: QualityGate = field(default_factory=QualityGate)
     """Publish the model only when its evaluation metric is at least as good as the last published model's."""
     retention: RetentionSpec = field(default_factory=RetentionSpec)
@@ -854,12 +904,46 @@ class JobSpec(Model):
         self._validate_timeouts()
         self.retryable_exit_codes = self._validated_exit_codes()
         self._validate_tracking()
+        self.inputs = self._validated_inputs()
         self._validate_gate()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
         self.max_restarts = _int(
             self.max_restarts, "max_restarts", 0, "give 0 (Airflow retries) or a small count of in-application restarts"
         )
+
+    def _validated_inputs(self) -> dict[str, InputSpec]:
+        _check(
+            isinstance(self.inputs, Mapping),
+            "inputs",
+            f"{self.inputs!r} is not a mapping; give {{'clicks': {{'path': '/data/clicks/dt=2026-12-01'}}}}",
+        )
+        inputs: dict[str, InputSpec] = {}
+        for name, value in self.inputs.items():
+            where = f"inputs.{name}"
+            _check(
+                isinstance(name, str) and bool(_INPUT_NAME.match(name)),
+                where,
+                f"{name!r} is not an input name; use 1-32 lowercase letters, digits or '_', starting with a letter"
+                " (it becomes part of $TONY_INPUT_<NAME>_DIR)",
+            )
+            item = _coerce(value, InputSpec, where)
+            with _at(where):
+                item.validate()
+            for i, role in enumerate(item.roles):
+                _check(
+                    role in self.roles,
+                    f"{where}.roles[{i}]",
+                    f"{role!r} is not a role of this job (roles: {', '.join(map(repr, self.role_names()))});"
+                    " name a role from 'roles', or leave roles empty for the tracked roles",
+                )
+            inputs[name] = item
+        return inputs
+
+    def input_tasks(self, name: str) -> list[str]:
+        """The tasks that receive input ``name``, in task-id order: what ``shard`` deals its files across."""
+        wanted = self.inputs[name].roles or self.tracked_roles()
+        return [t for t in self.task_ids() if t.split(":")[0] in wanted]
 
     def _validated_tags(self) -> list[str]:
         """YARN tags: <= 10, ASCII, <= 100 chars; lowercased because YARN stores them lowercased.

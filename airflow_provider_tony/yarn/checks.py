@@ -16,10 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.errors import InputMissing, SpecError
+from airflow_provider_tony.runtime.inputs import InputFile, check_shardable, list_input
 from airflow_provider_tony.runtime.spec import JobSpec
 
-__all__ = ["ClusterInfo", "cluster_info_from_rm", "validate_against_cluster", "validate_local_files"]
+__all__ = [
+    "ClusterInfo",
+    "check_inputs",
+    "cluster_info_from_rm",
+    "validate_against_cluster",
+    "validate_local_files",
+]
 
 _HDFS = "hdfs://"
 
@@ -125,6 +132,32 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
         f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has"
         f" {cluster.total_vcores}; lower instances or vcores",
     )
+
+
+def check_inputs(spec: JobSpec, client: Any) -> dict[str, list[InputFile]]:
+    """Each of the job's inputs exists on HDFS and holds files of known sizes (``client``: WebHDFS).
+
+    Why before submit: a missing partition found by a container costs a YARN
+    application and its queue time, and reads as a task failure; found here it
+    is one line naming the path. A late partition is normal, so the error is
+    retryable or not as the input's ``retryable_if_missing`` says. Returns
+    what was listed, which the containers check again (``inputs.seen_env``).
+    """
+    listed: dict[str, list[InputFile]] = {}
+    for name, item in spec.inputs.items():
+        try:
+            files = list_input(client, item.path, f"inputs.{name}.path")
+        except InputMissing as exc:
+            then = (
+                "this try fails as retryable: the next one looks again"
+                if item.retryable_if_missing
+                else "this try fails without retries (retryable_if_missing is false)"
+            )
+            message = f"{str(exc)[len(exc.field) + 2 :]}; nothing was submitted and {then}"
+            raise InputMissing(exc.field, exc.path, message, retryable=item.retryable_if_missing) from None
+        check_shardable(spec, name, files)
+        listed[name] = files
+    return listed
 
 
 def validate_local_files(spec: JobSpec) -> None:

@@ -20,13 +20,14 @@ import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
 from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
@@ -36,6 +37,7 @@ from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
+    check_inputs,
     cluster_info_from_rm,
     validate_against_cluster,
     validate_local_files,
@@ -79,11 +81,14 @@ def _digest(path: str) -> str:
 @dataclass(frozen=True)
 class Checked:
     """The check phase's result: the spec as containers run it (scripts relative to ``src_dir``),
-    the cluster's view, and the scanned source tree (None without a local ``src_dir``)."""
+    the cluster's view, the scanned source tree (None without a local ``src_dir``), and what the
+    job's HDFS inputs held."""
 
     spec: JobSpec
     info: ClusterInfo
     tree: src.SourceTree | None
+    #: What the input check listed, for the containers (``inputs.seen_env``); empty without inputs.
+    inputs_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -313,13 +318,15 @@ class TonyClient:
     # result and enters each module it needs once (the source tree is scanned once, in check).
 
     def check(self, spec: JobSpec) -> Checked:
-        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the cluster's limits."""
+        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the cluster's limits,
+        the job's inputs on HDFS."""
         self.check_kerberos()
         validate_local_files(spec)
         tree = src.validate_source(spec)
         info = self.cluster_info()
         validate_against_cluster(spec, info)
-        return Checked(spec=src.relative_scripts(spec), info=info, tree=tree)
+        inputs_env = self.check_inputs(spec)
+        return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
 
     def stage(self, checked: Checked) -> Staged:
         """Phase 2, on HDFS: the source tree and the python environment, each once per content hash."""
@@ -340,11 +347,18 @@ class TonyClient:
             python=staged.python,
             python_archive_source=staged.archive_url,
             source_archive=staged.source_url,
-            extra_env=self._container_env(attempt),
+            extra_env={**self._container_env(attempt), **staged.checked.inputs_env},
             placement_plan=plan_placement(spec, staged.checked.info.hosts),
         )
         ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
         return app_spec
+
+    def check_inputs(self, spec: JobSpec) -> dict[str, str]:
+        """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them."""
+        if not spec.inputs:
+            return {}
+        with _cluster_errors("could not list the job's inputs on HDFS"):
+            return inputs.seen_env(check_inputs(spec, self.hdfs()))
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""

@@ -6,6 +6,14 @@ run under MultiWorkerMirroredStrategy in TensorFlow 2.21. The data ships
 inside scikit-learn, so nothing is downloaded.
 
     --epochs N --steps-per-epoch N --batch-size N --hidden N --learning-rate F --partition S --model-dir PATH
+    --input NAME --eval-input NAME
+
+With ``--input``, the training data is the job's HDFS input of that name
+(TFRecords of ``x``/``y`` examples, see ``digits_data.py``) as the executor
+staged it: under ``sharding: shard`` each worker reads only its own files, so
+TensorFlow's auto-sharding is turned off. ``--eval-input`` is the held-out
+data every worker evaluates on. Without them the digits come from
+scikit-learn, shuffled by ``--partition``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--partition", default="all", help="data partition label (e.g. a date); any text")
     p.add_argument("--model-dir", default=None, help="where the chief saves the final model")
+    p.add_argument("--input", default=None, help="the job input to train on (TFRecords staged by TonY)")
+    p.add_argument("--eval-input", default=None, help="the job input to evaluate on (with --input)")
     p.add_argument("--linger", type=float, default=0.0, help="seconds to stay up after training (demos)")
     return p.parse_args(argv)
 
@@ -44,6 +54,22 @@ def load_partition(partition: str):
     order = np.random.default_rng(seed).permutation(len(x))
     x = (x[order] / 16.0).astype("float32")
     return x, y[order].astype("int64")
+
+
+def staged_dataset(name: str):
+    """The staged TFRecords of job input ``name`` as a dataset of (x, y), and the files' names."""
+    import tensorflow as tf
+
+    from airflow_provider_tony.runtime import inputs
+
+    files = inputs.files(name)
+    spec = {"x": tf.io.FixedLenFeature([64], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, spec)
+        return example["x"], example["y"]
+
+    return tf.data.TFRecordDataset(files).map(parse), [os.path.basename(f) for f in files]
 
 
 def _callbacks():
@@ -105,14 +131,30 @@ def main(argv: list[str]) -> int:
     print(f"task {task} cluster {cluster_hash} partition {args.partition!r}", flush=True)
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    x, y = load_partition(args.partition)
-    split = int(len(x) * 0.8)
     global_batch = args.batch_size * strategy.num_replicas_in_sync
-    train = (
-        tf.data.Dataset.from_tensor_slices((x[:split], y[:split])).shuffle(2048, seed=1).repeat().batch(global_batch)
-    )
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    data_report: dict[str, object] = {}
+    if args.input:
+        # This worker's shard, staged by TonY: already split between the workers.
+        train_set, names = staged_dataset(args.input)
+        records = sum(1 for _ in train_set)
+        train = train_set.cache().shuffle(2048, seed=1).repeat().batch(global_batch)
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        eval_set, _ = staged_dataset(args.eval_input or args.input)
+        x_eval, y_eval = (t.numpy() for t in next(iter(eval_set.batch(1 << 20))))
+        data_report = {"input_files": ",".join(names), "input_records": records, "eval_records": len(y_eval)}
+        print(f"training on {records} records of {args.input} ({', '.join(names)})", flush=True)
+    else:
+        x, y = load_partition(args.partition)
+        split = int(len(x) * 0.8)
+        train = (
+            tf.data.Dataset.from_tensor_slices((x[:split], y[:split]))
+            .shuffle(2048, seed=1)
+            .repeat()
+            .batch(global_batch)
+        )
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        x_eval, y_eval = x[split:], y[split:]
     train = train.with_options(options)
 
     with strategy.scope():
@@ -162,9 +204,9 @@ def main(argv: list[str]) -> int:
         verbose=2,
         callbacks=callbacks,
     )
-    loss, accuracy = model.evaluate(x[split:], y[split:], verbose=0)
+    loss, accuracy = model.evaluate(x_eval, y_eval, verbose=0)
     # A fingerprint of the trained model, to check a reloaded copy predicts the same.
-    probs = model.predict(x[split : split + 20], verbose=0)
+    probs = model.predict(x_eval[:20], verbose=0)
     fingerprint = {
         "pred_head": ",".join(str(int(i)) for i in probs.argmax(axis=1)),
         "prob_mean": float(probs.max(axis=1).mean()),
@@ -182,6 +224,7 @@ def main(argv: list[str]) -> int:
         partition=args.partition,
         **fingerprint,
         num_replicas=strategy.num_replicas_in_sync,
+        **data_report,
     )
     print(f"val_accuracy={accuracy:.4f} val_loss={loss:.4f}", flush=True)
     is_chief = task.get("type") == "chief" or (

@@ -5,7 +5,12 @@ forever; the TonY AM stops them when the chief (which decides success)
 finishes. The chief drives a custom training loop through a
 ``ClusterCoordinator``.
 
-    --steps N --learning-rate F
+    --steps N --learning-rate F --input NAME --eval-input NAME
+
+With ``--input``, each worker trains on its own shard of that job input
+(TFRecords staged by TonY into ``inputs/<NAME>/`` of its container): the
+dataset function runs on the workers, and its ``list_files`` looks at the
+worker's own working directory. The chief evaluates on ``--eval-input``.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--learning-rate", type=float, default=0.1)
+    p.add_argument("--input", default=None, help="the job input the workers train on (TFRecords staged by TonY)")
+    p.add_argument("--eval-input", default=None, help="the job input the chief evaluates on")
     args = p.parse_args(argv)
 
     import tensorflow as tf
 
-    from airflow_provider_tony.runtime import progress
+    from airflow_provider_tony.runtime import inputs, progress
 
     tf_config = json.loads(os.environ["TF_CONFIG"])
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -39,6 +46,9 @@ def main(argv: list[str]) -> int:
             protocol="grpc",
             start=True,
         )
+        if task_type == "worker" and args.input:
+            # The shard this worker's dataset function will read, for the job's record.
+            progress.report(input_files=",".join(os.path.basename(f) for f in inputs.files(args.input)))
         print(f"{task_type} server up, serving until the AM stops this task", flush=True)
         server.join()
         return 0
@@ -48,6 +58,15 @@ def main(argv: list[str]) -> int:
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype("float32")
+    feature_spec = {"x": tf.io.FixedLenFeature([64], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(record: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        example = tf.io.parse_single_example(record, feature_spec)
+        return example["x"], example["y"]
+
+    if args.eval_input:
+        eval_set = tf.data.TFRecordDataset(inputs.files(args.eval_input)).map(parse).batch(1 << 20)
+        x, y = (t.numpy() for t in next(iter(eval_set)))
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
@@ -56,6 +75,10 @@ def main(argv: list[str]) -> int:
     lr = args.learning_rate
 
     def dataset_fn(_ctx: object = None) -> tf.data.Dataset:
+        if args.input:
+            # Runs on each worker: the relative glob names that worker's own staged shard.
+            files = tf.data.Dataset.list_files(f"inputs/{args.input}/*.tfrecord", shuffle=False)
+            return tf.data.TFRecordDataset(files).map(parse).shuffle(2048, seed=0).repeat().batch(64)
         return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=0).repeat().batch(64)
 
     per_worker = coordinator.create_per_worker_dataset(dataset_fn)

@@ -157,12 +157,20 @@ def result_of(output: str) -> dict:
 
 def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, fresh_base) -> None:
     kill_dag_apps.append("tony_nightly_retrain")
+    # The day's data lands first: the writer DAG puts TFRecords on HDFS and emits the data asset's event.
+    env = with_base_path(airflow_env, fresh_base)
+    wrote = dags_test(env, "tony_digits_partition", logical_date="2026-11-02T01:30:00+00:00")
+    assert run_state(wrote) == "success", wrote[-4000:]
+    partition = f"{fresh_base}/data/digits/dt=2026-11-02"
     # Its own checkpoint and model folders: nothing of an earlier run to resume from or to find.
-    out = dags_test(
-        with_base_path(airflow_env, fresh_base), "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00"
-    )
+    out = dags_test(env, "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00")
     assert run_state(out) == "success", out[-4000:]
     result = result_of(out)
+    # worker:0 trained on its own shard of the partition: 2 of its 4 train files, from local disk.
+    assert len(result["metrics"]["input_files"].split(",")) == 2, result["metrics"]
+    assert 0 < result["metrics"]["input_records"] < 1437
+    assert result["metrics"]["eval_records"] == 360
+    assert any(e.startswith("worker:1 staged input digits_train: 2 files") for e in result["events"]), result["events"]
     app_id = result["application_id"]
     assert result["final_state"] == "SUCCEEDED"
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
@@ -194,6 +202,14 @@ def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, 
             )
         ]
     assert any(e.get("model_dir") == result["model_dir"] and e.get("application_id") == app_id for e in extras), extras
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        data_events = [
+            json.loads(row[0])
+            for row in conn.execute(
+                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_data_digits'"
+            )
+        ]
+    assert {"day": "2026-11-02", "path": partition, "files": 5, "records": 1797} in data_events, data_events
     # ... and the DAG scheduled on that asset loads it from HDFS and scores samples with it.
     scored = dags_test(
         with_base_path(airflow_env, fresh_base),

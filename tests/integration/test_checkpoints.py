@@ -240,11 +240,19 @@ def test_final_model_loads_back_with_the_same_predictions(
     assert abs(fresh["prob_mean"] - reported["prob_mean"]) < 1e-5
 
 
-def test_nightly_retrain_warm_starts_from_yesterday(airflow_env, kill_dag_apps, hdfs, fresh_base) -> None:  # noqa: F811
+def test_nightly_retrain_warm_starts_from_yesterday(
+    airflow_env,  # noqa: F811
+    kill_dag_apps,  # noqa: F811
+    hdfs,
+    fresh_base,  # noqa: F811
+    partition_writer,
+) -> None:
     """Day 1 trains from scratch and leaves checkpoints; day 2 starts from day 1's weights."""
     kill_dag_apps.append("tony_nightly_retrain")
     env = with_base_path(airflow_env, fresh_base)  # under the cluster user's home, not a fixed /user/root
     base = f"{fresh_base}/checkpoints/digits"
+    for day in ("2026-10-01", "2026-10-02"):  # each day's data landed (test_airflow runs the writer DAG)
+        partition_writer(fresh_base, day)
     day1 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
     assert run_state(day1) == "success", day1[-3000:]
     assert result_of(day1)["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"

@@ -64,8 +64,37 @@ def nm_url() -> str:
     return os.environ["TONY_NM_URL"]
 
 
+def shards_from_reports(hdfs_url: str, user: str, folder: str, reports: list[dict[str, Any]]) -> list[set[str]]:
+    """Each task's files as the task itself reported them, checked against the folder's listing on HDFS:
+    disjoint, and together every file of the folder."""
+    from hdfs import InsecureClient
+
+    listed = {n for n in InsecureClient(hdfs_url, user=user).list(folder) if not n.startswith(("_", "."))}
+    shards = [set(r["input_files"].split(",")) for r in reports]
+    assert all(shards), f"a task reported no files: {reports}"
+    for i, a in enumerate(shards):
+        for b in shards[i + 1 :]:
+            assert not a & b, f"two tasks read the same files: {shards}"
+    assert set().union(*shards) == listed, f"the shards {shards} do not cover {sorted(listed)}"
+    return shards
+
+
+DIGITS_INPUTS = ["--input", "digits_train", "--eval-input", "digits_eval"]
+
+
+def digits_inputs(partition: str, roles: list[str] | None = None) -> dict[str, Any]:
+    """The example's inputs: train/ dealt across the receiving tasks, eval/ to every one of them."""
+    return {
+        "digits_train": {"path": f"{partition}/train", "sharding": "shard", "roles": roles or []},
+        "digits_eval": {"path": f"{partition}/eval", "roles": roles or []},
+    }
+
+
 @pytest.mark.slow
-def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) -> None:
+def test_multiworker_mirrored_trains_digits_on_its_shards(
+    tony_client, app_tag, python_exe, digits_partition, cluster
+) -> None:
+    """Two MWMS workers train on a day's TFRecords on HDFS, each on its own staged shard."""
     spec = job(
         python_exe,
         {
@@ -73,11 +102,12 @@ def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) ->
                 "instances": 2,
                 "memory": "1 GiB",
                 "script": str(TRAINING / "digits_mwms.py"),
-                "args": ["--epochs", "3", "--steps-per-epoch", "25"],
+                "args": ["--epochs", "3", "--steps-per-epoch", "25", *DIGITS_INPUTS],
             }
         },
         heartbeat_interval=1,
         heartbeat_timeout=30,
+        inputs=digits_inputs(digits_partition),
     )
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
@@ -87,26 +117,45 @@ def test_multiworker_mirrored_trains_digits(tony_client, app_tag, python_exe) ->
     assert metrics[0]["num_replicas"] == 2
     assert metrics[0]["cluster_hash"] == metrics[1]["cluster_hash"], "workers saw different TF_CONFIG clusters"
     assert metrics[0]["val_accuracy"] > 0.3, f"no better than chance (0.1): {metrics[0]}"
+    # The shards, from the workers' own reports: disjoint, covering train/; every record read once.
+    shards_from_reports(cluster.webhdfs_url, cluster.user, f"{digits_partition}/train", metrics)
+    assert metrics[0]["input_records"] + metrics[1]["input_records"] == 1437  # 80 % of the 1797 digits
+    assert metrics[0]["eval_records"] == metrics[1]["eval_records"] == 360  # the held-out file, whole
+    staged = [e for e in result.am_state.events if " staged input digits_train: " in e]
+    assert sorted(e.split()[0] for e in staged) == ["worker:0", "worker:1"], result.am_state.events
 
 
 @pytest.mark.slow
-def test_parameter_server_chief_decides_and_servers_are_stopped(tony_client, app_tag, python_exe) -> None:
+def test_parameter_server_chief_decides_and_servers_are_stopped(
+    tony_client, app_tag, python_exe, digits_partition, cluster
+) -> None:
     script = str(TRAINING / "digits_ps.py")
     spec = job(
         python_exe,
         {
-            "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60"]},
-            "worker": {"instances": 2, "memory": "1 GiB", "script": script},
+            "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60", *DIGITS_INPUTS]},
+            "worker": {"instances": 2, "memory": "1 GiB", "script": script, "args": DIGITS_INPUTS},
             "ps": {"memory": "768 MiB", "script": script},
         },
         heartbeat_interval=1,
         heartbeat_timeout=30,
+        # The workers read their shards of train/ (their dataset function runs there); the chief evaluates.
+        inputs={
+            "digits_train": {"path": f"{digits_partition}/train", "sharding": "shard", "roles": ["worker"]},
+            "digits_eval": {"path": f"{digits_partition}/eval", "roles": ["chief"]},
+        },
     )
     result = run(tony_client, spec, app_tag)
     assert result.succeeded, result.diagnostics
     tasks = result.am_state.tasks
     assert tasks["chief:0"].state == "SUCCEEDED"
     assert tasks["chief:0"].progress.metrics["accuracy"] > 0.3
+    shards_from_reports(
+        cluster.webhdfs_url,
+        cluster.user,
+        f"{digits_partition}/train",
+        [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)],
+    )
     for stopped in ("ps:0", "worker:0", "worker:1"):
         assert tasks[stopped].state == "STOPPED", (stopped, tasks[stopped])  # the chief finished: no kill
         assert tasks[stopped].message == "stopped: chief:0 finished"

@@ -18,10 +18,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.errors import ClusterError, InputMissing
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
 from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT
@@ -301,7 +302,17 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
 
 def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     """Both directions of WebHDFS from containers: the chief pushes events and the model,
-    the tensorboard role pulls the events; all with the delegation token."""
+    the tensorboard role pulls the events, and the worker's inputs are staged before it starts;
+    all with the delegation token. Before that, a missing input is found over SPNEGO before submit."""
+    sys.path.insert(0, str(REPO / "dags" / "training"))
+    from digits_data import write_partition
+
+    partition = f"{ckpt}/data/digits/dt=2026-12-01"
+    write_partition(krb.hdfs(), partition, "2026-12-01")
+    inputs = {"digits_train": {"path": f"{partition}/train"}, "digits_eval": {"path": f"{partition}/eval"}}
+    late = job("pytest-secure-late", "behave.py", inputs={"late": {"path": f"{ckpt}/data/digits/dt=2026-12-02"}})
+    with pytest.raises(InputMissing, match=r"inputs.late.path: .*/dt=2026-12-02 does not exist or holds no files"):
+        krb.submit(late, extra_tags=[tag])
     spec = JobSpec.from_dict(
         {
             "name": "pytest-secure-model",
@@ -309,13 +320,15 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
                 "worker": {
                     "memory": "1 GiB",
                     "script": str(REPO / "dags/training/digits_mwms.py"),
-                    "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"],
+                    "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"]
+                    + ["--input", "digits_train", "--eval-input", "digits_eval"],
                 },
                 "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
             },
             "python": {"interpreter": sys.executable},
             "heartbeat_timeout": 60,
             "checkpoint": {"dir": f"{ckpt}/ckpt", "model_dir": f"{ckpt}/model", "poll_interval": 1},
+            "inputs": inputs,
         }
     )
     app_id = krb.submit(spec, extra_tags=[tag])
@@ -324,8 +337,10 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     def runs() -> list:
         # Through the ResourceManager's web proxy, which speaks SPNEGO on this profile.
         try:
-            return krb._krb.get_json(f"{url}data/runs", what="TensorBoard through the RM proxy", timeout=5)
-        except ClusterError:
+            resp = krb.http.get(f"{url}data/runs", timeout=5)  # SPNEGO through the RM proxy
+            resp.raise_for_status()
+            return resp.json()
+        except (OSError, ValueError, httpx.HTTPError):
             return []
 
     found = wait_until(runs, 180, "the chief's event files to reach TensorBoard through HDFS")
@@ -333,6 +348,8 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
     result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
     assert result.succeeded, result.diagnostics
     assert krb.hdfs().status(f"{ckpt}/model/model.keras", strict=False) is not None
+    metrics = result.am_state.tasks["worker:0"].progress.metrics
+    assert (metrics["input_records"], metrics["eval_records"]) == (1437, 360), metrics  # every file, read whole
 
 
 def test_the_hooks_test_connection_on_the_secure_connection(cluster) -> None:

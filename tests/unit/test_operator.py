@@ -677,6 +677,23 @@ def test_a_first_try_without_a_try_number_is_attempt_1_and_a_bad_job_submits_not
     assert str(info.value) == "invalid job, nothing was submitted: roles.worker.memory: too much"
 
 
+@pytest.mark.parametrize("retryable", [True, False])
+def test_a_missing_input_is_retried_as_the_input_says(retryable: bool) -> None:
+    """A late partition (the check before submit) fails the try; Airflow retries it unless the input says not."""
+    from airflow_provider_tony.runtime.errors import InputMissing
+
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+
+    def missing(spec: Any, **kwargs: Any) -> str:
+        raise InputMissing("inputs.clicks.path", "/d/dt=1", "/d/dt=1 does not exist", retryable=retryable)
+
+    hook.submit = missing  # type: ignore[method-assign]
+    with pytest.raises(AirflowException) as info:
+        op.submit_job(ctx)
+    assert isinstance(info.value, AirflowFailException) is not retryable
+    assert str(info.value) == "inputs.clicks.path: /d/dt=1 does not exist"
+
+
 def test_execute_complete_never_succeeds_without_a_result(monkeypatch: pytest.MonkeyPatch) -> None:
     op, _hook, ctx = operator(succeeded(), deferrable=True)
     with pytest.raises(AirflowException, match=f"^lost track of {APP}: "):
