@@ -446,7 +446,7 @@ def test_the_job_page_in_chromium_through_the_proxy_with_spnego(krb, tag, tmp_pa
 
     def history() -> Any:
         try:
-            h = krb._krb.get_json(page_url + "history", what="the job's history through the RM proxy", timeout=5)
+            h = krb.cluster.get_json(page_url + "history", what="the job's history through the RM proxy")
         except ClusterError:
             return None
         return h if len((h.get("metrics") or {}).get("worker:0") or []) >= 3 else None
