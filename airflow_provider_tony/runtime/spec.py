@@ -287,6 +287,22 @@ def _hdfs_path(value: object, field_: str) -> str | None:
     return None if value is None else _location(value, field_, fix)
 
 
+def _named_models(
+    value: Any, field: str, model: type[_S], *, example: str, pattern: re.Pattern[str], rule: str
+) -> dict[str, _S]:
+    """A mapping of names to sections (``roles``, ``inputs``): each name checked, each section validated."""
+    _check(isinstance(value, Mapping), field, f"{value!r} is not a mapping; give {example}")
+    out: dict[str, _S] = {}
+    for name, item in value.items():
+        where = f"{field}.{name}"
+        _check(isinstance(name, str) and bool(pattern.match(name)), where, f"{name!r} is not {rule}")
+        section = _coerce(item, model, where)
+        with _at(where):
+            section.validate()
+        out[name] = section
+    return out
+
+
 def _coerce(value: object, cls: type[_S], field_: str) -> _S:
     """Accept a model object or its dict form (friendly for operator kwargs)."""
     if isinstance(value, cls):
@@ -913,23 +929,17 @@ class JobSpec(Model):
         )
 
     def _validated_inputs(self) -> dict[str, InputSpec]:
-        _check(
-            isinstance(self.inputs, Mapping),
+        inputs = _named_models(
+            self.inputs,
             "inputs",
-            f"{self.inputs!r} is not a mapping; give {{'clicks': {{'path': '/data/clicks/dt=2026-12-01'}}}}",
+            InputSpec,
+            example="{'clicks': {'path': '/data/clicks/dt=2026-12-01'}}",
+            pattern=_INPUT_NAME,
+            rule="an input name; use 1-32 lowercase letters, digits or '_', starting with a letter"
+            " (it becomes part of $TONY_INPUT_<NAME>_DIR)",
         )
-        inputs: dict[str, InputSpec] = {}
-        for name, value in self.inputs.items():
+        for name, item in inputs.items():
             where = f"inputs.{name}"
-            _check(
-                isinstance(name, str) and bool(_INPUT_NAME.match(name)),
-                where,
-                f"{name!r} is not an input name; use 1-32 lowercase letters, digits or '_', starting with a letter"
-                " (it becomes part of $TONY_INPUT_<NAME>_DIR)",
-            )
-            item = _coerce(value, InputSpec, where)
-            with _at(where):
-                item.validate()
             for i, role in enumerate(item.roles):
                 _check(
                     role in self.roles,
@@ -937,7 +947,6 @@ class JobSpec(Model):
                     f"{role!r} is not a role of this job (roles: {', '.join(map(repr, self.role_names()))});"
                     " name a role from 'roles', or leave roles empty for the tracked roles",
                 )
-            inputs[name] = item
         return inputs
 
     def input_tasks(self, name: str) -> list[str]:
@@ -968,20 +977,14 @@ class JobSpec(Model):
         return out
 
     def _validated_roles(self) -> dict[str, RoleSpec]:
-        _check(isinstance(self.roles, Mapping), "roles", f"{self.roles!r} is not a mapping; give {{'worker': {{...}}}}")
-        roles: dict[str, RoleSpec] = {}
-        for name, role in self.roles.items():
-            where = f"roles.{name}"
-            _check(
-                isinstance(name, str) and bool(_ROLE_NAME.match(name)),
-                where,
-                f"{name!r} is not a valid role name;"
-                " use 1-32 lowercase letters, digits, '_' or '-', starting with a letter",
-            )
-            role = _coerce(role, RoleSpec, where)
-            with _at(where):
-                role.validate()
-            roles[name] = role
+        roles = _named_models(
+            self.roles,
+            "roles",
+            RoleSpec,
+            example="{'worker': {...}}",
+            pattern=_ROLE_NAME,
+            rule="a valid role name; use 1-32 lowercase letters, digits, '_' or '-', starting with a letter",
+        )
         _check(
             any(r in roles for r in _DECIDING_ROLES),
             "roles",

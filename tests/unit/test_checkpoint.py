@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import time
@@ -1201,7 +1202,7 @@ def test_a_folder_that_vanishes_while_the_checkpoints_are_looked_for_is_skipped(
     assert found is not None and found.step == 10
 
 
-def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path) -> None:
+def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
     from airflow_provider_tony.runtime.checkpoint import CheckpointSync
 
     looks: list[int] = []
@@ -1226,9 +1227,13 @@ def test_the_uploader_thread_survives_a_failed_look_at_the_folder(tmp_path) -> N
         on_event=lambda _m: None,
         on_fatal=lambda _m: None,
     )
-    sync.start()
-    sync.join(timeout=10)
-    assert not sync.is_alive() and len(looks) >= 3 and "ckpt-20_temp" in sync.last_error
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_tony.runtime.checkpoint"):
+        sync.start()
+        sync.join(timeout=10)
+    assert not sync.is_alive() and len(looks) >= 3
+    # the failed look is said with its cause: the error's type and text
+    assert sync.last_error == "FileNotFoundError: ckpt-20_temp"
+    assert "checkpoint folder not read this time: FileNotFoundError: ckpt-20_temp" in caplog.messages
 
 
 # --------------------------------------------------------------------------- #
