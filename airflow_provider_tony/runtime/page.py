@@ -89,7 +89,7 @@ def _container_attempt(container_id: str | None) -> str:
     return ""
 
 
-def _task_links(task_id: str, task: TaskSummary, history: JobHistory) -> str:
+def _task_links(task: TaskSummary, history: JobHistory) -> str:
     links = []
     if task.container_id and task.host and history.nm_http_port:
         url = (
@@ -150,8 +150,8 @@ def _tasks_table(history: JobHistory) -> str:
             f"<td>{_e(task.container_id or '-')}{_container_attempt(task.container_id)}</td>"
             f"<td>{_age(task.seconds_since_heartbeat)}</td><td>{_progress_cell(task.progress)}</td>"
             f"<td>{shown or '-'}</td><td>{_usage_cell(task)}</td>"
-            f"<td>{_e('' if task.exit_code is None else task.exit_code)}</td>"
-            f"<td>{_task_links(task_id, task, history)}</td></tr>"
+            f"<td>{_e(task.exit_code)}</td>"
+            f"<td>{_task_links(task, history)}</td></tr>"
         )
     head = (
         "<tr><th>task</th><th>state</th><th>host</th><th>container (attempt)</th><th>last heartbeat</th>"

@@ -8,6 +8,7 @@ each is skipped and the next state file still counts.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,37 @@ def test_a_bad_state_file_is_skipped_and_the_next_one_still_counts(tmp_path: Pat
     write_ckpt(second, 3)
     found = find_local(root)
     assert found is not None and found.step == 3 and found.state_dir == second
+
+
+def _spec(roles: dict[str, int], checkpoint_dir: str | None = None) -> Any:
+    from .test_state import make_spec
+
+    return make_spec(roles, **({"checkpoint": {"dir": checkpoint_dir}} if checkpoint_dir else {}))
+
+
+@pytest.mark.parametrize(
+    ("roles", "ckpt", "events_dir", "app_id", "expected"),
+    [
+        # beside the checkpoints whenever there are some
+        ({"worker": 1}, "hdfs://nn:8020/ckpt/run", "/events", "app_1", "/ckpt/run/tensorboard"),
+        # no checkpoint folder: the submitter's events folder, one per application, for a tensorboard role
+        (
+            {"worker": 1, "tensorboard": 1},
+            None,
+            "hdfs://nn:8020/user/a/tony/tensorboard/",
+            "app_1",
+            "/user/a/tony/tensorboard/app_1",
+        ),
+        ({"worker": 1, "tensorboard": 1}, None, "/user/a/tony/tensorboard", "app_1", "/user/a/tony/tensorboard/app_1"),
+        # nothing would read them: kept in the container
+        ({"worker": 1}, None, "/user/a/tony/tensorboard", "app_1", None),
+        ({"worker": 1, "tensorboard": 1}, None, None, "app_1", None),
+        ({"worker": 1, "tensorboard": 1}, None, "/user/a/tony/tensorboard", "", None),
+    ],
+)
+def test_tensorboard_events_go_where_the_role_reads_them(
+    roles: dict[str, int], ckpt: str | None, events_dir: str | None, app_id: str, expected: str | None
+) -> None:
+    from airflow_provider_tony.runtime.checkpoint import events_remote
+
+    assert events_remote(_spec(roles, ckpt), events_dir, app_id) == expected

@@ -15,7 +15,7 @@ from airflow_provider_tony.runtime.state import MAX_PREEMPTION_RESTARTS
 from .test_preemption import preempt
 from .test_restart import WORKERS, lose, restart, run_gang
 from .test_root_cause import COLLECTIVE
-from .test_state import T0, beat, failed, make_tracker, start
+from .test_state import T0, beat, failed, make_tracker, register, start
 
 
 def test_a_fresh_job_has_no_uploader_to_wait_for() -> None:
@@ -129,3 +129,19 @@ def test_the_placement_clock_starts_when_each_gang_is_asked_for() -> None:
     tr.check(T0 + 5)
     restart(tr, T0 + 50)
     assert tr.generation_started == T0 + 50
+
+
+def test_a_tasks_usage_at_exit_is_shown_beside_its_roles_request() -> None:
+    """The exit record's usage gets the request from the AM's JobSpec and the notes on it (GPUs included)."""
+    from airflow_provider_tony.runtime.messages import Usage
+
+    tr = make_tracker({"worker": {"instances": 1, "memory": "2 GiB", "gpus": 2}})
+    register(tr, "worker:0", T0 + 1, gpus_local=["0", "1"])
+    tr.cluster_doc(T0 + 1)
+    used = Usage(samples=5, peak_rss_bytes=100 << 20, peak_gpu_util=10.0, gpus_seen=2)
+    tr.exited("worker:0", 0, [], T0 + 10, usage=used)
+    got = tr.tasks["worker:0"].usage
+    assert got is used
+    assert (got.requested_memory_mib, got.requested_gpus) == (2048, 2)
+    assert any("under half of the 2048 MiB requested" in n for n in got.notes), got.notes
+    assert any("peak GPU utilisation 10%, under half of the 2 GPU(s) requested" in n for n in got.notes), got.notes
