@@ -45,6 +45,7 @@ def start_kdc(layout: Layout) -> None:
         kdc.create_database(realm)
     except kdc.KdcError as exc:
         raise ClusterError(str(exc)) from exc
+    proc: subprocess.Popen[bytes] | None = None
     if _kdc_pid(layout) is None:
         with open(layout.logs / "kdc.out", "ab") as out:
             proc = subprocess.Popen(
@@ -59,7 +60,10 @@ def start_kdc(layout: Layout) -> None:
         (layout.run / "kdc.pid").write_text(f"{proc.pid}\n")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if _kdc_pid(layout) is None:
+        # The process we started is judged by its exit status: reading /proc for one that was just
+        # forked could miss it under load, and this failure stops the cluster (the KDC with it).
+        exited = proc.poll() is not None if proc is not None else _kdc_pid(layout) is None
+        if exited:
             raise ClusterError(f"the KDC exited; tail of {layout.logs / 'kdc.log'}:\n{_tail(layout.logs / 'kdc.log')}")
         try:
             if _kdc_answers(layout):

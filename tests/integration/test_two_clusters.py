@@ -121,7 +121,7 @@ def test_a_triggerer_follows_jobs_on_two_connections_each_on_its_own_cluster(
     apps: dict[str, str] = {}
     try:
         for conn, hook in hooks.items():
-            apps[conn] = hook.submit(spec, attempt=1, extra_tags=[])
+            apps[conn] = hook.submit(spec, attempt=1)
         rms = {"tony_a": cluster.rm_url, "tony_b": second_cluster["TONY_RM_URL"]}
         assert rms["tony_a"] != rms["tony_b"]
         for conn, app_id in apps.items():
