@@ -7,6 +7,8 @@ each is skipped and the next state file still counts.
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +83,49 @@ def test_tensorboard_events_go_where_the_role_reads_them(
     from airflow_provider_tony.runtime.checkpoint import events_remote
 
     assert events_remote(_spec(roles, ckpt), events_dir, app_id) == expected
+
+
+def _dirsync(tmp_path: Path, sync_once: Any) -> Any:
+    from airflow_provider_tony.runtime.checkpoint import DirSync
+
+    class Probe(DirSync):
+        def sync_once(self) -> Any:
+            return sync_once()
+
+    return Probe(None, tmp_path, "/tb", interval=3600, push=True)
+
+
+def test_the_last_events_round_says_why_it_failed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def down() -> None:
+        raise OSError("NameNode down")
+
+    sync = _dirsync(tmp_path, down)
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_tony.runtime.checkpoint"):
+        sync.final()
+    assert "syncing /tb at the end: NameNode down" in caplog.messages
+
+
+def test_a_round_stuck_on_hdfs_is_not_waited_for_past_the_timeout(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    started, stuck, rounds = threading.Event(), threading.Event(), []
+
+    def slow() -> None:
+        rounds.append(1)
+        started.set()
+        stuck.wait(10)
+
+    sync = _dirsync(tmp_path, slow)
+    sync.start()
+    assert started.wait(10), "the thread's first round began"
+    release = threading.Timer(2.0, stuck.set)  # frees the thread even if final() waited for it
+    release.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="airflow_provider_tony.runtime.checkpoint"):
+            sync.final(timeout=0.05)
+        assert "syncing /tb: still busy after 0s, no final round" in caplog.messages
+        assert len(rounds) == 1, "no second round while the first is stuck"
+    finally:
+        stuck.set()
+        release.cancel()
+        sync.join(timeout=10)

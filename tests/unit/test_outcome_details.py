@@ -74,3 +74,23 @@ def test_the_uploader_thread_keeps_the_best_checkpoint_by_the_scripts_latest_fig
     assert remote_checkpoints(fake, REMOTE) == [20, 40], "the newest and the best (20: 0.9)"
     assert sync.scores.get(20) == 0.9
     assert any("40" in e for e in events), events
+
+
+def test_a_fresh_uploader_reads_the_figures_of_every_older_checkpoint(tmp_path: Path) -> None:
+    """After a restart the scores come from the manifests on HDFS: all the older ones, not the first ``keep``."""
+    from airflow_provider_tony.runtime.checkpoint import find_local, upload
+
+    fake = FakeHdfs(tmp_path / "hdfs")
+    local = tmp_path / "ckpt"
+    best = BestOf(2, "acc", "max")
+    scores: dict[int, float | None] = {}
+    for step, acc in {10: 0.5, 20: 0.9, 30: 0.8, 40: 0.3, 50: 0.2}.items():
+        write_ckpt(local, step)
+        found = find_local(local)
+        assert found is not None
+        fresh = step == 50  # the last upload comes from a new process: nothing cached
+        upload(
+            fake, found, local, REMOTE, keep=1, tag="t", metrics={"acc": acc}, best=best, scores={} if fresh else scores
+        )
+    # before the last upload HDFS holds 20, 30 (the best two) and 40 (the newest): all three are scored again
+    assert remote_checkpoints(fake, REMOTE) == [20, 30, 50], "the newest and the two best of all the older ones"
