@@ -155,8 +155,8 @@ class ClusterHttp:
             if not follow_redirects and resp.is_redirect:
                 return resp
             resp.raise_for_status()
-        except KerberosError:
-            raise
+        except KerberosError as exc:  # credentials or the server's principal: said with the endpoint
+            raise KerberosError(f"{what}: {exc}") from exc
         except Exception as exc:
             raise cluster_error(what, exc) from exc
         return resp
