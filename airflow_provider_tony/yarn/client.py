@@ -164,7 +164,9 @@ class TonyClient:
         self.rm_url = rm_url.rstrip("/")
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
-        self.base_path = base_path or f"/user/{self.webhdfs_user}/tony"
+        # With Kerberos the cluster knows this client by its principal's short name: that user's folder.
+        owner = principal.split("@", 1)[0].split("/", 1)[0] if principal else self.webhdfs_user
+        self.base_path = base_path or f"/user/{owner}/tony"
         # This cluster's Hadoop conf dir and skein credentials: never set process-wide,
         # so one process may follow jobs on several clusters (yarn/clusterenv.py).
         self.cluster_env = cluster_env or ClusterEnv()
