@@ -88,15 +88,24 @@ def shared_tmp() -> Path:
     return path
 
 
-def _airflow_stack() -> Any:
-    import importlib.util
+def load_script(relative: str, name: str) -> Any:
+    """A script of this repository (not a package module) loaded as module ``name``.
 
-    path = Path(__file__).resolve().parents[1] / "devcluster" / "airflow_stack.py"
-    spec = importlib.util.spec_from_file_location("tony_airflow_stack", path)
+    Registered in ``sys.modules`` first: a dataclass in it looks its module up there.
+    """
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / relative)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _airflow_stack() -> Any:
+    return load_script("devcluster/airflow_stack.py", "tony_airflow_stack")
 
 
 #: Where the tripwire ``java`` of ``without_java`` lives, in every env it made.

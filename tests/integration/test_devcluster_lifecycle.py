@@ -7,7 +7,6 @@ cluster the other tests use is untouched (and two clusters run side by side).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import socket
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._util import get_json
+from tests._util import get_json, load_script
 
 pytestmark = pytest.mark.cluster
 
@@ -31,10 +30,7 @@ FIRST_BASE, SLOTS = 20000, 120
 
 def _port_offsets() -> list[int]:
     """devcluster's own table of ports (offsets from the base), read from its source."""
-    spec = importlib.util.spec_from_file_location("devcluster_for_ports", REPO / "devcluster" / "devcluster.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclasses look themselves up there
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_script("devcluster/devcluster.py", "devcluster_for_ports")
     return sorted(module.PORT_OFFSETS.values())
 
 

@@ -6,22 +6,18 @@ machine; the last test runs the real script with ``--check``.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests._util import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tony_bootstrap_under_test", REPO / "scripts" / "bootstrap.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/bootstrap.py", "tony_bootstrap_under_test")
 
 
 bs = _load()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import ModuleType
@@ -14,17 +12,13 @@ from types import ModuleType
 import pytest
 
 from airflow_provider_tony.runtime.gpu import discover_local_gpus
+from tests._util import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("tony_devcluster_under_test", REPO / "devcluster" / "devcluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("devcluster/devcluster.py", "tony_devcluster_under_test")
 
 
 dc = _load()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -14,16 +13,13 @@ import pytest
 import yaml
 
 from airflow_provider_tony.runtime import spec as model
+from tests._util import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _load_generator() -> ModuleType:
-    loaded = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts" / "gen_reference.py")
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    return module
+    return load_script("scripts/gen_reference.py", "gen_reference")
 
 
 gen = _load_generator()

@@ -94,7 +94,9 @@ def test_the_sampler_sees_a_real_process_tree() -> None:
             "-c",
             "import subprocess, sys, time\n"
             "block = bytearray(200 << 20)\n"  # 200 MiB in the root
-            "kid = subprocess.Popen([sys.executable, '-c', 'b = bytearray(100 << 20); import time; time.sleep(30)'])\n"
+            # the child holds 100 MiB until the test kills the group (it waits for a signal, no timer)
+            "kid = subprocess.Popen([sys.executable, '-c',"
+            " 'b = bytearray(100 << 20); import signal; signal.pause()'])\n"
             "end = time.time() + 30\n"
             "while time.time() < end: sum(range(10000))\n",
         ],
