@@ -52,6 +52,11 @@ from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 log = logging.getLogger(__name__)
 
 
+def short_name(principal: str) -> str:
+    """A Kerberos principal's user as Hadoop names it: ``alice/host@REALM`` -> ``alice``."""
+    return principal.split("@", 1)[0].split("/", 1)[0]
+
+
 @contextmanager
 def _cluster_errors(what: str) -> Iterator[None]:
     """The one place where skein's, gRPC's and HTTP's errors become ``ClusterError``.
@@ -165,7 +170,7 @@ class TonyClient:
         self.webhdfs_url = webhdfs_url
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         # With Kerberos the cluster knows this client by its principal's short name: that user's folder.
-        owner = principal.split("@", 1)[0].split("/", 1)[0] if principal else self.webhdfs_user
+        owner = short_name(principal) if principal else self.webhdfs_user
         self.base_path = base_path or f"/user/{owner}/tony"
         # This cluster's Hadoop conf dir and skein credentials: never set process-wide,
         # so one process may follow jobs on several clusters (yarn/clusterenv.py).
@@ -652,7 +657,7 @@ class TonyClient:
         """
         if self._krb is not None:
             name = self._principal or str(self._krb.credentials().name)
-            return name.split("@", 1)[0].split("/", 1)[0]
+            return short_name(name)
         return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
     def find_by_tags(self, tags: Iterable[str], *, active_only: bool = True) -> list[AppReport]:
