@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import platform
 import shutil
 import string
 import subprocess
@@ -57,6 +58,55 @@ def fetch_jars(layout: Layout) -> bool:
         raise ClusterError(f"Maven could not resolve the Hadoop jars:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
     _unpack_webapps(layout)
     stamp.write_text(digest + "\n")
+    return True
+
+
+#: Hadoop's native library (libhadoop.so) is not among Apache's Maven Central
+#: artifacts; Trino's repackaged Hadoop jar carries a build of it. Only the
+#: secure NodeManager loads it: with Kerberos on, it opens container log files
+#: through SecureIOUtils, which refuses to work without native code, so
+#: without it `tony logs` could list a secure job's containers but never print
+#: them. Its Hadoop release is older than the daemons' jars; the JNI calls the
+#: NodeManager makes (stat, open, user and group names) are the same.
+NATIVE_ARTIFACT = "io.trino.hadoop:hadoop-apache:3.3.5-3"
+_NATIVE_ARCH = {"x86_64": "Linux-amd64", "aarch64": "Linux-aarch64", "ppc64le": "Linux-ppc64le"}
+
+
+def fetch_native(layout: Layout) -> bool:
+    """Put libhadoop.so in ``layout.native_dir`` once; returns True when Maven had to run."""
+    target = layout.native_dir / "libhadoop.so"
+    if target.exists():
+        return False
+    arch = _NATIVE_ARCH.get(platform.machine())
+    if arch is None:
+        raise ClusterError(f"no native Hadoop library for {platform.machine()}: the secure profile needs one")
+    if shutil.which("mvn") is None:
+        raise ClusterError("Maven is needed once to fetch Hadoop's native library: apt-get install maven")
+    layout.native_dir.mkdir(parents=True, exist_ok=True)
+    work = layout.native_dir / ".download"
+    shutil.rmtree(work, ignore_errors=True)
+    cmd = [
+        "mvn",
+        "-B",
+        "-q",
+        "-f",
+        str(POM),
+        "dependency:copy",
+        f"-Dartifact={NATIVE_ARTIFACT}",
+        f"-DoutputDirectory={work}",
+    ]
+    print(f"fetching Hadoop's native library with Maven into {layout.native_dir} ...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"Maven could not fetch {NATIVE_ARTIFACT}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    (jar,) = work.glob("*.jar")
+    with zipfile.ZipFile(jar) as zf:
+        data = zf.read(f"nativelib/{arch}/libhadoop.so")
+    # Write-then-rename: an interrupted download is redone on the next `up`.
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.rename(target)
+    shutil.rmtree(work)
     return True
 
 

@@ -254,6 +254,11 @@ class Layout:
         return Path(os.environ.get("TONY_DEVCLUSTER_JARS", self.home / "jars")).resolve()
 
     @property
+    def native_dir(self) -> Path:
+        """Hadoop's native library, beside the jars so that a shared jar cache carries it."""
+        return self.jars / "_native"
+
+    @property
     def webapps(self) -> Path:
         # Beside the jars (not in home) so that a shared jar cache carries it.
         return self.jars / "_webapps"

@@ -81,6 +81,13 @@ def daemon_env(layout: Layout, jhome: Path, daemon: Daemon | None = None) -> dic
     return env
 
 
+def _native_opts(layout: Layout, daemon: Daemon) -> list[str]:
+    """The secure NodeManagers load Hadoop's native library (see dc_configs.fetch_native); nothing else does."""
+    if layout.secure and daemon.node is not None:
+        return [f"-Djava.library.path={layout.native_dir}"]
+    return []
+
+
 def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
     log = layout.logs / f"{daemon.name}.log"
     env = daemon_env(layout, jhome, daemon)
@@ -95,6 +102,7 @@ def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
         f"-Dhadoop.log.file={daemon.name}.log",
         "-Dhadoop.root.logger=INFO,console",
         f"-Dproc_{daemon.name}",
+        *_native_opts(layout, daemon),
         "-cp",
         layout.daemon_classpath(daemon),
         daemon.main_class,

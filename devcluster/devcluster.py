@@ -59,6 +59,7 @@ import kdc
 from dc_configs import (
     fake_nvidia_smi,
     fetch_jars,
+    fetch_native,
     render_conf,
 )
 from dc_kerberos import _kdc_pid, start_kdc
@@ -123,6 +124,7 @@ def up(layout: Layout) -> None:
         sub.mkdir(parents=True, exist_ok=True)
     downloaded = fetch_jars(layout)
     if layout.secure:
+        downloaded |= fetch_native(layout)
         start_kdc(layout)
     render_conf(layout)
     env = daemon_env(layout, jhome)
@@ -343,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
             down(layout)
         elif args.command == "jars":  # scripts/bootstrap.py --jars: the Maven step alone, no daemon
             print(f"Hadoop jars {'fetched' if fetch_jars(layout) else 'cached'} in {layout.jars}", file=sys.stderr)
+            if layout.secure:
+                fetch_native(layout)
         elif args.command == "stop":
             names = [d.name for d in layout.daemons]
             if args.daemon not in names:
