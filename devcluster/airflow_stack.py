@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,6 +72,29 @@ def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
     out = {k: v for k, v in env.items() if k not in ("JAVA_HOME", "JDK_HOME", "JRE_HOME")}
     out["PATH"] = os.pathsep.join([str(tripwire_dir), *folders])
     return out
+
+
+#: Where every JDK of this machine lives (Debian's and the installed Temurin).
+JDK_ROOT = "/usr/lib/jvm"
+
+
+def hide_jdks_prefix() -> list[str]:
+    """A command prefix that runs its command with ``JDK_ROOT`` empty: no JDK on disk as it sees it.
+
+    A private mount namespace with a tmpfs over ``JDK_ROOT`` (root may make
+    one; the command keeps its PID, ``unshare`` and ``sh`` exec it). [] where
+    the kernel refuses one: ``without_java``'s PATH and tripwire still apply.
+    Past the probe, a failure to hide the JDKs fails the command rather than
+    running it with them visible.
+    """
+    unshare = shutil.which("unshare")
+    if unshare is None or not Path(JDK_ROOT).is_dir():
+        return []
+    namespace = [unshare, "--mount", "--propagation", "private", "--"]
+    if subprocess.run([*namespace, "true"], capture_output=True, timeout=30).returncode != 0:
+        return []
+    script = f'mount -t tmpfs tony-no-jdk {JDK_ROOT} && [ -z "$(ls -A {JDK_ROOT})" ] && exec "$@"'
+    return [*namespace, "sh", "-c", script, "sh"]
 
 
 def java_calls(tripwire_dir: Path) -> str:
@@ -195,14 +219,15 @@ def up(python: str) -> None:
         as_postgres([pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(lay["pg_port"]), "-U", "postgres", "airflow"])
     # Airflow as the official image runs it: no JDK (the provider needs none; the tripwire records a try).
     env = without_java({**os.environ, **airflow_env(lay)}, home / "no-java")
-    migrate = subprocess.run([airflow, "db", "migrate"], env=env, capture_output=True, text=True)
+    no_jdk = hide_jdks_prefix()
+    migrate = subprocess.run([*no_jdk, airflow, "db", "migrate"], env=env, capture_output=True, text=True)
     if migrate.returncode:
         raise StackError(f"airflow db migrate failed:\n{migrate.stderr[-3000:]}")
     for name in SERVICES:
         if _pid(home, name) is None:
             with open(home / "logs" / f"{name}.log", "ab") as out:
                 proc = subprocess.Popen(
-                    [airflow, name],
+                    [*no_jdk, airflow, name],
                     env=env,
                     stdout=out,
                     stderr=subprocess.STDOUT,

@@ -125,25 +125,9 @@ def assert_no_java_started(env: dict[str, str]) -> None:
     assert not calls, f"something on the Airflow side tried to run java (no JDK is needed there): {calls}"
 
 
-#: Where every JDK of this machine lives (Debian's and the installed Temurin).
-JDK_ROOT = "/usr/lib/jvm"
-
-
-def _hide_jdks_prefix() -> list[str]:
-    """A command prefix that runs its command with ``JDK_ROOT`` empty (a private mount), or [] when the
-    kernel refuses this user a mount namespace (then only ``without_java``'s PATH and tripwire hide it)."""
-    import shutil
-    import subprocess
-
-    unshare = shutil.which("unshare")
-    if unshare is None or not Path(JDK_ROOT).is_dir():
-        return []
-    namespace = [unshare, "--mount", "--propagation", "private", "--"]
-    if subprocess.run([*namespace, "true"], capture_output=True, timeout=30).returncode != 0:
-        return []
-    # Past this point a failure to hide the JDKs fails the command, never passes it unhidden.
-    script = f'mount -t tmpfs tony-no-jdk {JDK_ROOT} && [ -z "$(ls -A {JDK_ROOT})" ] && exec "$@"'
-    return [*namespace, "sh", "-c", script, "sh"]
+def hide_jdks_prefix() -> list[str]:
+    """``devcluster/airflow_stack.py``'s: a command prefix under which ``/usr/lib/jvm`` is empty."""
+    return list(_airflow_stack().hide_jdks_prefix())
 
 
 def run_tony_without_jdk(
@@ -157,7 +141,7 @@ def run_tony_without_jdk(
     import sys
 
     hidden = without_java(dict(os.environ if env is None else env), tripwire_dir)
-    cmd = [*_hide_jdks_prefix(), sys.executable, "-m", "airflow_provider_tony", *args]
+    cmd = [*hide_jdks_prefix(), sys.executable, "-m", "airflow_provider_tony", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=hidden)
     assert_no_java_started(hidden)
     return out

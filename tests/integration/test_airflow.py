@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests._util import assert_no_java_started, get_json, rm_apps, wait_until, without_java
+from tests._util import assert_no_java_started, get_json, hide_jdks_prefix, rm_apps, wait_until, without_java
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -138,7 +138,7 @@ def dags_test(
     run_env = {**env, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable)}
     if dagfile:  # Airflow wants the file inside the dags folder (bundle)
         run_env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dagfile.parent)
-    proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([*hide_jdks_prefix(), *cmd], env=run_env, capture_output=True, text=True, timeout=timeout)
     assert_no_java_started(run_env)
     return proc.stdout + proc.stderr
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests._util import _hide_jdks_prefix, run_tony_without_jdk, wait_until
+from tests._util import hide_jdks_prefix, run_tony_without_jdk, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -158,7 +158,7 @@ def test_submit_with_a_tensorboard_role_and_no_checkpoint_dir_shows_scalars(
 
 def test_the_cli_sees_no_jdk_on_disk() -> None:
     """What tony() runs in: /usr/lib/jvm (every JDK of this machine) empty, so no java can start."""
-    prefix = _hide_jdks_prefix()
+    prefix = hide_jdks_prefix()
     if not prefix:
         pytest.skip("this kernel refuses a private mount: only the PATH tripwire hides the JDK")
     probe = "echo ran; ls -A /usr/lib/jvm; java -version"
