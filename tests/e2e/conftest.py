@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests._cluster import export_cluster_env
-from tests._util import JAVA_TRIPWIRE_ENV, assert_no_java_started
+from tests._util import JAVA_TRIPWIRE_ENV, assert_no_java_started, hide_jdks_prefix
 
 export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
 
@@ -125,6 +125,10 @@ def airflow_stack(cluster) -> Iterator[Stack]:
         port = next(line.split("=", 1)[1] for line in exports.splitlines() if "AIRFLOW__API__PORT" in line)
         url = f"http://127.0.0.1:{port.strip(chr(39))}"
         password, token = admin_login(url, home)
+        if hide_jdks_prefix():  # no JDK on disk, as each Airflow service sees the disk
+            airflow = {name: pid for name, pid in stack_processes(home).items() if name != "postgres"}
+            seen = {name: os.listdir(f"/proc/{pid}/root/usr/lib/jvm") for name, pid in airflow.items()}
+            assert seen and not any(seen.values()), seen
         yield Stack(url=url, user="admin", password=password, token=token)
     finally:
         pids = list(stack_processes(home).values())
