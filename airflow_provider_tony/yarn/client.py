@@ -30,7 +30,6 @@ import httpx
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
-from airflow_provider_tony.runtime.hdfs_io import publish
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
@@ -381,8 +380,9 @@ class TonyClient:
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
         client = self.webhdfs
         with _cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
-            if not self._reusable(client, remote, size=os.path.getsize(archive)):
-                publish(client, archive, remote, f"submit-{os.getpid()}")
+            if self._put_once(
+                client, remote, lambda tmp: client.upload(tmp, archive, overwrite=True), size=os.path.getsize(archive)
+            ):
                 log.info("uploaded python environment %s to %s", archive, remote)
         fs = self._default_fs()
         return f"{fs}{remote}"
@@ -400,8 +400,9 @@ class TonyClient:
         remote = f"{self.base_path}/cache/{name}-{_digest(local)}{Path(local).suffix}"
         client = self.webhdfs
         with _cluster_errors(f"could not upload {local} to {remote} on HDFS"):
-            if not self._reusable(client, remote, size=os.path.getsize(local)):
-                publish(client, local, remote, f"submit-{os.getpid()}")
+            self._put_once(
+                client, remote, lambda tmp: client.upload(tmp, local, overwrite=True), size=os.path.getsize(local)
+            )
         return remote
 
     def stage_cached_data(self, data: bytes, name: str, suffix: str, private: bool) -> str:
@@ -417,15 +418,34 @@ class TonyClient:
         remote = f"{self.base_path}/cache/{name}-{hashlib.sha256(data).hexdigest()[:24]}{suffix}"
         client = self.webhdfs
         with _cluster_errors(f"could not write {remote} on HDFS"):
-            if not self._reusable(client, remote, size=len(data), private=private):
-                tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
-                client.write(tmp, data=data, overwrite=True, permission="600" if private else "644")
-                client.delete(remote)
-                client.rename(tmp, remote)  # a submit racing this one may have put the same bytes there first
-                client.delete(tmp)
-                if not self._reusable(client, remote, size=len(data), private=private):
-                    raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
+            mode = "600" if private else "644"
+            write = functools.partial(client.write, data=data, overwrite=True, permission=mode)
+            self._put_once(client, remote, write, size=len(data), private=private)
         return remote
+
+    def _put_once(
+        self, client: Any, remote: str, write: Callable[[str], None], size: int | None = None, private: bool = False
+    ) -> bool:
+        """Make ``remote`` (named by its content hash) hold our copy; True when this call wrote it.
+
+        A good copy is never replaced: a job staged at the same moment may have
+        taken its modification time, and YARN refuses to localise a file that
+        changed since ("changed on src filesystem"). So the new copy is written
+        under a temporary name and renamed into place only where nothing is;
+        when a racing submit got there first with the same bytes, ours goes.
+        Only a copy that is not provably ours (``_reusable``) is removed first.
+        """
+        if self._reusable(client, remote, size=size, private=private):
+            return False
+        if client.status(remote, strict=False) is not None:
+            client.delete(remote)
+        tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
+        write(tmp)
+        client.rename(tmp, remote)  # refused (false) when the name is taken
+        client.delete(tmp)
+        if not self._reusable(client, remote, size=size, private=private):
+            raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
+        return True
 
     def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
         """Pack a local source directory and upload it once per content hash.
@@ -451,7 +471,8 @@ class TonyClient:
             with tempfile.TemporaryDirectory(prefix="tony-src-") as tmp:
                 local = src.pack(tree, Path(tmp) / "src.tar.gz")
                 packed = time.monotonic()
-                publish(client, str(local), remote, f"submit-{os.getpid()}")
+                with _cluster_errors(f"could not upload {src_dir} to {remote} on HDFS"):
+                    self._put_once(client, remote, lambda dest: client.upload(dest, str(local), overwrite=True))
             pack_s, upload_s = packed - scanned, time.monotonic() - packed
             log.info("uploaded source tree %s (%d entries) to %s", src_dir, len(tree.entries), remote)
         return StagedSource(

@@ -359,10 +359,17 @@ class RestSubmitter:
             ".skein.pem": lambda: self._small(f"{app_dir}/.skein.pem", key, ("skein-key", ".pem", True), kept),
             ".skein.jar": lambda: self._cached(app_dir, str(skein_jar()), "skein"),
         }
+        # Services with the same script share one work item: two threads putting the same cached file
+        # at once would replace each other's copy under the first one's feet.
+        script_key = {
+            name: f"script {hashlib.sha256(svc.script.encode()).hexdigest()}" for name, svc in services.items()
+        }
         for name, service in services.items():
-            script = service.script.encode()
-            work[f"script {name}"] = functools.partial(
-                self._small, f"{app_dir}/{name}.sh", script, ("launch", ".sh", False), True
+            work.setdefault(
+                script_key[name],
+                functools.partial(
+                    self._small, f"{app_dir}/{name}.sh", service.script.encode(), ("launch", ".sh", False), True
+                ),
             )
         for source in sorted({f.source for f in files}):
             work[f"file {source}"] = functools.partial(self._resource, app_dir, source)
@@ -379,7 +386,7 @@ class RestSubmitter:
         finished = copy.deepcopy(app_spec)
         for name, service in services.items():
             own = {k: staged(f) for k, f in service.files.items()}
-            resources = {**own, ".skein.sh": done[f"script {name}"], **skein_files}
+            resources = {**own, ".skein.sh": done[script_key[name]], **skein_files}
             finished.services[name] = finished_service(name, service, resources)
         master = {k: staged(f) for k, f in app_spec.master.files.items()}
         master[".skein.jar"] = done[".skein.jar"]

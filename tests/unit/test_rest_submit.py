@@ -448,3 +448,25 @@ def test_webhdfs_streams_an_upload_lists_and_reads(tmp_path: Path) -> None:
     assert walked[0] == ("/", ["d"], ["a"])
     with pytest.raises(ClusterError, match="a folder"):
         fs.upload("/dir", str(tmp_path))
+
+
+def test_services_with_the_same_script_share_one_cached_copy(tmp_path: Path) -> None:
+    """Put at once from two threads, the second copy would replace the first under its feet
+    (YARN: "changed on src filesystem")."""
+    sub, rm, fs = make(tmp_path)
+    asked: list[str] = []
+
+    def cache_data(data: bytes, name: str, suffix: str, private: bool) -> str:
+        asked.append(name)
+        fs.files[f"/cache/{name}-{len(asked)}{suffix}"] = data
+        return f"/cache/{name}-{len(asked)}{suffix}"
+
+    spec = app_spec(tmp_path)
+    spec.services["tensorboard"] = skein.Service(
+        resources=skein.Resources(memory="256 MiB", vcores=1), script="python -m executor"
+    )
+    sub.cache_data = cache_data
+    sub.submit(spec)
+    assert asked.count("launch") == 1
+    staged = staged_spec(rm)
+    assert staged.services["tensorboard"].files[".skein.sh"] == staged.services["worker"].files[".skein.sh"]

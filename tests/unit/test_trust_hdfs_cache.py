@@ -177,3 +177,33 @@ def test_a_public_small_file_may_be_read_by_others_but_not_written(monkeypatch) 
     client2 = _data_client(monkeypatch, fake)
     client2.stage_cached_data(script, "launch", ".sh", False)
     assert fake.writes and fake.entries[remote]["owner"] == "alice", "someone else's file is replaced"
+
+
+def test_a_copy_a_racing_submit_published_first_is_kept_not_replaced(monkeypatch) -> None:
+    """Two first submits at once: the one whose rename loses leaves the winner's copy as it is
+    (a job may already have taken its modification time: YARN refuses a file that changed)."""
+    script = b"exec python -m executor\n"
+    remote = _cached_name(script, "launch", ".sh")
+    fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755")})
+    racer = {**_file("alice", "644", len(script)), "modificationTime": 1}
+
+    def write_while_the_racer_wins(path: str, data: bytes, overwrite: bool = False, permission: str | None = None):
+        WritingHdfs.write(fake, path, data, overwrite, permission)
+        fake.entries[remote] = dict(racer)  # published between our check and our rename
+
+    fake.write = write_while_the_racer_wins  # type: ignore[method-assign]
+    deleted: list[str] = []
+    real_delete = fake.delete
+    fake.delete = lambda path, recursive=False: deleted.append(path) or real_delete(path, recursive)  # type: ignore[method-assign]
+    client = _data_client(monkeypatch, fake)
+    assert client.stage_cached_data(script, "launch", ".sh", False) == remote
+    assert fake.entries[remote] == racer, "the winner's copy is untouched"
+    assert remote not in deleted and not any(".tmp-" in p for p in fake.entries), "ours went, theirs stayed"
+
+
+def test_a_cached_file_that_is_not_ours_is_replaced(monkeypatch, archive: Path) -> None:
+    remote = _remote(archive)
+    fake = WritingHdfs({**_tree(), remote: _file("mallory", "644", archive.stat().st_size)})
+    client = _client(monkeypatch, fake)
+    client.stage_archive(str(archive))
+    assert fake.entries[remote]["owner"] == "alice" and fake.uploads and not any(".tmp-" in p for p in fake.entries)
