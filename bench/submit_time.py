@@ -14,7 +14,10 @@ mode, a fresh Python process (as an Airflow worker runs a task) with
 * ``polling``: ``execute`` reaches ``poll_until_complete`` (stubbed to stop there).
 
 Imports are timed apart (``import_s``): Airflow imports the operator before
-``execute``. The application is killed after the timing, by the same hook.
+``execute``. Each round also runs ``tony submit --detach`` (the CLI, no
+Airflow) as its own process, timed from start to exit with its whole process
+tree's peak memory, and once ``import airflow.sdk`` alone: the floor under
+any Airflow task process, before a provider's code. The application is killed after the timing, by the same hook.
 Sides alternate within a round, so load on a shared machine falls on both.
 Results go to ``bench/results/submit_time.json`` and ``.md``.
 """
@@ -158,6 +161,46 @@ def run_child(src: Path, mode: str) -> dict[str, Any]:
     return {**_finish(proc, f"{mode} with {src}"), **watched}
 
 
+_CLI_JOB = """name: bench-submit-cli
+am_memory: 384
+roles:
+  worker:
+    instances: 1
+    memory: 128 MiB
+    command: ["true"]
+"""
+
+
+def run_cli(src: Path) -> dict[str, Any]:
+    """``tony submit --detach`` of a one-worker job: wall seconds to exit and the tree's peak RSS; then killed."""
+    job = Path(tempfile.mkdtemp(prefix="tony-bench-cli-")) / "job.yaml"
+    job.write_text(_CLI_JOB)
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    cmd = [sys.executable, "-m", "airflow_provider_tony", "submit", "--detach", str(job)]
+    out = tempfile.TemporaryFile("w+")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env, cwd=src)
+    watched = _watch([proc])
+    proc.wait(timeout=600)
+    seconds = time.perf_counter() - t0
+    out.seek(0)
+    text = out.read()
+    app_ids = [w for w in text.split() if w.startswith("application_")]
+    if proc.returncode != 0 or not app_ids:
+        raise RuntimeError(f"tony submit with {src} failed:\n{text[-3000:]}")
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    TonyClient.from_env().kill(app_ids[-1])
+    return {"seconds": seconds, **watched}
+
+
+def import_floor() -> float:
+    """Peak RSS MiB of a process that imports ``airflow.sdk`` and nothing else."""
+    proc = subprocess.Popen([sys.executable, "-c", "import airflow.sdk"], env={**os.environ})
+    peak = _watch([proc])["peak_rss_mib"]
+    return peak if proc.wait(timeout=300) == 0 else float("nan")
+
+
 def run_many(src: Path, count: int) -> dict[str, Any]:
     """``count`` tasks submitting at once (a mapped sweep on one worker): wall time and total CPU."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -192,6 +235,8 @@ def main() -> int:
         for side, src in sides.items()
     }
     samples: dict[str, list[dict[str, Any]]] = {}
+    cli: dict[str, list[dict[str, Any]]] = {}
+    floor = import_floor()
     for round_no in range(args.rounds):
         for mode in ("deferred", "polling"):
             order = list(sides) if round_no % 2 == 0 else list(reversed(sides))
@@ -199,6 +244,10 @@ def main() -> int:
                 got = run_child(sides[side], mode)
                 samples.setdefault(f"{side} {mode}", []).append(got)
                 print(f"round {round_no + 1} {side} {mode}: {got['seconds']:.2f} s", flush=True)
+        for side in list(sides) if round_no % 2 == 0 else list(reversed(sides)):
+            got = run_cli(sides[side])
+            cli.setdefault(side, []).append(got)
+            print(f"round {round_no + 1} {side} tony submit: {got['seconds']:.2f} s", flush=True)
     rows = {
         key: {
             "rounds": len(got),
@@ -213,6 +262,16 @@ def main() -> int:
             "jvms_max": max(g["jvms"] for g in got),
         }
         for key, got in sorted(samples.items(), key=lambda kv: (kv[0].split()[1], kv[0].split()[0]))
+    }
+    cli_rows = {
+        side: {
+            "rounds": len(got),
+            "median_s": round(statistics.median(g["seconds"] for g in got), 2),
+            "peak_rss_mib_median": round(statistics.median(g["peak_rss_mib"] for g in got)),
+            "peak_rss_mib_max": round(max(g["peak_rss_mib"] for g in got)),
+            "jvms_max": max(g["jvms"] for g in got),
+        }
+        for side, got in cli.items()
     }
     many = {}
     if args.concurrent:
@@ -229,6 +288,8 @@ def main() -> int:
         "note": "execute from entry to the application id known, a fresh process per sample; "
         "the machine was shared with other work while measured",
         "results": rows,
+        "cli": cli_rows,
+        "airflow_sdk_import_rss_mib": round(floor),
         "concurrent": many,
         "samples_s": {k: [round(g["seconds"], 3) for g in v] for k, v in samples.items()},
     }
@@ -246,6 +307,19 @@ def main() -> int:
             f"{v['max_s']} | {v['find_by_tags_median_s']} / {v['submit_median_s']} | {v['import_median_s']} "
             f"| {v['peak_rss_mib_median']} | {v['rss_at_execute_mib_median']} | {v['jvms_max']} |"
         )
+    lines += [
+        "",
+        "`tony submit --detach` (the CLI, no Airflow), its own process from start to exit:",
+        "",
+        "| side | rounds | median s (imports included) | peak RSS MiB (process tree), median / max | JVMs |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {side} ({revs[side]}) | {c['rounds']} | {c['median_s']} | {c['peak_rss_mib_median']} / "
+        f"{c['peak_rss_mib_max']} | {c['jvms_max']} |"
+        for side, c in cli_rows.items()
+    ]
+    lines += ["", f"A process that imports `airflow.sdk` and nothing else peaks at {round(floor)} MiB."]
     if many:
         lines += [
             "",

@@ -139,9 +139,14 @@ def _file(source: str, archive: bool = False) -> skein.File:
 
 
 def job_files(
-    spec: JobSpec, python_archive_source: str | None, source_archive: str | None = None
+    spec: JobSpec,
+    python_archive_source: str | None,
+    source_archive: str | None = None,
+    runtime_source: str | None = None,
 ) -> dict[str, skein.File]:
-    files = {C.RUNTIME_ZIP: skein.File(source=str(runtime_zip_path()), type="file")}
+    """What every container localises; ``runtime_source`` is the runtime zip already on HDFS
+    (the submit's cache), else the local copy is shipped with the job."""
+    files = {C.RUNTIME_ZIP: _file(runtime_source or str(runtime_zip_path()))}
     if python_archive_source:
         files[ARCHIVE_ALIAS] = _file(python_archive_source, archive=True)
     if source_archive:
@@ -213,17 +218,19 @@ def build_application_spec(
     source_archive: str | None = None,
     extra_env: Mapping[str, str] | None = None,
     placement_plan: Mapping[str, Sequence[str]] | None = None,
+    runtime_source: str | None = None,
 ) -> skein.ApplicationSpec:
     """``python`` is the interpreter command inside containers (an absolute path,
     or ``./environment/bin/python`` for an archive shipped as ``environment``);
     ``source_archive`` is the packed ``src_dir`` (staged on HDFS), unpacked as ``src``;
     ``placement_plan`` is :func:`plan_placement`'s answer (needed only for a role
-    that spreads without listing its nodes)."""
+    that spreads without listing its nodes); ``runtime_source`` is the runtime zip's
+    ``hdfs://`` URL when the stage phase put it in the cache."""
     if source_archive is None and spec.src_dir and spec.src_dir.startswith("hdfs://"):
         source_archive = spec.src_dir
     runtime_spec = shipped_spec(spec, source_archive)
     env = {C.ENV_JOB_SPEC: encode_spec(runtime_spec), "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    files = job_files(spec, python_archive_source, source_archive)
+    files = job_files(spec, python_archive_source, source_archive, runtime_source)
     plan = placement_plan if placement_plan is not None else plan_placement(spec, None)
     services = {}
     script = _launch_script(python, "airflow_provider_tony.runtime.executor")

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
@@ -35,6 +36,7 @@ from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
+from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
     check_inputs,
@@ -104,6 +106,8 @@ class Staged:
     source_url: str | None
     python: str
     archive_url: str | None
+    #: The runtime zip in the upload cache (``hdfs://``); None ships the local copy with the job.
+    runtime_url: str | None = None
 
 
 @dataclass
@@ -336,18 +340,17 @@ class TonyClient:
         return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
 
     def stage(self, checked: Checked) -> Staged:
-        """Phase 2, on HDFS: the source tree and the python environment, each once per content hash."""
+        """Phase 2, on HDFS: the source tree, the python environment and the runtime zip, each once per content hash."""
         spec = checked.spec
         source = self.stage_source(spec.src_dir, tree=checked.tree).url if spec.src_dir else None
+        runtime = self.stage_runtime()
         archive = spec.python.archive
         if archive:
-            return Staged(checked, source, spec.python.python_command(), self.stage_archive(archive))
-        return Staged(checked, source, spec.python.interpreter or sys.executable, None)
+            return Staged(checked, source, spec.python.python_command(), self.stage_archive(archive), runtime)
+        return Staged(checked, source, spec.python.interpreter or sys.executable, None, runtime)
 
     def build(self, staged: Staged, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> Any:
         """Phase 3, pure but for the keytab check: the skein ``ApplicationSpec`` of the job."""
-        from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement
-
         spec = staged.checked.spec.with_overrides(tags=extra_tags)
         app_spec = build_application_spec(
             spec,
@@ -356,6 +359,7 @@ class TonyClient:
             source_archive=staged.source_url,
             extra_env={**self._container_env(attempt), **staged.checked.inputs_env},
             placement_plan=plan_placement(spec, staged.checked.info.hosts),
+            runtime_source=staged.runtime_url,
         )
         ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
         return app_spec
@@ -385,6 +389,10 @@ class TonyClient:
         fs = self._default_fs()
         return f"{fs}{remote}"
 
+    def stage_runtime(self) -> str:
+        """The runtime zip (what containers import) in the upload cache: its ``hdfs://`` URL."""
+        return f"{self._default_fs()}{self.stage_cached(str(runtime_zip_path()), 'tony_runtime')}"
+
     def stage_cached(self, local: str, name: str) -> str:
         """``local`` uploaded once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
 
@@ -396,6 +404,29 @@ class TonyClient:
         with _cluster_errors(f"could not upload {local} to {remote} on HDFS"):
             if not self._reusable(client, remote, size=os.path.getsize(local)):
                 publish(client, local, remote, f"submit-{os.getpid()}")
+        return remote
+
+    def stage_cached_data(self, data: bytes, name: str, suffix: str, private: bool) -> str:
+        """``data`` written once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
+
+        For the small files skein's AM needs that are the same job after job
+        (the launch scripts, the TLS certificate and key of the connection's
+        skein folder): each write is a NameNode and a DataNode round trip and
+        may wait for the block report, so writing them with every job was most
+        of a submit's time. ``private`` data (the key) is written 0600 from the
+        first byte and reused only while no one else may read it.
+        """
+        remote = f"{self.base_path}/cache/{name}-{hashlib.sha256(data).hexdigest()[:24]}{suffix}"
+        client = self.webhdfs
+        with _cluster_errors(f"could not write {remote} on HDFS"):
+            if not self._reusable(client, remote, size=len(data), private=private):
+                tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
+                client.write(tmp, data=data, overwrite=True, permission="600" if private else "644")
+                client.delete(remote)
+                client.rename(tmp, remote)  # a submit racing this one may have put the same bytes there first
+                client.delete(tmp)
+                if not self._reusable(client, remote, size=len(data), private=private):
+                    raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
         return remote
 
     def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
@@ -471,12 +502,12 @@ class TonyClient:
                 )
         self._trusted_dirs.add(directory)
 
-    def _reusable(self, client: Any, remote: str, size: int | None = None) -> bool:
+    def _reusable(self, client: Any, remote: str, size: int | None = None, private: bool = False) -> bool:
         """Whether ``remote`` (named by its content hash) is our upload and may be reused as it is.
 
-        It must be a file of ours that no one else may write to, in a folder
-        that passes :meth:`_check_cache_dir`, of the expected ``size`` when
-        known. A file that fails is uploaded again over it (``publish``).
+        It must be a file of ours that no one else may write to (nor read, when
+        ``private``), in a folder that passes :meth:`_check_cache_dir`, of the
+        expected ``size`` when known. A file that fails is uploaded again over it.
         """
         self._check_cache_dir(client, remote.rsplit("/", 1)[0])
         status = client.status(remote, strict=False)
@@ -486,7 +517,7 @@ class TonyClient:
         ok = (
             status.get("type") == "FILE"
             and status.get("owner") == self.hdfs_owner
-            and not mode & 0o022
+            and not mode & (0o077 if private else 0o022)
             and (size is None or status.get("length") == size)
         )
         if not ok:
@@ -540,6 +571,7 @@ class TonyClient:
             rm_address=rm_address,
             security=self._security(),
             cache=self.stage_cached,
+            cache_data=self.stage_cached_data,
         )
 
     def _security(self) -> Any:

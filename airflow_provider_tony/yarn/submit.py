@@ -8,10 +8,16 @@ What skein's Java driver did, done over HTTP (``rest.ClusterHttp``) and WebHDFS:
    the TLS certificate and key the AM serves its key-value store with
    (``.skein.crt``/``.skein.pem``, skein's own from ``~/.skein`` or the
    connection's folder, as its driver used), each service's script (``.skein.sh``),
-   every local file of the spec, and last the finished spec itself
-   (``.skein.proto``, the protobuf the AM reads, with every file's HDFS URL,
-   size and modification time filled in, as YARN localises them);
-3. ``POST /ws/v1/cluster/apps`` with the submission context: the AM container
+   every local file of the spec; what is the same job after job comes from the
+   upload cache (``<base_path>/cache``) instead;
+3. the finished spec (``.skein.proto``, the protobuf the AM reads, with every
+   file's HDFS URL, size and modification time filled in, as YARN localises
+   them) travels in the AM's environment and the AM's command writes it
+   before starting Java; only a spec too large for an environment variable
+   is written to HDFS. An HDFS write's close may wait for the DataNode's block
+   report (the client backs off 400 ms): with it, that one write was most of
+   a submit's time;
+4. ``POST /ws/v1/cluster/apps`` with the submission context: the AM container
    (its local resources, environment, the ``java ... ApplicationMaster``
    command), resources, queue, tags, attempts, ACLs and, on a Kerberized
    cluster, the HDFS delegation token obtained over WebHDFS with the
@@ -26,6 +32,7 @@ The pieces are pure where they can be (``am_command``, ``am_classpath``,
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import functools
@@ -119,16 +126,30 @@ def am_classpath(application_classpath: str | None) -> str:
     return CPS.join(["{{CLASSPATH}}", "./*", *entries])
 
 
-def am_command(app_dir_url: str, log_level: str = "INFO") -> str:
+#: The environment variable that carries the finished spec (base64) to the AM's command.
+SPEC_ENV = "TONY_SKEIN_SPEC"
+#: Its largest size: Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN).
+MAX_INLINE_SPEC = 96 * 1024
+
+
+def am_command(app_dir_url: str, log_level: str = "INFO", *, inline_spec: bool = False) -> str:
     """The AM container's one command: skein's ApplicationMaster, logging into the container's log folder.
 
     ``app_dir_url`` is ours (``hdfs://.../.skein/<id>``): no user input goes in this line.
+    With ``inline_spec`` it first writes ``.skein.proto`` from ``$TONY_SKEIN_SPEC``
+    with ``printenv``: YARN runs the line as ``exec /bin/bash -c "<line>"``
+    without escaping it, and a ``$`` would be expanded by the outer shell,
+    putting the spec on a command line (where ``ps`` shows it to every user of
+    the host).
     """
-    return (
+    java = (
         "{{JAVA_HOME}}/bin/java -Xmx128M "
         f"-Dskein.log.level={log_level} -Dskein.log.directory={LOG_DIR} "
         f"{AM_CLASS} {app_dir_url} >{LOG_DIR}/application.master.log 2>&1"
     )
+    if not inline_spec:
+        return java
+    return f"printenv {SPEC_ENV} | base64 -d >.skein.proto && exec {java}"
 
 
 def _entries(mapping: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -253,6 +274,8 @@ class RestSubmitter:
     security: Any = None
     #: Uploads ``(local file, name)`` once per content hash to a trusted cache; returns its HDFS path.
     cache: Callable[[str, str], str] | None = None
+    #: Writes ``(data, name, suffix, private)`` once per content hash to the same cache; its HDFS path.
+    cache_data: Callable[[bytes, str, str, bool], str] | None = None
 
     # ------------------------------------------------------------ phases
 
@@ -279,12 +302,13 @@ class RestSubmitter:
         app_id = self.new_application()
         app_dir = self.app_dir(app_id)
         try:
-            resources = self.stage(app_id, app_dir, app_spec)
+            resources, inline = self.stage(app_id, app_dir, app_spec)
             tokens = self.tokens()
             env = {
                 **app_spec.master.env,
                 "CLASSPATH": am_classpath(self.application_classpath),
                 "SKEIN_APPLICATION_ID": app_id,
+                **({SPEC_ENV: inline} if inline else {}),
             }
             if os.environ.get("LANG"):
                 env["LANG"] = os.environ["LANG"]
@@ -295,7 +319,7 @@ class RestSubmitter:
                 app_spec=app_spec,
                 local_resources=resources,
                 environment=env,
-                command=am_command(self._url(app_dir), _level(app_spec.master.log_level)),
+                command=am_command(self._url(app_dir), _level(app_spec.master.log_level), inline_spec=bool(inline)),
                 tokens=tokens,
             )
             self.http.request(
@@ -309,24 +333,37 @@ class RestSubmitter:
             raise
         return app_id
 
-    def stage(self, app_id: str, app_dir: str, app_spec: skein.ApplicationSpec) -> dict[str, LocalResource]:
-        """Upload skein's files and the spec's local files; write the finished spec; the AM's resources.
+    def stage(
+        self, app_id: str, app_dir: str, app_spec: skein.ApplicationSpec
+    ) -> tuple[dict[str, LocalResource], str | None]:
+        """Upload skein's files and the spec's local files; the AM's resources and the finished spec.
 
-        Every file but the spec is independent of the others: they are written
-        at once from a few threads (each WebHDFS write is two round trips, one
-        to the NameNode and one to a DataNode), then the spec, which names them all.
+        The spec comes back base64-encoded for the AM's environment, or, when
+        too large for it, written to HDFS among the resources (then None).
+
+        Every file but the spec is independent of the others: they are looked
+        up or written at once from a few threads, then the spec, which names
+        them all. What is the same job after job (skein's jar, the launch
+        scripts, the connection's TLS credentials) comes from the upload cache,
+        so a submit writes one file: each WebHDFS write is a NameNode and a
+        DataNode round trip, and its close may wait for the block report.
         """
         self.hdfs.makedirs(app_dir, permission="700")
-        security = self.security or skein.Security.new_credentials()
+        # Credentials made for this job alone are written with it: caching them would keep one key per job.
+        kept, security = self.security is not None, self.security or skein.Security.new_credentials()
         services = app_spec.services
         files = [f for svc in [app_spec.master, *services.values()] for f in svc.files.values()]
+        cert, key = security._get_bytes("cert"), security._get_bytes("key")
         work: dict[str, Callable[[], LocalResource]] = {
-            ".skein.crt": lambda: self._write(f"{app_dir}/.skein.crt", security._get_bytes("cert")),
-            ".skein.pem": lambda: self._write(f"{app_dir}/.skein.pem", security._get_bytes("key")),
+            ".skein.crt": lambda: self._small(f"{app_dir}/.skein.crt", cert, ("skein-cert", ".crt", False), kept),
+            ".skein.pem": lambda: self._small(f"{app_dir}/.skein.pem", key, ("skein-key", ".pem", True), kept),
             ".skein.jar": lambda: self._cached(app_dir, str(skein_jar()), "skein"),
         }
         for name, service in services.items():
-            work[f"script {name}"] = functools.partial(self._write, f"{app_dir}/{name}.sh", service.script.encode())
+            script = service.script.encode()
+            work[f"script {name}"] = functools.partial(
+                self._small, f"{app_dir}/{name}.sh", script, ("launch", ".sh", False), True
+            )
         for source in sorted({f.source for f in files}):
             work[f"file {source}"] = functools.partial(self._resource, app_dir, source)
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tony-stage") as pool:
@@ -350,9 +387,14 @@ class RestSubmitter:
         finished.master.files = {k: r.to_skein() for k, r in master.items()}
         crt, pem = skein_files[".skein.crt"], skein_files[".skein.pem"]
         finished.master.security = skein.Security(cert_file=crt.to_skein(), key_file=pem.to_skein())
-        master[".skein.proto"] = self._write(f"{app_dir}/.skein.proto", finished.to_protobuf().SerializeToString())
+        proto = finished.to_protobuf().SerializeToString()
+        inline = base64.b64encode(proto).decode("ascii")
+        if len(inline) <= MAX_INLINE_SPEC:
+            log.info("staged %d files of %s in %s (the spec in the AM's environment)", len(work), app_id, app_dir)
+            return master, inline
+        master[".skein.proto"] = self._write(f"{app_dir}/.skein.proto", proto)
         log.info("staged %d files of %s in %s", len(work) + 1, app_id, app_dir)
-        return master
+        return master, None
 
     def tokens(self) -> dict[str, str]:
         """On a Kerberized cluster, the tokens the AM and the containers need, renewed by the RM.
@@ -404,8 +446,7 @@ class RestSubmitter:
 
     def _write(self, path: str, data: bytes) -> LocalResource:
         self.hdfs.write(path, data=data, overwrite=True, permission="600")
-        status = self._status(path)
-        return LocalResource(self._url(path), int(status["length"]), int(status["modificationTime"]))
+        return self._at(path)
 
     def _upload(self, app_dir: str, local: str) -> LocalResource:
         """A local file uploaded with the job (``<app_dir>/<hash of its path>/<name>``, as skein's driver names it)."""
@@ -413,16 +454,24 @@ class RestSubmitter:
         self.hdfs.makedirs(folder, permission="700")
         remote = f"{folder}/{Path(local).name}"
         self.hdfs.upload(remote, local, overwrite=True, permission="600")
-        status = self._status(remote)
-        return LocalResource(self._url(remote), int(status["length"]), int(status["modificationTime"]))
+        return self._at(remote)
+
+    def _small(self, path: str, data: bytes, cache_as: tuple[str, str, bool], cacheable: bool) -> LocalResource:
+        """``data`` from the cache (``cache_as``: name, suffix, private) when it may be, else written at ``path``."""
+        if not cacheable or self.cache_data is None:
+            return self._write(path, data)
+        return self._at(self.cache_data(data, *cache_as))
+
+    def _at(self, path: str) -> LocalResource:
+        """The staged file at ``path`` as YARN localises it (size and modification time checked)."""
+        status = self._status(path)
+        return LocalResource(self._url(path), int(status["length"]), int(status["modificationTime"]))
 
     def _cached(self, app_dir: str, local: str, name: str) -> LocalResource:
         """A file every job ships unchanged (skein's jar: 8 MB) from the cache, else uploaded with the job."""
         if self.cache is None:
             return self._upload(app_dir, local)
-        path = self.cache(local, name)
-        status = self._status(path)
-        return LocalResource(self._url(path), int(status["length"]), int(status["modificationTime"]))
+        return self._at(self.cache(local, name))
 
     def _resource(self, app_dir: str, source: str) -> LocalResource:
         """A file of the spec on HDFS: a local one uploaded with the job, an ``hdfs://`` one as it is."""

@@ -9,7 +9,10 @@ filed as YARN's localiser and the RM's renewer look for it.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,8 @@ from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, T
 from airflow_provider_tony.yarn.http import HttpSettings
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, cluster_error
 from airflow_provider_tony.yarn.submit import (
+    MAX_INLINE_SPEC,
+    SPEC_ENV,
     RestSubmitter,
     am_classpath,
     am_command,
@@ -140,9 +145,11 @@ def app_spec(tmp_path: Path) -> skein.ApplicationSpec:
     )
 
 
-def staged_spec(fs: FakeHdfs) -> skein_proto.ApplicationSpec:
+def staged_spec(rm: FakeRm) -> skein_proto.ApplicationSpec:
+    """The spec the AM's command writes as ``.skein.proto``: from its environment."""
+    env = {e["key"]: e["value"] for e in rm.submitted[0]["am-container-spec"]["environment"]["entry"]}
     msg = skein_proto.ApplicationSpec()
-    msg.ParseFromString(fs.files[f"/user/alice/.skein/{APP}/.skein.proto"])
+    msg.ParseFromString(base64.b64decode(env[SPEC_ENV]))
     return msg
 
 
@@ -151,7 +158,7 @@ def test_submit_stages_what_skeins_am_reads_and_posts_the_context(tmp_path: Path
     assert sub.submit(app_spec(tmp_path)) == APP
     app_dir = f"/user/alice/.skein/{APP}"
     assert fs.dirs[app_dir] == "700" and fs.modes[f"{app_dir}/.skein.pem"] == "600"
-    spec = staged_spec(fs)
+    spec = staged_spec(rm)
     worker = spec.services["worker"]
     assert worker.script == "bash .skein.sh ><LOG_DIR>/worker.log 2>&1"
     assert sorted(worker.files) == [".skein.crt", ".skein.pem", ".skein.sh", "environment", "tony_runtime.zip"]
@@ -177,15 +184,12 @@ def test_submit_stages_what_skeins_am_reads_and_posts_the_context(tmp_path: Path
     assert context["application-tags"] == {"tag": ["dag:x", "run:y"]}
     am = context["am-container-spec"]
     resources = {e["key"]: e["value"] for e in am["local-resources"]["entry"]}
-    assert sorted(resources) == [".skein.crt", ".skein.jar", ".skein.pem", ".skein.proto", "tony_runtime.zip"]
-    proto = resources[".skein.proto"]
-    assert proto["resource"] == f"{FS}{app_dir}/.skein.proto" and proto["size"] == len(
-        fs.files[f"{app_dir}/.skein.proto"]
-    )
+    assert sorted(resources) == [".skein.crt", ".skein.jar", ".skein.pem", "tony_runtime.zip"]
+    assert f"{app_dir}/.skein.proto" not in fs.files, "the spec travels in the AM's environment"
     env = {e["key"]: e["value"] for e in am["environment"]["entry"]}
     assert env["SKEIN_APPLICATION_ID"] == APP and env["JOB"] == "spec" and env["HADOOP_USER_NAME"] == "alice"
     assert env["CLASSPATH"] == "{{CLASSPATH}}<CPS>./*<CPS>/etc/hadoop<CPS>/jars/*"
-    assert am["commands"]["command"] == am_command(f"{FS}{app_dir}")
+    assert am["commands"]["command"] == am_command(f"{FS}{app_dir}", inline_spec=True)
     acls = {e["key"]: e["value"] for e in am["application-acls"]["entry"]}
     assert acls == {"VIEW_APP": "bob ", "MODIFY_APP": "carol "}
     assert "credentials" not in am  # an open cluster: no token
@@ -298,3 +302,99 @@ def test_webhdfs_writes_in_two_steps() -> None:
     assert fs.status("/nope", strict=False) is None
     with pytest.raises(NotFound):
         fs.status("/nope")
+
+
+def test_with_the_connections_credentials_a_submit_writes_only_its_spec(tmp_path: Path) -> None:
+    """The launch scripts and the kept TLS files come from the upload cache; the key as private data."""
+    sub, rm, fs = make(tmp_path)
+    asked: list[tuple[bytes, str, str, bool]] = []
+
+    def cache_data(data: bytes, name: str, suffix: str, private: bool) -> str:
+        asked.append((data, name, suffix, private))
+        path = f"/user/alice/tony/cache/{name}-{len(asked)}{suffix}"
+        fs.files[path] = data
+        return path
+
+    def cache(local: str, name: str) -> str:
+        fs.files[f"/user/alice/tony/cache/{name}.jar"] = b"jar"
+        return f"/user/alice/tony/cache/{name}.jar"
+
+    sub.security = skein.Security.new_credentials()
+    sub.cache, sub.cache_data = cache, cache_data
+    sub.submit(app_spec(tmp_path))
+    app_dir = f"/user/alice/.skein/{APP}"
+    written = sorted(p for p in fs.files if p.startswith(app_dir))
+    assert written == [f"{app_dir}/{_hashed('runtime.zip', tmp_path)}/runtime.zip"], "nothing but the local file"
+    kinds = {(name, suffix, private) for _, name, suffix, private in asked}
+    assert kinds == {("skein-cert", ".crt", False), ("skein-key", ".pem", True), ("launch", ".sh", False)}
+    assert (sub.security._get_bytes("key"), "skein-key", ".pem", True) in asked
+    spec = staged_spec(rm)
+    worker = spec.services["worker"]
+    assert fs.files[worker.files[".skein.sh"].source.file] == b"python -m executor"
+    assert worker.files[".skein.pem"].source.file.startswith("/user/alice/tony/cache/skein-key-")
+    assert spec.master.security.key_file.source.file == worker.files[".skein.pem"].source.file
+
+
+def test_credentials_made_for_one_job_are_not_cached(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path)
+    asked: list[str] = []
+
+    def cache_data(data: bytes, name: str, suffix: str, private: bool) -> str:
+        asked.append(name)
+        fs.files[f"/cache/{name}{suffix}"] = data
+        return f"/cache/{name}{suffix}"
+
+    sub.cache_data = cache_data  # no security: new credentials for this job
+    sub.submit(app_spec(tmp_path))
+    app_dir = f"/user/alice/.skein/{APP}"
+    assert asked == ["launch"]
+    assert fs.modes[f"{app_dir}/.skein.pem"] == "600" and f"{app_dir}/.skein.crt" in fs.files
+
+
+def _hashed(name: str, tmp_path: Path) -> str:
+    import hashlib
+
+    return hashlib.md5(str(tmp_path / name).encode()).hexdigest()[:8].upper()  # noqa: S324 - as the submitter names it
+
+
+def test_a_spec_too_large_for_the_environment_is_written_to_hdfs(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path)
+    spec = app_spec(tmp_path)
+    spec.services["worker"].env["BIG"] = "x" * MAX_INLINE_SPEC
+    sub.submit(spec)
+    app_dir = f"/user/alice/.skein/{APP}"
+    am = rm.submitted[0]["am-container-spec"]
+    resources = {e["key"]: e["value"] for e in am["local-resources"]["entry"]}
+    assert resources[".skein.proto"]["size"] == len(fs.files[f"{app_dir}/.skein.proto"])
+    assert SPEC_ENV not in {e["key"] for e in am["environment"]["entry"]}
+    assert am["commands"]["command"] == am_command(f"{FS}{app_dir}")
+    msg = skein_proto.ApplicationSpec()
+    msg.ParseFromString(fs.files[f"{app_dir}/.skein.proto"])
+    assert msg.services["worker"].env["BIG"] == "x" * MAX_INLINE_SPEC
+
+
+def test_the_am_command_writes_the_spec_as_yarns_launch_script_runs_it(tmp_path: Path) -> None:
+    """YARN's launch script: ``export K="v"`` lines, then ``exec /bin/bash -c "<command>"`` unescaped.
+
+    The inner shell is a stand-in that records its arguments (what ``ps`` shows
+    every user of the host) before running bash; a stand-in ``java`` keeps the
+    ``.skein.proto`` it finds. The spec arrives whole and was on no command line.
+    """
+    spec = base64.b64encode(bytes(range(256)) * 40).decode()
+    (tmp_path / "jdk" / "bin").mkdir(parents=True)
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.write_text('#!/bin/bash\ncp .skein.proto got.proto\necho "$@" >java-args.txt\n')
+    shell = tmp_path / "recording-bash"
+    shell.write_text('#!/bin/bash\nprintf "%s\\n" "$@" >shell-args.txt\nexec /bin/bash "$@"\n')
+    for exe in (java, shell):
+        exe.chmod(0o755)
+    command = am_command("hdfs://nn:9000/d", inline_spec=True)
+    command = command.replace("{{JAVA_HOME}}", str(tmp_path / "jdk")).replace("<LOG_DIR>", str(tmp_path))
+    launch = tmp_path / "launch_container.sh"
+    launch.write_text(f'#!/bin/bash\nexport {SPEC_ENV}="{spec}"\nexec {shell} -c "{command}"\n')
+    env = {"PATH": os.environ["PATH"]}
+    out = subprocess.run(["bash", str(launch)], cwd=tmp_path, capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "got.proto").read_bytes() == base64.b64decode(spec)
+    assert "com.anaconda.skein.ApplicationMaster hdfs://nn:9000/d" in (tmp_path / "java-args.txt").read_text()
+    assert spec[:64] not in (tmp_path / "shell-args.txt").read_text()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.yarn import client as client_mod
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.checks import ClusterInfo
 from airflow_provider_tony.yarn.client import StagedSource, TonyClient
@@ -73,18 +73,25 @@ def client(monkeypatch: pytest.MonkeyPatch) -> tuple[TonyClient, list[str], Subm
     monkeypatch.setattr(tony, "cluster_info", info)
     monkeypatch.setattr(tony, "stage_source", stage_source)
     monkeypatch.setattr(tony, "submitter", lambda: submitter)
-    monkeypatch.setattr(client_mod, "runtime_zip_path", lambda: Path(__file__), raising=False)
+
+    def stage_runtime() -> str:
+        calls.append("runtime")
+        return "hdfs://nn:8020/cache/tony_runtime-abc.zip"
+
+    monkeypatch.setattr(tony, "stage_runtime", stage_runtime)
     return tony, calls, submitter
 
 
 def test_submit_runs_the_phases_in_order_and_scans_the_source_once(client: Any, tmp_path: Path) -> None:
     tony, calls, submitter = client
     assert tony.submit(_job(tmp_path), extra_tags=["tony-run:r"]) == "application_1_0001"
-    assert calls == ["scan", "cluster_info", "upload"]
+    assert calls == ["scan", "cluster_info", "upload", "runtime"]
     (app_spec,) = submitter.specs
     assert "tony-run:r" in app_spec.tags
     worker = app_spec.services["worker"]
     assert worker.files["src"].source == "hdfs://nn:8020/src/abc.tar.gz"
+    # The runtime comes from the upload cache, not shipped from local disk with every job.
+    assert worker.files[C.RUNTIME_ZIP].source == "hdfs://nn:8020/cache/tony_runtime-abc.zip"
 
 
 def test_a_failed_check_stages_nothing(client: Any, tmp_path: Path) -> None:

@@ -114,3 +114,67 @@ def test_a_sticky_world_writable_ancestor_like_tmp_is_fine(monkeypatch, archive)
     fake = FakeHdfs(_tree(user_perm="1777") | {_remote(archive): _file("alice", "644", archive.stat().st_size)})
     _client(monkeypatch, fake).stage_archive(str(archive))
     assert fake.uploads == []
+
+
+class WritingHdfs(FakeHdfs):
+    """Also ``write`` (the small-file cache), recording each write's permission."""
+
+    def __init__(self, entries: dict[str, dict[str, Any]]) -> None:
+        super().__init__(entries)
+        self.writes: list[tuple[str, str | None]] = []
+
+    def write(self, path: str, data: bytes, overwrite: bool = False, permission: str | None = None) -> None:
+        self.writes.append((path, permission))
+        self.entries[path] = _file("alice", permission or "644", len(data))
+
+    def rename(self, src: str, dst: str) -> None:
+        if dst not in self.entries:  # WebHDFS refuses to rename onto an existing file
+            super().rename(src, dst)
+
+
+def _data_client(monkeypatch: pytest.MonkeyPatch, fake: FakeHdfs) -> TonyClient:
+    client = _client(monkeypatch, fake)
+    monkeypatch.setattr(TonyClient, "webhdfs", property(lambda self: fake))
+    return client
+
+
+def _cached_name(data: bytes, name: str, suffix: str) -> str:
+    import hashlib
+
+    return f"{BASE}/cache/{name}-{hashlib.sha256(data).hexdigest()[:24]}{suffix}"
+
+
+def test_a_private_small_file_is_written_0600_once_and_reused(monkeypatch) -> None:
+    fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755")})
+    client = _data_client(monkeypatch, fake)
+    key = b"-----BEGIN PRIVATE KEY-----"
+    remote = client.stage_cached_data(key, "skein-key", ".pem", True)
+    assert remote == _cached_name(key, "skein-key", ".pem")
+    (written,) = fake.writes
+    assert written[1] == "600" and written[0].startswith(f"{remote}.tmp-"), "0600 from the first byte"
+    assert fake.entries[remote]["permission"] == "600" and not any(".tmp-" in p for p in fake.entries)
+    assert client.stage_cached_data(key, "skein-key", ".pem", True) == remote
+    assert len(fake.writes) == 1, "the second submit reuses it"
+
+
+@pytest.mark.parametrize("perm", ["640", "604"])
+def test_a_cached_key_others_may_read_is_written_again(monkeypatch, perm: str) -> None:
+    key = b"-----BEGIN PRIVATE KEY-----"
+    remote = _cached_name(key, "skein-key", ".pem")
+    fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755"), remote: _file("alice", perm, len(key))})
+    client = _data_client(monkeypatch, fake)
+    assert client.stage_cached_data(key, "skein-key", ".pem", True) == remote
+    assert len(fake.writes) == 1 and fake.entries[remote]["permission"] == "600"
+
+
+def test_a_public_small_file_may_be_read_by_others_but_not_written(monkeypatch) -> None:
+    script = b"exec python -m executor\n"
+    remote = _cached_name(script, "launch", ".sh")
+    fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755"), remote: _file("alice", "644", len(script))})
+    client = _data_client(monkeypatch, fake)
+    assert client.stage_cached_data(script, "launch", ".sh", False) == remote
+    assert fake.writes == [], "our 0644 script is reused"
+    fake.entries[remote] = _file("mallory", "644", len(script))
+    client2 = _data_client(monkeypatch, fake)
+    client2.stage_cached_data(script, "launch", ".sh", False)
+    assert fake.writes and fake.entries[remote]["owner"] == "alice", "someone else's file is replaced"
