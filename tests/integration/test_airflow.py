@@ -256,6 +256,8 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     assert "QualityGateFailed" in bad, bad[-4000:]
     submitted = re.findall(r"submitted (application_\d+_\d+)", bad)
     assert len(submitted) == 1, f"retries=2, yet a failed gate is submitted once: {submitted}"
+    # The try count, not only the submissions: a retry re-attaches to the succeeded application and
+    # is refused again without submitting (a retryable gate failure reads [(3, 2)] here, one submission).
     runs = {r for r in own_runs(env) - before if r[0] == "tony_nightly_retrain"}
     assert train_tries(env, runs) == [(1, 2)], "one try of the two retries allowed"
     second = submitted[0]
