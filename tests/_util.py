@@ -123,3 +123,41 @@ def assert_no_java_started(env: dict[str, str]) -> None:
         return
     calls = _airflow_stack().java_calls(Path(env[JAVA_TRIPWIRE_ENV]))
     assert not calls, f"something on the Airflow side tried to run java (no JDK is needed there): {calls}"
+
+
+#: Where every JDK of this machine lives (Debian's and the installed Temurin).
+JDK_ROOT = "/usr/lib/jvm"
+
+
+def _hide_jdks_prefix() -> list[str]:
+    """A command prefix that runs its command with ``JDK_ROOT`` empty (a private mount), or [] when the
+    kernel refuses this user a mount namespace (then only ``without_java``'s PATH and tripwire hide it)."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None or not Path(JDK_ROOT).is_dir():
+        return []
+    namespace = [unshare, "--mount", "--propagation", "private", "--"]
+    if subprocess.run([*namespace, "true"], capture_output=True, timeout=30).returncode != 0:
+        return []
+    # Past this point a failure to hide the JDKs fails the command, never passes it unhidden.
+    script = f'mount -t tmpfs tony-no-jdk {JDK_ROOT} && [ -z "$(ls -A {JDK_ROOT})" ] && exec "$@"'
+    return [*namespace, "sh", "-c", script, "sh"]
+
+
+def run_tony_without_jdk(
+    *args: str, tripwire_dir: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> Any:
+    """``python -m airflow_provider_tony ARGS`` as on an Airflow image without a JDK: no ``JAVA_HOME``,
+    a tripwire ``java`` first on ``PATH`` and, where the kernel lets root make a private mount,
+    nothing under ``/usr/lib/jvm`` at all. Fails the test if anything tried to run ``java``."""
+    import os
+    import subprocess
+    import sys
+
+    hidden = without_java(dict(os.environ if env is None else env), tripwire_dir)
+    cmd = [*_hide_jdks_prefix(), sys.executable, "-m", "airflow_provider_tony", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=hidden)
+    assert_no_java_started(hidden)
+    return out

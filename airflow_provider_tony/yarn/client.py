@@ -48,7 +48,7 @@ from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
-from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
+from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)
@@ -306,11 +306,9 @@ class TonyClient:
         return text
 
     def _check_webhdfs(self) -> None:
-        from hdfs import HdfsError
-
         try:
-            self.hdfs().status("/")
-        except HdfsError as exc:
+            self.webhdfs.status("/")
+        except (ClusterForbidden, NotFound) as exc:
             raise ClusterError(
                 f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
                 f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
@@ -369,7 +367,7 @@ class TonyClient:
         if not spec.inputs:
             return {}
         with _cluster_errors("could not list the job's inputs on HDFS"):
-            return inputs.seen_env(check_inputs(spec, self.hdfs()))
+            return inputs.seen_env(check_inputs(spec, self.webhdfs))
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -381,7 +379,7 @@ class TonyClient:
                 digest.update(chunk)
         suffix = "".join(Path(archive).suffixes[-2:]) or ".tar.gz"
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
-        client = self.hdfs()
+        client = self.webhdfs
         with _cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
             if not self._reusable(client, remote, size=os.path.getsize(archive)):
                 publish(client, archive, remote, f"submit-{os.getpid()}")
@@ -445,7 +443,7 @@ class TonyClient:
         digest = tree.digest()
         scanned = time.monotonic()
         remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
-        client = self.hdfs()
+        client = self.webhdfs
         pack_s = upload_s = 0.0
         with _cluster_errors(f"could not check {remote} on HDFS"):
             uploaded = not self._reusable(client, remote)
@@ -630,12 +628,11 @@ class TonyClient:
         if not self.webhdfs_url:
             return None
         path = f"{self.history_dir}/{app_id}.json"
-        client = self.hdfs()
+        client = self.webhdfs
         with _cluster_errors(f"could not read {path} on HDFS"):
             if client.status(path, strict=False) is None:
                 return None
-            with client.read(path) as reader:
-                raw = reader.read(MAX_HISTORY_BYTES + 1)
+            raw = client.read_bytes(path, MAX_HISTORY_BYTES + 1)
         try:
             return JobHistory.from_json(raw, max_bytes=MAX_HISTORY_BYTES)
         except SpecError as exc:  # written by the job's AM: a malformed or oversized one counts as none

@@ -20,9 +20,12 @@ there (a cluster with only the static-user filter ignores it).
 
 from __future__ import annotations
 
+import functools
+import os
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -128,7 +131,8 @@ class ClusterHttp:
         what: str,
         params: dict[str, str] | None = None,
         json: Any = None,
-        content: bytes | None = None,
+        content: bytes | Iterator[bytes] | None = None,
+        headers: dict[str, str] | None = None,
         follow_redirects: bool = True,
         timeout: float | None = None,
         accept: str | None = None,
@@ -149,7 +153,7 @@ class ClusterHttp:
                 json=json,
                 content=content,
                 follow_redirects=follow_redirects,
-                headers={"Accept": accept} if accept else None,
+                headers={**(headers or {}), **({"Accept": accept} if accept else {})} or None,
                 timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
             )
             if not follow_redirects and resp.is_redirect:
@@ -211,8 +215,23 @@ class WebHdfs:
     def makedirs(self, path: str, permission: str | None = None) -> None:
         self._op("PUT", self.resolve(path), "MKDIRS", **({"permission": permission} if permission else {}))
 
-    def write(self, path: str, data: bytes, overwrite: bool = False, permission: str | None = None) -> None:
-        """CREATE in its two steps: the NameNode names a DataNode (``noredirect``), the bytes go there."""
+    def read_bytes(self, path: str, max_bytes: int) -> bytes:
+        """OPEN, at most ``max_bytes`` (the NameNode redirects to a DataNode holding the data)."""
+        path = self.resolve(path)
+        return self._op("GET", path, "OPEN", length=str(max_bytes)).content[:max_bytes]
+
+    def list(self, path: str, status: bool = False) -> list[Any]:
+        """LISTSTATUS: the names in a folder, or ``(name, status)`` pairs (as the ``hdfs`` package's ``list``)."""
+        found = self._op("GET", self.resolve(path), "LISTSTATUS").json()["FileStatuses"]["FileStatus"]
+        return [(f["pathSuffix"], dict(f)) if status else f["pathSuffix"] for f in found]
+
+    def write(self, path: str, data: bytes | BinaryIO, overwrite: bool = False, permission: str | None = None) -> None:
+        """CREATE in its two steps: the NameNode names a DataNode (``noredirect``), the bytes go there.
+
+        ``data`` may be an open file: it is streamed in 1 MiB pieces with its
+        length said up front, never read into memory whole (environment archives
+        run to gigabytes).
+        """
         params = {"overwrite": str(overwrite).lower(), "noredirect": "true"}
         if permission:
             params["permission"] = permission
@@ -223,11 +242,20 @@ class WebHdfs:
         if not location:
             raise ClusterError(f"WebHDFS CREATE {path}: the NameNode named no DataNode to write to")
         # The DataNode's URL carries the caller already (user.name, or a delegation token the NameNode chose).
-        self.http.request("PUT", location, what=f"WebHDFS write of {path}", content=data)
+        if isinstance(data, bytes):
+            self.http.request("PUT", location, what=f"WebHDFS write of {path}", content=data)
+            return
+        length = os.fstat(data.fileno()).st_size - data.tell()
+        pieces = iter(functools.partial(data.read, 1 << 20), b"")
+        headers = {"Content-Length": str(length)}
+        self.http.request("PUT", location, what=f"WebHDFS write of {path}", content=pieces, headers=headers)
 
     def upload(self, path: str, local: str, overwrite: bool = False, permission: str | None = None, **_: Any) -> None:
+        """One local file (the submitting side uploads no folders), streamed."""
+        if os.path.isdir(local):
+            raise ClusterError(f"cannot upload {local} to {path}: a folder (pack it first)")
         with open(local, "rb") as fh:
-            self.write(path, fh.read(), overwrite=overwrite, permission=permission)
+            self.write(path, fh, overwrite=overwrite, permission=permission)
 
     def rename(self, src: str, dst: str) -> None:
         self._op("PUT", self.resolve(src), "RENAME", destination=self.resolve(dst))

@@ -7,16 +7,14 @@ The command runs as a subprocess (``python -m airflow_provider_tony``, the same
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests._util import assert_no_java_started, wait_until, without_java
+from tests._util import _hide_jdks_prefix, run_tony_without_jdk, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -27,13 +25,8 @@ NO_JAVA = Path(tempfile.mkdtemp(prefix="tony-no-java-"))
 
 
 def tony(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """The command with no JDK visible (no JAVA_HOME, no java on PATH): it must need none."""
-    env = without_java(dict(os.environ), NO_JAVA)
-    out = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_tony", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    assert_no_java_started(env)
-    return out
+    """The command with no JDK visible (no JAVA_HOME, no java on PATH, /usr/lib/jvm empty): it must need none."""
+    return run_tony_without_jdk(*args, tripwire_dir=NO_JAVA, timeout=timeout)  # type: ignore[no-any-return]
 
 
 def write_job(tmp_path: Path, tag: str, python: str, **role: object) -> Path:
@@ -163,9 +156,25 @@ def test_submit_with_a_tensorboard_role_and_no_checkpoint_dir_shows_scalars(
         tony_client.hdfs().delete(f"{tony_client.events_dir}/{app_id}", recursive=True)
 
 
+def test_the_cli_sees_no_jdk_on_disk() -> None:
+    """What tony() runs in: /usr/lib/jvm (every JDK of this machine) empty, so no java can start."""
+    prefix = _hide_jdks_prefix()
+    if not prefix:
+        pytest.skip("this kernel refuses a private mount: only the PATH tripwire hides the JDK")
+    probe = "echo ran; ls -A /usr/lib/jvm; java -version"
+    out = subprocess.run([*prefix, "sh", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert out.stdout == "ran\n" and out.returncode != 0, out.stdout + out.stderr
+
+
 def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, python_exe: str) -> None:
-    """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony())."""
-    job = write_job(tmp_path, app_tag, python_exe, args=["sleep", "--seconds", "600"])
+    submit_detached_then_kill(tmp_path, app_tag, python_exe)
+
+
+def submit_detached_then_kill(tmp_path: Path, tag: str, python: str) -> None:
+    """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony()).
+
+    test_secure runs it again on the Kerberized cluster."""
+    job = write_job(tmp_path, tag, python, args=["sleep", "--seconds", "600"])
     submitted = tony("submit", str(job), "--detach")
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
     app_id = submitted.stdout.split()[0]

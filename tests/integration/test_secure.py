@@ -24,7 +24,7 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.errors import ClusterError, InputMissing
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._util import wait_until
+from tests._util import run_tony_without_jdk, wait_until
 from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT
 from tests.integration.test_airflow import (  # noqa: F401 - airflow_env is a fixture
     airflow_env,
@@ -34,6 +34,7 @@ from tests.integration.test_airflow import (  # noqa: F401 - airflow_env is a fi
     run_state,
     two_nightly_days,
 )
+from tests.integration.test_cli import NO_JAVA, submit_detached_then_kill
 
 pytestmark = [
     pytest.mark.cluster,
@@ -186,7 +187,7 @@ def test_resume_across_a_failed_try_with_delegation_tokens(krb, tag, ckpt) -> No
 
 
 def _tony_logs_print_the_workers_log(app_id: str) -> None:
-    """``tony logs`` (the command, as a person runs it) prints the finished job's worker log.
+    """``tony logs`` (the command, as a person runs it, with no JDK) prints the finished job's worker log.
 
     Every NodeManager call carries SPNEGO (they went out without it and found
     nothing), and the secure NodeManager opens log files through Hadoop's
@@ -195,12 +196,7 @@ def _tony_logs_print_the_workers_log(app_id: str) -> None:
     """
 
     def printed() -> subprocess.CompletedProcess[str] | None:
-        out = subprocess.run(
-            [sys.executable, "-m", "airflow_provider_tony", "logs", app_id, "--file", "worker.log"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = run_tony_without_jdk("logs", app_id, "--file", "worker.log", tripwire_dir=NO_JAVA, timeout=120)
         return out if out.returncode == 0 and "LogType:worker.log" in out.stdout else None
 
     out = wait_until(printed, 60, f"tony logs to print worker.log of {app_id}")
@@ -208,6 +204,11 @@ def _tony_logs_print_the_workers_log(app_id: str) -> None:
     # The file's own lines, written by the executor inside the container.
     assert "worker:0 user process exited with code 0" in out.stdout, out.stdout[-2000:]
     assert "could not read" not in out.stdout + out.stderr, (out.stdout + out.stderr)[-2000:]
+
+
+def test_the_cli_submits_and_kills_with_no_jdk(krb, tag, tmp_path) -> None:
+    """test_cli's ``tony submit --detach`` and ``tony kill`` with no JDK, here over SPNEGO."""
+    submit_detached_then_kill(tmp_path, tag, sys.executable)
 
 
 def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt) -> None:

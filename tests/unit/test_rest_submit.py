@@ -398,3 +398,44 @@ def test_the_am_command_writes_the_spec_as_yarns_launch_script_runs_it(tmp_path:
     assert (tmp_path / "got.proto").read_bytes() == base64.b64decode(spec)
     assert "com.anaconda.skein.ApplicationMaster hdfs://nn:9000/d" in (tmp_path / "java-args.txt").read_text()
     assert spec[:64] not in (tmp_path / "shell-args.txt").read_text()
+
+
+def test_webhdfs_streams_an_upload_lists_and_reads(tmp_path: Path) -> None:
+    """An upload is streamed with its length said first (not chunked: a DataNode need not take that);
+    LISTSTATUS and OPEN read back as the ``hdfs`` package's calls did."""
+    from airflow_provider_tony.yarn.rest import WebHdfs
+
+    stored: dict[str, bytes] = {}
+    seen: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        op = request.url.params.get("op")
+        if request.url.host == "nn" and op == "CREATE":
+            return httpx.Response(200, json={"Location": f"http://dn:9864{request.url.path}?op=CREATE"})
+        if request.url.host == "dn":
+            stored[request.url.path] = request.read()
+            return httpx.Response(201)
+        if op == "LISTSTATUS":
+            files = [{"pathSuffix": "a", "type": "FILE", "length": 3}, {"pathSuffix": "d", "type": "DIRECTORY"}]
+            return httpx.Response(200, json={"FileStatuses": {"FileStatus": files}})
+        if op == "OPEN":
+            return httpx.Response(200, content=stored["/webhdfs/v1/big"][: int(request.url.params["length"])])
+        return httpx.Response(400)
+
+    http = ClusterHttp(HttpSettings(), user="alice")
+    http._client = httpx.Client(transport=httpx.MockTransport(handle))
+    fs = WebHdfs(http, ClusterUrls("http://rm:8088", "http://nn:9870"))
+    local = tmp_path / "env.tar.gz"
+    local.write_bytes(os.urandom(3 * (1 << 20) + 5))
+    fs.upload("/big", str(local), overwrite=True)
+    put = seen[-1]
+    assert put.headers["content-length"] == str(local.stat().st_size) and "transfer-encoding" not in put.headers
+    assert stored["/webhdfs/v1/big"] == local.read_bytes()
+    assert fs.list("/") == ["a", "d"] and fs.list("/", status=True)[1] == (
+        "d",
+        {"pathSuffix": "d", "type": "DIRECTORY"},
+    )
+    assert fs.read_bytes("/big", 10) == local.read_bytes()[:10]
+    with pytest.raises(ClusterError, match="a folder"):
+        fs.upload("/dir", str(tmp_path))

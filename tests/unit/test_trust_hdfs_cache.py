@@ -70,6 +70,7 @@ def archive(tmp_path: Path) -> Path:
 def _client(monkeypatch: pytest.MonkeyPatch, fake: FakeHdfs) -> TonyClient:
     client = TonyClient(rm_url="http://rm:8088", webhdfs_url="http://nn:9870", webhdfs_user="alice", base_path=BASE)
     monkeypatch.setattr(client, "hdfs", lambda: fake)
+    monkeypatch.setattr(TonyClient, "webhdfs", property(lambda self: fake))
     monkeypatch.setattr(client, "_default_fs", lambda: "hdfs://nn:8020")
     return client
 
@@ -133,9 +134,7 @@ class WritingHdfs(FakeHdfs):
 
 
 def _data_client(monkeypatch: pytest.MonkeyPatch, fake: FakeHdfs) -> TonyClient:
-    client = _client(monkeypatch, fake)
-    monkeypatch.setattr(TonyClient, "webhdfs", property(lambda self: fake))
-    return client
+    return _client(monkeypatch, fake)
 
 
 def _cached_name(data: bytes, name: str, suffix: str) -> str:
