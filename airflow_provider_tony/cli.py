@@ -255,7 +255,7 @@ def _judge(client: TonyClient, spec: JobSpec, app_id: str) -> int:
     from airflow_provider_tony.runtime import gate
     from airflow_provider_tony.runtime.history import history_paths
 
-    hdfs = client.hdfs()
+    hdfs = client.webhdfs
     verdict = gate.apply(hdfs, spec, app_id)
     gate.annotate_history(hdfs, history_paths(app_id, spec.checkpoint.dir, client.history_dir), verdict)
     word = "passed: published" if verdict.passed else "FAILED: not published, kept"
@@ -313,7 +313,7 @@ def gc(args: argparse.Namespace) -> int:
     if not policy.active:
         raise TonyError("nothing to prune by: give --max-age-days and/or --keep-runs")
     with _client() as client:
-        hdfs = client.hdfs()
+        hdfs = client.webhdfs
         base = args.base_path or client.base_path
         # A running job appends to its events file without touching its folder's times: keep it whatever its age.
         running = [f"{base.rstrip('/')}/tensorboard/{app.app_id}" for app in client.find_by_tags(())]

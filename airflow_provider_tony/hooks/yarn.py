@@ -207,8 +207,10 @@ class YarnHook(BaseHook):
         return self.get_conn().container_logs(container_id, host)
 
     def hdfs(self) -> Any:
-        """The connection's WebHDFS client (the quality gate publishes with it, retention prunes)."""
-        return self.get_conn().hdfs()
+        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on): the quality gate
+        publishes with it, retention prunes. DAG code that wants the ``hdfs`` package's conveniences
+        (folders, ``download``) takes ``get_conn().hdfs()``."""
+        return self.get_conn().webhdfs
 
     @property
     def history_dir(self) -> str:

@@ -632,7 +632,8 @@ class TonyClient:
         with _cluster_errors(f"could not read {path} on HDFS"):
             if client.status(path, strict=False) is None:
                 return None
-            raw = client.read_bytes(path, MAX_HISTORY_BYTES + 1)
+            with client.read(path) as reader:
+                raw = reader.read(MAX_HISTORY_BYTES + 1)
         try:
             return JobHistory.from_json(raw, max_bytes=MAX_HISTORY_BYTES)
         except SpecError as exc:  # written by the job's AM: a malformed or oversized one counts as none

@@ -20,6 +20,7 @@ there (a cluster with only the static-user filter ignores it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import urllib.parse
@@ -215,17 +216,32 @@ class WebHdfs:
     def makedirs(self, path: str, permission: str | None = None) -> None:
         self._op("PUT", self.resolve(path), "MKDIRS", **({"permission": permission} if permission else {}))
 
-    def read_bytes(self, path: str, max_bytes: int) -> bytes:
-        """OPEN, at most ``max_bytes`` (the NameNode redirects to a DataNode holding the data)."""
-        path = self.resolve(path)
-        return self._op("GET", path, "OPEN", length=str(max_bytes)).content[:max_bytes]
+    @contextlib.contextmanager
+    def read(self, path: str) -> Iterator[_Reader]:
+        """As the ``hdfs`` package's ``read``: ``with fs.read(p) as r: r.read(n)``.
+
+        At most ``n`` bytes leave the DataNode: a file a job wrote (a model's
+        record, a history) may be any size, the reader takes what it caps at.
+        """
+        yield _Reader(self, self.resolve(path))
+
+    def walk(self, path: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        """As ``os.walk`` (and the ``hdfs`` package's ``walk``): ``(folder, its folders, its files)``, top down."""
+        folder = self.resolve(path).rstrip("/") or "/"
+        entries = self.list(folder, status=True)
+        dirs = [name for name, st in entries if st.get("type") == "DIRECTORY"]
+        yield folder, dirs, [name for name, st in entries if st.get("type") != "DIRECTORY"]
+        for name in dirs:
+            yield from self.walk(f"{folder.rstrip('/')}/{name}")
 
     def list(self, path: str, status: bool = False) -> list[Any]:
         """LISTSTATUS: the names in a folder, or ``(name, status)`` pairs (as the ``hdfs`` package's ``list``)."""
         found = self._op("GET", self.resolve(path), "LISTSTATUS").json()["FileStatuses"]["FileStatus"]
         return [(f["pathSuffix"], dict(f)) if status else f["pathSuffix"] for f in found]
 
-    def write(self, path: str, data: bytes | BinaryIO, overwrite: bool = False, permission: str | None = None) -> None:
+    def write(
+        self, path: str, data: bytes | str | BinaryIO, overwrite: bool = False, permission: str | None = None
+    ) -> None:
         """CREATE in its two steps: the NameNode names a DataNode (``noredirect``), the bytes go there.
 
         ``data`` may be an open file: it is streamed in 1 MiB pieces with its
@@ -242,6 +258,8 @@ class WebHdfs:
         if not location:
             raise ClusterError(f"WebHDFS CREATE {path}: the NameNode named no DataNode to write to")
         # The DataNode's URL carries the caller already (user.name, or a delegation token the NameNode chose).
+        if isinstance(data, str):
+            data = data.encode()
         if isinstance(data, bytes):
             self.http.request("PUT", location, what=f"WebHDFS write of {path}", content=data)
             return
@@ -262,3 +280,17 @@ class WebHdfs:
 
     def delete(self, path: str, recursive: bool = False) -> None:
         self._op("DELETE", self.resolve(path), "DELETE", recursive=str(recursive).lower())
+
+
+class _Reader:
+    """What ``WebHdfs.read`` yields: one OPEN per ``read``, capped at the size asked for."""
+
+    def __init__(self, fs: WebHdfs, path: str) -> None:
+        self.fs, self.path, self.offset = fs, path, 0
+
+    def read(self, size: int = -1) -> bytes:
+        params = {"offset": str(self.offset), **({"length": str(size)} if size >= 0 else {})}
+        data = self.fs._op("GET", self.path, "OPEN", **params).content
+        data = data[:size] if size >= 0 else data
+        self.offset += len(data)
+        return data

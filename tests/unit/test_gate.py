@@ -280,7 +280,7 @@ def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monk
 
 
 class SubmitClient:
-    """What ``tony submit`` uses of ``TonyClient``: submit, wait, hdfs, history_dir."""
+    """What ``tony submit`` uses of ``TonyClient``: submit, wait, webhdfs, history_dir."""
 
     def __init__(self, hdfs: FakeHdfs) -> None:
         self._hdfs = hdfs
@@ -292,7 +292,8 @@ class SubmitClient:
     def wait(self, app_id: str, **kwargs: Any) -> Any:
         return succeeded()
 
-    def hdfs(self) -> FakeHdfs:
+    @property
+    def webhdfs(self) -> FakeHdfs:
         return self._hdfs
 
     def __enter__(self) -> SubmitClient:

@@ -416,11 +416,16 @@ def test_webhdfs_streams_an_upload_lists_and_reads(tmp_path: Path) -> None:
         if request.url.host == "dn":
             stored[request.url.path] = request.read()
             return httpx.Response(201)
+        if op == "LISTSTATUS" and request.url.path.endswith("/d"):
+            return httpx.Response(200, json={"FileStatuses": {"FileStatus": []}})
         if op == "LISTSTATUS":
             files = [{"pathSuffix": "a", "type": "FILE", "length": 3}, {"pathSuffix": "d", "type": "DIRECTORY"}]
             return httpx.Response(200, json={"FileStatuses": {"FileStatus": files}})
         if op == "OPEN":
-            return httpx.Response(200, content=stored["/webhdfs/v1/big"][: int(request.url.params["length"])])
+            start = int(request.url.params["offset"])
+            return httpx.Response(
+                200, content=stored["/webhdfs/v1/big"][start : start + int(request.url.params["length"])]
+            )
         return httpx.Response(400)
 
     http = ClusterHttp(HttpSettings(), user="alice")
@@ -436,6 +441,10 @@ def test_webhdfs_streams_an_upload_lists_and_reads(tmp_path: Path) -> None:
         "d",
         {"pathSuffix": "d", "type": "DIRECTORY"},
     )
-    assert fs.read_bytes("/big", 10) == local.read_bytes()[:10]
+    with fs.read("/big") as reader:
+        assert reader.read(10) == local.read_bytes()[:10]
+        assert reader.read(5) == local.read_bytes()[10:15], "the next read goes on from there"
+    walked = list(fs.walk("/"))
+    assert walked[0] == ("/", ["d"], ["a"])
     with pytest.raises(ClusterError, match="a folder"):
         fs.upload("/dir", str(tmp_path))

@@ -134,7 +134,8 @@ class GcClient:
         self.asked.append((tuple(tags), active_only))
         return [SimpleNamespace(app_id=app_id) for app_id in self.running]
 
-    def hdfs(self) -> TimedHdfs:
+    @property
+    def webhdfs(self) -> TimedHdfs:
         return self._hdfs
 
     def __enter__(self) -> GcClient:
