@@ -7,7 +7,9 @@ the day is the run's logical date's, in the DAG's timezone). The partition appea
 whole (written under a temporary name, then renamed). Its event on
 ``data_asset("digits")`` (``extra``: ``day``, ``path``) schedules
 ``tony_nightly_retrain``, which trains on exactly that partition. ``degrade``
-scrambles the training labels: a worse model on purpose.
+shifts every training label by one digit (the held-out labels stay right): the
+night's model is worse on purpose, and ``tony_nightly_retrain``'s quality gate
+refuses to publish it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ with DAG(
     max_active_runs=1,
     tags=["tony", "data"],
     doc_md=__doc__,
-    params={"degrade": Param(False, type="boolean", title="Scramble the training labels (a worse model)")},
+    params={"degrade": Param(False, type="boolean", title="Shift the training labels by one (a worse model)")},
 ):
 
     @task(outlets=[DIGITS_DATA])

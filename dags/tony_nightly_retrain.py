@@ -11,7 +11,14 @@ each worker's files to its local disk before the script starts. A manual run
 (or ``airflow dags test``) without an event trains on the partition of its
 logical date, in the DAG's timezone.
 
-The model is published to HDFS under the day. Retries back off exponentially;
+The model goes to HDFS under the day, but is published only when it passes the
+quality gate: its ``val_accuracy`` on the held-out file must be at least that
+of the last published model (kept in ``<base_path>/models/digits/published.json``;
+the first model passes). A worse model (a day whose labels went wrong; try
+``tony_digits_partition`` with ``degrade``) stays as
+``models/digits/<day>.rejected-<application id>``, emits no model event, and
+fails the task with ``QualityGateFailed``, not retried: both figures are in the
+log, the ``quality_gate`` XCom and the job page. Retries back off exponentially;
 a retry re-attaches to a still-running application instead of submitting a
 second one, or resumes from the run's last checkpoint on HDFS. With
 ``warm_start`` (default on) a run that has no checkpoint yet starts from the
@@ -69,7 +76,7 @@ with DAG(
     train = TonyOperator(
         task_id="train",
         execution_timeout=timedelta(hours=2),
-        model_asset=model_asset("digits"),  # each new model schedules tony_score_new_model
+        model_asset=model_asset("digits"),  # each published model schedules tony_score_new_model
         checkpoint_dir=BASE + "/checkpoints/digits/{{ " + DAY + " }}",
         warm_start_from="{{ ("
         + BASE_EXPR
@@ -101,6 +108,13 @@ with DAG(
             "heartbeat_timeout": 60,
             "deadline": 3600,
             "checkpoint": {"model_dir": BASE + "/models/digits/{{ " + DAY + " }}"},
+            # Publish only a model at least as good on its held-out data as the last published one.
+            # The model folder changes per day, so the last published figures live in a record beside them.
+            "quality_gate": {
+                "metric": "val_accuracy",
+                "mode": "max",
+                "record": BASE + "/models/digits/published.json",
+            },
             "inputs": {
                 # Each worker trains on its own train/ files; every worker evaluates on eval/.
                 "digits_train": {"path": PARTITION + "/train", "sharding": "shard"},

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests._util import assert_no_java_started, get_json, hide_jdks_prefix, rm_apps, wait_until, without_java
+from tests.integration.test_runtime import shards_from_reports
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -155,62 +156,169 @@ def result_of(output: str) -> dict:
     return json.loads(found[-1].split(" [airflow")[0].rsplit("}", 1)[0] + "}")
 
 
-def test_nightly_retrain_publishes_a_model(airflow_env, cluster, kill_dag_apps, fresh_base) -> None:
-    kill_dag_apps.append("tony_nightly_retrain")
-    # The day's data lands first: the writer DAG puts TFRecords on HDFS and emits the data asset's event.
-    env = with_base_path(airflow_env, fresh_base)
-    wrote = dags_test(env, "tony_digits_partition", logical_date="2026-11-02T01:30:00+00:00")
+#: The example's two days: a good one, then one whose training labels went wrong (``degrade``).
+DAY1, DAY2 = "2026-11-02", "2026-11-03"
+
+
+def asset_extras(env: dict[str, str], asset_name: str) -> list[dict[str, Any]]:
+    """The ``extra`` of every event on ``asset_name`` in this module's metadata database."""
+    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ?", (asset_name,)
+        ).fetchall()
+    return [json.loads(row[0]) for row in rows]
+
+
+def train_tries(env: dict[str, str], runs: set[tuple[str, str]]) -> list[tuple[int, int]]:
+    """(try_number, max_tries) of the ``train`` task of each of these DAG runs, from the metadata database."""
+    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return [
+            row
+            for dag_id, run_id in runs
+            for row in conn.execute(
+                "SELECT try_number, max_tries FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = 'train'",
+                (dag_id, run_id),
+            ).fetchall()
+        ]
+
+
+def read_json(hdfs: Any, path: str) -> Any:
+    with hdfs.read(path) as reader:
+        return json.loads(reader.read())
+
+
+def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path) -> tuple[dict[str, Any], str]:
+    """The example DAGs for two days, on whichever cluster ``client`` (a TonyClient) speaks to.
+
+    Day 1: ``tony_digits_partition`` lands the day's TFRecords and its data event;
+    ``tony_nightly_retrain`` trains two workers on disjoint shards that together are
+    every train file (each worker's own report, from the job's history), passes the
+    quality gate (the first model) and publishes: the record, the model folder, the
+    model asset's event. Day 2 is written with ``degrade``: the retrain (warm-started
+    from day 1) fails the gate with both figures in the log, is not retried though
+    ``retries=2``, publishes nothing (the record and day 1's model stay, no event)
+    and keeps its model aside. The OpenLineage events (file transport into
+    ``lineage``) name the partitions read and the model folder of the published run
+    only. Returns day 1's XCom result and day 2's log.
+    """
+    from airflow_provider_tony.runtime.messages import JobHistory
+    from airflow_provider_tony.runtime.page import render_page
+
+    hdfs, default_fs = client.hdfs(), client._default_fs()
+    env = {
+        **with_base_path(env, base),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "pytest",
+    }
+    record, models = f"{base}/models/digits/published.json", f"{base}/models/digits"
+    model_events = len(asset_extras(env, "tony_model_digits"))
+
+    def history(app_id: str) -> JobHistory:
+        with hdfs.read(f"{base}/history/{app_id}.json") as reader:
+            return JobHistory.from_json(reader.read())
+
+    # Day 1: the data lands, the nightly retrain trains on it and publishes (nothing to compare with yet).
+    wrote = dags_test(env, "tony_digits_partition", logical_date=f"{DAY1}T01:30:00+00:00")
     assert run_state(wrote) == "success", wrote[-4000:]
-    partition = f"{fresh_base}/data/digits/dt=2026-11-02"
-    # Its own checkpoint and model folders: nothing of an earlier run to resume from or to find.
-    out = dags_test(env, "tony_nightly_retrain", logical_date="2026-11-02T01:30:00+00:00")
+    partition = f"{base}/data/digits/dt={DAY1}"
+    assert {"day": DAY1, "path": partition, "files": 5, "records": 1797} in asset_extras(env, "tony_data_digits")
+    out = dags_test(env, "tony_nightly_retrain", logical_date=f"{DAY1}T01:30:00+00:00")
     assert run_state(out) == "success", out[-4000:]
-    result = result_of(out)
-    # worker:0 trained on its own shard of the partition: 2 of its 4 train files, from local disk.
-    assert len(result["metrics"]["input_files"].split(",")) == 2, result["metrics"]
-    assert 0 < result["metrics"]["input_records"] < 1437
-    assert result["metrics"]["eval_records"] == 360
-    assert any(e.startswith("worker:1 staged input digits_train: 2 files") for e in result["events"]), result["events"]
+    first = result_of(out)
+    app_id, accuracy = first["application_id"], first["metrics"]["val_accuracy"]
+    assert first["model_dir"] == f"{models}/{DAY1}" and accuracy > 0.5, first
+    tasks = history(app_id).state.tasks  # each worker's last report, as the AM kept it
+    reports = [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)]
+    shards_from_reports(hdfs, f"{partition}/train", reports)
+    assert sum(r["input_records"] for r in reports) == 1437 and {r["eval_records"] for r in reports} == {360}
+    assert f"quality gate passed (val_accuracy: this run {accuracy}, published model None)" in out, out[-4000:]
+    published = read_json(hdfs, record)
+    assert (published["application_id"], published["model_dir"]) == (app_id, first["model_dir"]), published
+    assert published["metrics"]["val_accuracy"] == accuracy
+    assert {"model.keras", "tony-model.json"} <= set(hdfs.list(first["model_dir"]))
+    extras = asset_extras(env, "tony_model_digits")
+    assert len(extras) == model_events + 1, extras
+    assert (extras[-1]["model_dir"], extras[-1]["application_id"]) == (first["model_dir"], app_id)
+    assert extras[-1]["quality_gate"]["passed"] and extras[-1]["quality_gate"]["value"] == accuracy
+
+    # Day 2: its training labels went wrong upstream; the gate keeps yesterday's model published.
+    before = own_runs(env)
+    wrote = dags_test(env, "tony_digits_partition", logical_date=f"{DAY2}T01:30:00+00:00", conf={"degrade": True})
+    assert run_state(wrote) == "success", wrote[-4000:]
+    bad = dags_test(env, "tony_nightly_retrain", logical_date=f"{DAY2}T01:30:00+00:00")
+    assert run_state(bad) == "failed", bad[-4000:]
+    figures = re.search(r"quality gate FAILED \(val_accuracy: this run ([0-9.]+), published model ([0-9.]+)\)", bad)
+    assert figures, bad[-4000:]
+    worse = float(figures.group(1))
+    assert float(figures.group(2)) == accuracy and worse < accuracy, figures.group(0)
+    assert "QualityGateFailed" in bad, bad[-4000:]
+    submitted = re.findall(r"submitted (application_\d+_\d+)", bad)
+    assert len(submitted) == 1, f"retries=2, yet a failed gate is submitted once: {submitted}"
+    # The try count, not only the submissions: a retry re-attaches to the succeeded application and
+    # is refused again without submitting (a retryable gate failure reads [(3, 2)] here, one submission).
+    runs = {r for r in own_runs(env) - before if r[0] == "tony_nightly_retrain"}
+    assert train_tries(env, runs) == [(1, 2)], "one try of the two retries allowed"
+    second = submitted[0]
+    assert read_json(hdfs, record)["application_id"] == app_id, "the published model stays"
+    assert "model.keras" in hdfs.list(first["model_dir"])
+    assert hdfs.status(f"{models}/{DAY2}", strict=False) is None, "nothing published for day 2"
+    assert "model.keras" in hdfs.list(f"{models}/{DAY2}.rejected-{second}"), "the worse model is kept aside"
+    assert len(asset_extras(env, "tony_model_digits")) == model_events + 1, "no model event for it"
+    rejected = history(second)
+    assert rejected.gate is not None and (rejected.gate.value, rejected.gate.previous) == (worse, accuracy)
+    page = render_page(rejected, refresh_s=None)
+    assert 'id="quality-gate"' in page and f"<td>{worse:.6g}<" in page and f"<td>{accuracy:.6g}<" in page
+
+    # OpenLineage: the partition read, the model folder of the published run only, the application id.
+    events = [json.loads(line) for line in lineage.read_text().splitlines() if line.strip()]
+    ours = [e for e in events if e.get("job", {}).get("name") == "tony_nightly_retrain.train"]
+    complete = [e for e in ours if e["eventType"] == "COMPLETE"]
+    failed = [e for e in ours if e["eventType"] == "FAIL"]
+    assert len(complete) == len(failed) == 1, [e.get("eventType") for e in ours]
+    done, refused = complete[0], failed[0]
+    assert {(i["namespace"], i["name"]) for i in done["inputs"]} >= {
+        (default_fs, f"{partition}/train"),
+        (default_fs, f"{partition}/eval"),
+    }, done["inputs"]
+    assert (default_fs, first["model_dir"]) in {(o["namespace"], o["name"]) for o in done["outputs"]}, done["outputs"]
+    assert done["run"]["facets"]["externalQuery"]["externalQueryId"] == app_id
+    day2 = f"{base}/data/digits/dt={DAY2}"
+    # Day 2 read its partition and warm-started from day 1's checkpoints; its model is no output.
+    assert {(i["namespace"], i["name"]) for i in refused["inputs"]} == {
+        (default_fs, f"{day2}/train"),
+        (default_fs, f"{day2}/eval"),
+        (default_fs, f"{base}/checkpoints/digits/{DAY1}"),
+    }, refused["inputs"]
+    assert all(o["name"] != f"{models}/{DAY2}" for o in refused["outputs"]), "a rejected model is not an output"
+    gate = refused["run"]["facets"]["tonyJob"]["qualityGate"]
+    assert gate["passed"] is False and (gate["value"], gate["previous"]) == (worse, accuracy), gate
+    return first, bad
+
+
+def test_nightly_retrain_publishes_a_model_and_its_gate_refuses_a_worse_one(
+    airflow_env, cluster, tony_client, kill_dag_apps, fresh_base, tmp_path: Path
+) -> None:
+    """Issue 30's acceptance through the example DAGs on the open cluster (``two_nightly_days``),
+    then what the secure test leaves out: the XCom's link and usage, and the scoring DAG on the model."""
+    kill_dag_apps.append("tony_nightly_retrain")
+    result, _ = two_nightly_days(airflow_env, tony_client, fresh_base, tmp_path / "openlineage.jsonl")
     app_id = result["application_id"]
     assert result["final_state"] == "SUCCEEDED"
     assert result["tracking_url"] == f"{cluster.rm_url}/cluster/app/{app_id}"
-    assert result["metrics"]["val_accuracy"] > 0.3
+    assert any(e.startswith("worker:1 staged input digits_train: 2 files") for e in result["events"]), result["events"]
     assert result["tasks"]["worker:1"]["state"] in ("SUCCEEDED", "STOPPED")
     used = result["tasks"]["worker:0"]["usage"]  # peak use beside the request, in the XCom
     assert used["peak_rss_bytes"] > 50 << 20 and used["requested_memory_mib"] > 0, used
     assert result["tasks"]["worker:0"]["restored_step"] is None, "trained from scratch, not resumed"
     # The data partition comes from the run's data interval, in the DAG's timezone.
-    assert result["metrics"]["partition"] == "2026-11-02"
-    assert result["checkpoint_dir"] == f"{fresh_base}/checkpoints/digits/2026-11-02"
-    assert result["model_dir"] == f"{fresh_base}/models/digits/2026-11-02"
-    from hdfs import InsecureClient
-
-    # The folder did not exist before this run (fresh_base checks it), so this run wrote the model.
-    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
-    assert "model.keras" in hdfs.list(result["model_dir"])
+    assert result["metrics"]["partition"] == DAY1
+    assert result["checkpoint_dir"] == f"{fresh_base}/checkpoints/digits/{DAY1}"
     # The extra link's target: the RM page of exactly this application.
     with urllib.request.urlopen(result["tracking_url"], timeout=10) as page:
         assert app_id in page.read().decode()
-
-    # The new model is an event on the digits model asset, saying where it is ...
-    db = Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        extras = [
-            json.loads(row[0])
-            for row in conn.execute(
-                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_model_digits'"
-            )
-        ]
-    assert any(e.get("model_dir") == result["model_dir"] and e.get("application_id") == app_id for e in extras), extras
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        data_events = [
-            json.loads(row[0])
-            for row in conn.execute(
-                "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = 'tony_data_digits'"
-            )
-        ]
-    assert {"day": "2026-11-02", "path": partition, "files": 5, "records": 1797} in data_events, data_events
-    # ... and the DAG scheduled on that asset loads it from HDFS and scores samples with it.
+    # The DAG scheduled on the model asset loads the published model from HDFS and scores samples with it.
     scored = dags_test(
         with_base_path(airflow_env, fresh_base),
         "tony_score_new_model",
@@ -382,95 +490,3 @@ def test_a_script_failure_is_not_retried_unless_its_code_is_listed(airflow_env, 
     assert run_state(out) == "failed", out[-4000:]
     runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_fail_retry_code"}
     assert len(apps_of_runs(cluster.rm_url, runs)) == 2, "retryable_exit_codes: [3] must give the retry a new app"
-
-
-def asset_extras(env: dict[str, str], asset_name: str) -> list[dict[str, Any]]:
-    """The ``extra`` of every event on ``asset_name`` in this module's metadata database."""
-    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute(
-            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ?", (asset_name,)
-        ).fetchall()
-    return [json.loads(row[0]) for row in rows]
-
-
-def test_quality_gate_publishes_a_good_model_and_refuses_a_worse_one(
-    airflow_env, cluster, kill_dag_apps, fresh_base, tmp_path: Path
-) -> None:
-    """Two short one-worker jobs: the first model passes (nothing published yet), the second
-    reports a worse val_accuracy: not published, no asset event, failed without retries, both
-    figures in the log; the OpenLineage events name the input, the model folder and the application."""
-    from hdfs import InsecureClient
-
-    kill_dag_apps.append("tony_test_gate")
-    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
-    model_dir = f"{fresh_base}/models/gate"
-    from airflow_provider_tony.yarn.client import TonyClient
-
-    default_fs = TonyClient.from_env()._default_fs()
-    eval_data = f"{fresh_base}/data/eval.txt"
-    hdfs.write(eval_data, data=b"held-out\n", overwrite=True)
-    lineage = tmp_path / "openlineage.jsonl"
-    env = {
-        **with_base_path(airflow_env, fresh_base),
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "pytest",
-    }
-    before = own_runs(airflow_env)
-    events_before = len(asset_extras(airflow_env, "tony_model_gate_test"))
-
-    good = dags_test(
-        env,
-        "tony_test_gate",
-        dagfile=TEST_DAGS,
-        conf={"accuracy": 0.8, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
-    )
-    assert run_state(good) == "success", good[-4000:]
-    first = result_of(good)
-    assert "quality gate passed (val_accuracy: this run 0.8, published model None)" in good, good[-4000:]
-    assert first["model_dir"] == model_dir
-    with hdfs.read(f"{model_dir}/tony-model.json") as reader:
-        published = json.loads(reader.read())
-    assert published["application_id"] == first["application_id"] and published["metrics"]["val_accuracy"] == 0.8
-    extras = asset_extras(airflow_env, "tony_model_gate_test")
-    assert len(extras) == events_before + 1 and extras[-1]["quality_gate"]["value"] == 0.8
-
-    bad = dags_test(
-        env,
-        "tony_test_gate",
-        dagfile=TEST_DAGS,
-        conf={"accuracy": 0.5, "model_dir": model_dir, "eval_data": f"{default_fs}{eval_data}"},
-    )
-    assert run_state(bad) == "failed", bad[-4000:]
-    assert re.search(r"quality gate FAILED \(val_accuracy: this run 0\.5, published model 0\.8\)", bad), bad[-4000:]
-    assert "QualityGateFailed" in bad, bad[-4000:]
-    runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_gate"}
-    apps = apps_of_runs(cluster.rm_url, runs)
-    assert len(apps) == 2, "retries=2, yet the failed gate's run was submitted once"
-    second = next(a["id"] for a in apps if a["id"] != first["application_id"])
-    with hdfs.read(f"{model_dir}/tony-model.json") as reader:
-        assert json.loads(reader.read())["application_id"] == first["application_id"], "the good model stays"
-    assert "weights.json" in hdfs.list(f"{model_dir}.rejected-{second}"), "the worse model is kept aside"
-    assert len(asset_extras(airflow_env, "tony_model_gate_test")) == events_before + 1, "no event for it"
-    # The job page (from the history the AM left, with the verdict added) shows both figures.
-    from airflow_provider_tony.runtime.messages import JobHistory
-    from airflow_provider_tony.runtime.page import render_page
-
-    with hdfs.read(f"{fresh_base}/history/{second}.json") as reader:
-        history = JobHistory.from_json(reader.read())
-    assert history.gate is not None and (history.gate.value, history.gate.previous) == (0.5, 0.8)
-    page = render_page(history, refresh_s=None)
-    assert 'id="quality-gate"' in page and "0.5<" in page and "0.8<" in page
-
-    # OpenLineage (the provider's file transport): the model folder is an output of the passing
-    # run only; the run facets carry the application id and the gate's verdict.
-    events = [json.loads(line) for line in lineage.read_text().splitlines() if line.strip()]
-    ours = [e for e in events if e.get("job", {}).get("name") == "tony_test_gate.train"]
-    complete = [e for e in ours if e["eventType"] == "COMPLETE"]
-    failed = [e for e in ours if e["eventType"] == "FAIL"]
-    assert complete and failed, [e.get("eventType") for e in ours]
-    assert any(o["name"] == model_dir for o in complete[-1]["outputs"]), complete[-1]["outputs"]
-    assert {(i["namespace"], i["name"]) for i in complete[-1]["inputs"]} == {(default_fs, eval_data)}
-    assert complete[-1]["run"]["facets"]["externalQuery"]["externalQueryId"] == first["application_id"]
-    assert all(o["name"] != model_dir for o in failed[-1]["outputs"]), "a rejected model is not an output"
-    assert failed[-1]["run"]["facets"]["tonyJob"]["qualityGate"]["passed"] is False

@@ -64,12 +64,10 @@ def nm_url() -> str:
     return os.environ["TONY_NM_URL"]
 
 
-def shards_from_reports(hdfs_url: str, user: str, folder: str, reports: list[dict[str, Any]]) -> list[set[str]]:
-    """Each task's files as the task itself reported them, checked against the folder's listing on HDFS:
-    disjoint, and together every file of the folder."""
-    from hdfs import InsecureClient
-
-    listed = {n for n in InsecureClient(hdfs_url, user=user).list(folder) if not n.startswith(("_", "."))}
+def shards_from_reports(hdfs: Any, folder: str, reports: list[dict[str, Any]]) -> list[set[str]]:
+    """Each task's files as the task itself reported them, checked against the folder's listing on HDFS
+    (``hdfs``: a WebHDFS client, Kerberized or not): disjoint, and together every file of the folder."""
+    listed = {n for n in hdfs.list(folder) if not n.startswith(("_", "."))}
     shards = [set(r["input_files"].split(",")) for r in reports]
     assert all(shards), f"a task reported no files: {reports}"
     for i, a in enumerate(shards):
@@ -118,7 +116,7 @@ def test_multiworker_mirrored_trains_digits_on_its_shards(
     assert metrics[0]["cluster_hash"] == metrics[1]["cluster_hash"], "workers saw different TF_CONFIG clusters"
     assert metrics[0]["val_accuracy"] > 0.3, f"no better than chance (0.1): {metrics[0]}"
     # The shards, from the workers' own reports: disjoint, covering train/; every record read once.
-    shards_from_reports(cluster.webhdfs_url, cluster.user, f"{digits_partition}/train", metrics)
+    shards_from_reports(tony_client.hdfs(), f"{digits_partition}/train", metrics)
     assert metrics[0]["input_records"] + metrics[1]["input_records"] == 1437  # 80 % of the 1797 digits
     assert metrics[0]["eval_records"] == metrics[1]["eval_records"] == 360  # the held-out file, whole
     staged = [e for e in result.am_state.events if " staged input digits_train: " in e]
@@ -151,8 +149,7 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(
     assert tasks["chief:0"].state == "SUCCEEDED"
     assert tasks["chief:0"].progress.metrics["accuracy"] > 0.3
     shards_from_reports(
-        cluster.webhdfs_url,
-        cluster.user,
+        tony_client.hdfs(),
         f"{digits_partition}/train",
         [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)],
     )

@@ -26,7 +26,14 @@ from airflow_provider_tony.runtime.errors import ClusterError, InputMissing
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import run_tony_without_jdk, wait_until
 from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT
-from tests.integration.test_airflow import airflow_env, dag_tag, dags_test, result_of, run_state  # noqa: F401
+from tests.integration.test_airflow import (  # noqa: F401 - airflow_env is a fixture
+    airflow_env,
+    dag_tag,
+    dags_test,
+    result_of,
+    run_state,
+    two_nightly_days,
+)
 from tests.integration.test_cli import NO_JAVA, submit_detached_then_kill
 
 pytestmark = [
@@ -410,6 +417,20 @@ def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  #
     restored = result_of(out)["tasks"]["worker:0"]["restored_step"]
     assert restored is not None and RESUME_FAIL_AT - RESUME_EVERY <= restored <= RESUME_FAIL_AT, restored
     assert "delegation=" not in out and os.environ["TONY_KERBEROS_KEYTAB"] not in out
+
+
+def test_nightly_retrain_example_gate_and_lineage_on_kerberos(airflow_env, krb, tmp_path) -> None:  # noqa: F811
+    """Issue 30's acceptance through the example DAGs on the Kerberized cluster: the partition
+    written over SPNEGO, the nightly retrain's shards, its gate passing on a good day and refusing a
+    degraded one (no retry, no publication, no event) and OpenLineage naming the partitions and the
+    model folder (``test_airflow.two_nightly_days``, two real jobs)."""
+    base = f"/tmp/pytest-secure-{uuid.uuid4().hex[:8]}/tony"
+    try:
+        two_nightly_days(airflow_env, krb, base, tmp_path / "openlineage.jsonl")
+    finally:
+        for app in krb.find_by_tags([dag_tag("tony_nightly_retrain")]):
+            krb.kill(app.app_id)
+        krb.hdfs().delete(base.rsplit("/", 1)[0], recursive=True)
 
 
 def test_the_job_page_in_chromium_through_the_proxy_with_spnego(krb, tag, tmp_path) -> None:

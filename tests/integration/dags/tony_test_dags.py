@@ -94,37 +94,3 @@ with DAG("tony_test_hostile", schedule=None, start_date=START, catchup=False):
         },
         poll_interval=1.0,
     )
-
-# The quality gate (tests/integration/test_airflow.py): one worker writes a model and reports
-# val_accuracy={{ params.accuracy }}; published only when at least as good as the last one,
-# and a failed gate is not retried despite retries=2.
-with DAG(
-    "tony_test_gate",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    params={"accuracy": 0.8, "model_dir": "/tmp/unset", "eval_data": "/etc/hostname"},
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
-):
-    from airflow_provider_tony.assets import model_asset
-
-    TonyOperator(
-        task_id="train",
-        job={
-            **behave_job(),
-            "roles": {
-                "worker": {
-                    "instances": 1,
-                    "memory": "256 MiB",
-                    "script": BEHAVE,
-                    "args": ["model", "--value", "{{ params.accuracy }}"],
-                }
-            },
-            # A file the job reads (OpenLineage names it as an input): an hdfs:// URL in the test.
-            "files": {"eval.txt": "{{ params.eval_data }}"},
-            "checkpoint": {"model_dir": "{{ params.model_dir }}"},
-            "quality_gate": {"metric": "val_accuracy", "mode": "max"},
-        },
-        model_asset=model_asset("gate_test"),
-        poll_interval=1.0,
-    )

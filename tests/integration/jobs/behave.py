@@ -1,13 +1,11 @@
 """A task that misbehaves on request, for the runtime's failure-policy tests.
 
-    behave.py MODE [--index I] [--code C] [--seconds S] [--value V]
+    behave.py MODE [--index I] [--code C] [--seconds S]
 
 Only the task whose TONY_TASK_INDEX equals --index misbehaves; the others
 sleep until stopped (so that their siblings' fate is decided by the AM).
 ``ok`` and ``tfconfig`` report and exit at once: the executor's exit record
-carries the last progress to the AM, no heartbeat has to. ``model`` writes a
-small model into ``$TONY_MODEL_DIR`` and reports ``val_accuracy=V`` last, as
-an evaluation on held-out data would (the quality gate's figure).
+carries the last progress to the AM, no heartbeat has to.
 """
 
 from __future__ import annotations
@@ -24,14 +22,11 @@ from airflow_provider_tony.runtime import progress
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument(
-        "mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig", "model"]
-    )
+    p.add_argument("mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig"])
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--role", default="worker")
     p.add_argument("--code", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3600)
-    p.add_argument("--value", type=float, default=0.0)
     args = p.parse_args()
     me = (os.environ["TONY_ROLE"], int(os.environ["TONY_TASK_INDEX"]))
     chosen = me == (args.role, args.index)
@@ -46,13 +41,6 @@ def main() -> int:
             task_id=os.environ["TONY_TASK_ID"],
             cluster_spec=os.environ["TONY_CLUSTER_SPEC"],
         )
-        return 0
-    if args.mode == "model":
-        model = os.environ["TONY_MODEL_DIR"]
-        os.makedirs(model, exist_ok=True)
-        with open(os.path.join(model, "weights.json"), "w") as fh:
-            json.dump({"made_by": os.environ.get("TONY_APPLICATION_ID", ""), "value": args.value}, fh)
-        progress.report(step=2, loss=1.0 - args.value, val_accuracy=args.value)
         return 0
     if args.mode == "ok":
         progress.report(step=1, prefix=sys.prefix)
