@@ -42,20 +42,13 @@ def fetch_jars(layout: Layout) -> bool:
         shutil.rmtree(layout.jars)
     layout.jars.mkdir(parents=True)
     # Write-then-stamp: an interrupted download is redone on the next `up`.
-    cmd = [
-        "mvn",
-        "-B",
-        "-q",
-        "-f",
-        str(POM),
+    print(f"fetching Hadoop jars with Maven into {layout.jars} ...", file=sys.stderr)
+    _maven(
+        "resolve the Hadoop jars",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={layout.jars}",
-    ]
-    print(f"fetching Hadoop jars with Maven into {layout.jars} ...", file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ClusterError(f"Maven could not resolve the Hadoop jars:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    )
     _unpack_webapps(layout)
     stamp.write_text(digest + "\n")
     return True
@@ -85,20 +78,8 @@ def fetch_native(layout: Layout) -> bool:
     layout.native_dir.mkdir(parents=True, exist_ok=True)
     work = layout.native_dir / ".download"
     shutil.rmtree(work, ignore_errors=True)
-    cmd = [
-        "mvn",
-        "-B",
-        "-q",
-        "-f",
-        str(POM),
-        "dependency:copy",
-        f"-Dartifact={NATIVE_ARTIFACT}",
-        f"-DoutputDirectory={work}",
-    ]
     print(f"fetching Hadoop's native library with Maven into {layout.native_dir} ...", file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ClusterError(f"Maven could not fetch {NATIVE_ARTIFACT}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    _maven(f"fetch {NATIVE_ARTIFACT}", "dependency:copy", f"-Dartifact={NATIVE_ARTIFACT}", f"-DoutputDirectory={work}")
     (jar,) = work.glob("*.jar")
     with zipfile.ZipFile(jar) as zf:
         data = zf.read(f"nativelib/{arch}/libhadoop.so")
@@ -108,6 +89,13 @@ def fetch_native(layout: Layout) -> bool:
     partial.rename(target)
     shutil.rmtree(work)
     return True
+
+
+def _maven(what: str, *goal: str) -> None:
+    """One quiet Maven run over devcluster/pom.xml (its plugin versions); the failure names ``what``."""
+    proc = subprocess.run(["mvn", "-B", "-q", "-f", str(POM), *goal], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"Maven could not {what}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
 
 
 def _unpack_webapps(layout: Layout) -> None:

@@ -335,16 +335,22 @@ def test_with_the_connections_credentials_a_submit_writes_only_its_spec(tmp_path
     assert spec.master.security.key_file.source.file == worker.files[".skein.pem"].source.file
 
 
-def test_credentials_made_for_one_job_are_not_cached(tmp_path: Path) -> None:
-    sub, rm, fs = make(tmp_path)
+def recording_cache(sub: RestSubmitter, fs: FakeHdfs) -> list[str]:
+    """A ``cache_data`` for ``sub`` that keeps each file in ``fs``; the names it was asked for."""
     asked: list[str] = []
 
     def cache_data(data: bytes, name: str, suffix: str, private: bool) -> str:
         asked.append(name)
-        fs.files[f"/cache/{name}{suffix}"] = data
-        return f"/cache/{name}{suffix}"
+        fs.files[f"/cache/{name}-{len(asked)}{suffix}"] = data
+        return f"/cache/{name}-{len(asked)}{suffix}"
 
-    sub.cache_data = cache_data  # no security: new credentials for this job
+    sub.cache_data = cache_data
+    return asked
+
+
+def test_credentials_made_for_one_job_are_not_cached(tmp_path: Path) -> None:
+    sub, rm, fs = make(tmp_path)
+    asked = recording_cache(sub, fs)  # no security: new credentials for this job
     sub.submit(app_spec(tmp_path))
     app_dir = f"/user/alice/.skein/{APP}"
     assert asked == ["launch"]
@@ -454,18 +460,11 @@ def test_services_with_the_same_script_share_one_cached_copy(tmp_path: Path) -> 
     """Put at once from two threads, the second copy would replace the first under its feet
     (YARN: "changed on src filesystem")."""
     sub, rm, fs = make(tmp_path)
-    asked: list[str] = []
-
-    def cache_data(data: bytes, name: str, suffix: str, private: bool) -> str:
-        asked.append(name)
-        fs.files[f"/cache/{name}-{len(asked)}{suffix}"] = data
-        return f"/cache/{name}-{len(asked)}{suffix}"
-
+    asked = recording_cache(sub, fs)
     spec = app_spec(tmp_path)
     spec.services["tensorboard"] = skein.Service(
         resources=skein.Resources(memory="256 MiB", vcores=1), script="python -m executor"
     )
-    sub.cache_data = cache_data
     sub.submit(spec)
     assert asked.count("launch") == 1
     staged = staged_spec(rm)
