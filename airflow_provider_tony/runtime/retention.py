@@ -5,7 +5,8 @@ Every run of a task leaves a checkpoint folder
 (``<base_path>/history/<app>.json``), a checkpoint that was replaced keeps a
 ``ckpt-<step>.damaged-<tag>`` copy for a person to look at, and every new
 source tree or environment a staged archive (``<base_path>/src``,
-``<base_path>/envs``), and every job with a ``tensorboard`` role but no
+``<base_path>/envs``; the runtime zip, launch scripts and TLS files every
+job shares in ``<base_path>/cache``), and every job with a ``tensorboard`` role but no
 ``checkpoint.dir`` an events folder (``<base_path>/tensorboard/<app>``).
 Nothing removes them, so a daily job fills HDFS.
 
@@ -16,7 +17,7 @@ files, go by age only). It never removes the newest run of a task, a published
 model (a folder holding ``tony-model.json``, or any folder above one, or a
 path named in ``protect``: ``tony gc`` names the running applications' events
 folders there, whose folder times need not move while TensorBoard appends to
-an events file) or anything outside those five places. Age is the
+an events file) or anything outside those six places. Age is the
 latest of HDFS's modification and access times, so a staged archive that
 jobs still localise counts as used.
 """
@@ -61,7 +62,7 @@ class Item:
     """One thing retention may remove: a run folder, a damaged copy, a history file, an archive or an events folder."""
 
     path: str
-    kind: str  # "run", "damaged", "history", "src", "envs", "tensorboard"
+    kind: str  # "run", "damaged", "history", "src", "envs", "cache", "tensorboard"
     group: str  # runs of the same task, the damaged copies of one run, ...
     used: float  # seconds since the epoch: the latest of modification and access
     protected: str = ""  # why it must stay ("" when it may go)
@@ -156,7 +157,7 @@ def scan(client: Any, base_path: str, protect: Iterable[str] = ()) -> list[Item]
     for path, status in _children(client, f"{base}/tensorboard"):
         if status["type"] == "DIRECTORY":
             items.append(Item(path, "tensorboard", f"{base}/tensorboard", _used(status), _guarded(path, guarded)))
-    for kind in ("src", "envs"):
+    for kind in ("src", "envs", "cache"):
         for path, status in _children(client, f"{base}/{kind}"):
             if status["type"] == "FILE":
                 items.append(Item(path, kind, f"{base}/{kind}", _used(status)))

@@ -63,6 +63,8 @@ def planted(tmp_path: Path) -> TimedHdfs:
     plant(hdfs, f"{BASE}/history/application_1_0002.json", 1)
     plant(hdfs, f"{BASE}/src/aaaa.tar.gz", 40)
     plant(hdfs, f"{BASE}/envs/bbbb.tar.gz", 2)
+    plant(hdfs, f"{BASE}/cache/tony_runtime-old.zip", 40)
+    plant(hdfs, f"{BASE}/cache/launch-new.sh", 1)
     # folder times last: writing inside a folder changes its mtime
     for run, age in (("run0", 100), ("run1", 40), ("run2", 20), ("run3", 1)):
         plant(hdfs, f"{runs}/{run}", age, data=None)
@@ -85,6 +87,7 @@ def test_by_age_removes_old_runs_copies_history_and_archives_but_never_a_model_o
         "checkpoints/nightly/train/run3/ckpt-000000000010.damaged-1-0-7",
         "history/application_1_0001.json",
         "src/aaaa.tar.gz",
+        "cache/tony_runtime-old.zip",
     }
     assert all("days" in why for _item, why in removals), "each removal says why"
     retention.remove(hdfs, removals)
@@ -154,10 +157,12 @@ def test_tony_gc_dry_run_lists_and_removes_nothing_then_removes(
     assert cli.main(["gc", "--max-age-days", "30", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert f"would remove {BASE}/checkpoints/nightly/train/run1: unused for 40.0 days" in out
-    assert "4 to remove" in out and sorted(hdfs.root.rglob("*")) == before, "a dry run removes nothing"
+    assert "5 to remove" in out and sorted(hdfs.root.rglob("*")) == before, "a dry run removes nothing"
     assert cli.main(["gc", "--max-age-days", "30"]) == 0
-    assert "4 removed" in capsys.readouterr().out
+    assert "5 removed" in capsys.readouterr().out
     assert hdfs.status(f"{BASE}/src/aaaa.tar.gz", strict=False) is None
+    assert hdfs.status(f"{BASE}/cache/tony_runtime-old.zip", strict=False) is None
+    assert hdfs.status(f"{BASE}/cache/launch-new.sh", strict=False), "a file jobs still use stays"
     assert cli.main(["gc"]) == cli.EXIT_ERROR, "no policy: refused"
 
 
