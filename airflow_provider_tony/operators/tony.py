@@ -155,6 +155,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self._spec: JobSpec | None = None
         self._result: JobResult | None = None
         self._gate: GateResult | None = None
+        #: What the polling path returned: the mixin then asks ``get_job_result`` for the same value.
+        self._final: dict[str, Any] | None = None
         self._pruned = False
         self._tensorboard_url = ""
 
@@ -377,11 +379,14 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             self._kill_quietly(app_id)
             raise
         self._finish(result)
-        return self._announce(context, self._judged(context, self.xcom_result(result)))
+        self._final = self._announce(context, self._judged(context, self.xcom_result(result)))
+        return self._final
 
     def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         app_id = str(external_id)
         if self._result is not None and self._result.app_id == app_id:  # just polled: already logged
+            if self._final is not None:  # and judged and announced: once is enough (the log said so)
+                return self._final
             return self._announce(context, self._judged(context, self._xcom_result(self._result)))
         # Re-used an application that had already succeeded: its AM is gone, but the
         # history it left on HDFS keeps the tasks and metrics for the XCom.

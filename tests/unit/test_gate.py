@@ -321,3 +321,18 @@ def test_tony_submit_judges_the_model_and_exits_3_when_it_fails(
     out = capsys.readouterr().out
     assert "quality gate FAILED" in out and "this run 0.5, published model 0.95" in out
     assert model_bytes(hdfs) == OTHER_APP.encode()
+
+
+def test_a_passing_verdict_and_its_publication_are_logged_once(tmp_path: Path) -> None:
+    """The mixin asks for the result after polling returned it: the verdict is not said twice."""
+    from airflow_provider_tony.assets import model_asset
+
+    asset = model_asset("digits")
+    op, _hook, ctx, hdfs = gated_operator(tmp_path, deferrable=False, model_asset=asset)
+    export(hdfs, tmp_path, APP, 0.91)
+    said: list[str] = []
+    real_info = op.log.info
+    op.log.info = lambda msg, *args, **kw: said.append(msg % args if args else msg) or real_info(msg, *args, **kw)  # type: ignore[method-assign]
+    op.execute(ctx)
+    assert sum("quality gate passed" in line for line in said) == 1, said
+    assert sum("published: asset" in line for line in said) == 1, said
