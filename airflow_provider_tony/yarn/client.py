@@ -45,7 +45,7 @@ from airflow_provider_tony.yarn.checks import (
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
-from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
+from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
@@ -307,7 +307,7 @@ class TonyClient:
     def _check_webhdfs(self) -> None:
         try:
             self.webhdfs.status("/")
-        except (ClusterForbidden, NotFound) as exc:
+        except (ClusterForbidden, NotFound, KerberosError) as exc:  # no HTTP/<host> principal for that URL's host
             raise ClusterError(
                 f"WebHDFS at {self.webhdfs_url} refused {self._principal or 'the ticket cache user'}: "
                 f"{exc}; check dfs.web.authentication.kerberos.principal on the NameNode and "
