@@ -15,6 +15,7 @@ Standard library only; Airflow is the project venv's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -78,23 +79,24 @@ def without_java(env: dict[str, str], tripwire_dir: Path) -> dict[str, str]:
 JDK_ROOT = "/usr/lib/jvm"
 
 
-def hide_jdks_prefix() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def hide_jdks_prefix() -> tuple[str, ...]:
     """A command prefix that runs its command with ``JDK_ROOT`` empty: no JDK on disk as it sees it.
 
     A private mount namespace with a tmpfs over ``JDK_ROOT`` (root may make
-    one; the command keeps its PID, ``unshare`` and ``sh`` exec it). [] where
+    one; the command keeps its PID, ``unshare`` and ``sh`` exec it). () where
     the kernel refuses one: ``without_java``'s PATH and tripwire still apply.
     Past the probe, a failure to hide the JDKs fails the command rather than
     running it with them visible.
     """
     unshare = shutil.which("unshare")
     if unshare is None or not Path(JDK_ROOT).is_dir():
-        return []
-    namespace = [unshare, "--mount", "--propagation", "private", "--"]
+        return ()
+    namespace = (unshare, "--mount", "--propagation", "private", "--")
     if subprocess.run([*namespace, "true"], capture_output=True, timeout=30).returncode != 0:
-        return []
+        return ()
     script = f'mount -t tmpfs tony-no-jdk {JDK_ROOT} && [ -z "$(ls -A {JDK_ROOT})" ] && exec "$@"'
-    return [*namespace, "sh", "-c", script, "sh"]
+    return (*namespace, "sh", "-c", script, "sh")
 
 
 def java_calls(tripwire_dir: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import urllib.request
@@ -125,9 +126,10 @@ def assert_no_java_started(env: dict[str, str]) -> None:
     assert not calls, f"something on the Airflow side tried to run java (no JDK is needed there): {calls}"
 
 
-def hide_jdks_prefix() -> list[str]:
-    """``devcluster/airflow_stack.py``'s: a command prefix under which ``/usr/lib/jvm`` is empty."""
-    return list(_airflow_stack().hide_jdks_prefix())
+@functools.lru_cache(maxsize=1)
+def hide_jdks_prefix() -> tuple[str, ...]:
+    """``devcluster/airflow_stack.py``'s (probed once per process): a prefix under which ``/usr/lib/jvm`` is empty."""
+    return tuple(_airflow_stack().hide_jdks_prefix())
 
 
 def run_tony_without_jdk(
