@@ -28,11 +28,12 @@ export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_PORT_BASE)
 export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
 
-.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-fast test-secure test-chaos lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos lint mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
 	@echo "make test            every test: unit and integration (local cluster), secure, chaos and multi-node"
+	@echo "make test-open       the open part of make test alone: unit, integration and e2e on the default cluster"
 	@echo "make test-fast       unit tests only: no cluster, no Java"
 	@echo "make bootstrap       the Debian packages make demo needs (bootstrap-test: make test's); run by both"
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
@@ -75,22 +76,42 @@ cluster-status:
 cluster-env:
 	@$(DEVCLUSTER) env
 
-# The cluster comes down even when tests fail; pytest's exit code is kept.
-# Then the Kerberos subset runs on the secure profile (its own cluster), then
-# the chaos and multi-node suite on the four-node cluster (its own too); the
-# first failing part's exit code is the result, and every part runs.
+# Three parts, each on its own cluster, and every one of them runs whatever the others did: the
+# open suite on the default cluster (`make test-open`), the Kerberos subset on the secure one
+# (`make test-secure`), the chaos and multi-node suite on the four-node one (`make test-chaos`).
+# Their clusters share no port and no state dir, so the open part runs beside the other two
+# (secure, then chaos): most of a part's time is spent waiting on daemons (container launches,
+# heartbeats, node expiry), and two cores carry two parts. TEST_PARALLEL=0 runs them one after the
+# other. The open part prints as it runs; the others' output goes to test-artifacts/parts/<part>.log
+# and is printed when they end. The first failing part's exit code (in the order open, secure,
+# chaos) is the result.
 # Every part runs with TONY_TESTS_MUST_RUN=1 (tests/conftest.py): a skipped test fails there,
 # so a missing tool or an unset principal cannot leave the run green with nothing proven. The
 # secure tests run only in their own part. The last lines say how many tests each part ran.
 MUST_RUN = TONY_TESTS_MUST_RUN=1
-test: bootstrap-test venv cluster-up
-	@rm -f test-artifacts/parts/*.json; rc=0; \
-	( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos \
-	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
-	$(DEVCLUSTER) down; \
-	$(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
-	$(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+TEST_PARALLEL ?= 1
+PARTS := test-artifacts/parts
+test: bootstrap-test venv
+	@rm -f $(PARTS)/*.json $(PARTS)/*.log; mkdir -p $(PARTS); rc=0; s=0; \
+	if [ "$(TEST_PARALLEL)" = 1 ]; then \
+	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
+	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
+	  $(MAKE) --no-print-directory test-open || rc=$$?; \
+	  wait $$others; echo "--- the secure and chaos parts (beside the open part) ---"; cat $(PARTS)/others.log; \
+	  for part in secure chaos; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
+	else \
+	  $(MAKE) --no-print-directory test-open || rc=$$?; \
+	  $(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	  $(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	fi; \
 	$(PY) -m tests._summary open secure chaos; exit $$rc
+
+# The open suite (unit, integration, e2e) on the default cluster, which comes down afterwards
+# even when tests fail; pytest's exit code is kept.
+test-open: bootstrap-test venv cluster-up
+	@rc=0; ( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos \
+	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
+	$(DEVCLUSTER) down; exit $$rc
 
 # Node loss, RM and NameNode restarts, GPUs across jobs, placement:
 # tests/chaos/conftest.py starts their four-node cluster (.devcluster-chaos,
