@@ -23,6 +23,7 @@ from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv
 from airflow_provider_tony.yarn.follower import AppReport, JobResult
+from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses
 from airflow_provider_tony.yarn.http import HttpSettings
 
 
@@ -58,8 +59,7 @@ class YarnHook(BaseHook):
         extra = conn.extra_dejson or {}
         conf_dir = extra.get("hadoop_conf_dir")
         if conn.host:
-            scheme = conn.schema or "http"
-            return f"{scheme}://{conn.host}:{conn.port or 8088}", extra
+            return rm_urls_of_host(conn.host, conn.schema or "http", conn.port), extra
         if conf_dir:
             rm_url = rm_url_from_conf(str(conf_dir))
             if not rm_url:
@@ -83,6 +83,9 @@ class YarnHook(BaseHook):
             other = self.get_connection(ref)
             scheme = "https" if (other.extra_dejson or {}).get("use_ssl") else "http"
             return f"{scheme}://{other.host}:{other.port or 9870}", other.login
+        conf_dir = extra.get("hadoop_conf_dir")
+        if conf_dir:  # an HA nameservice's every NameNode, or the one fs.defaultFS names
+            return ",".join(namenode_addresses(str(conf_dir))) or None, extra.get("webhdfs_user")
         return None, None
 
     def get_conn(self) -> TonyClient:
@@ -220,3 +223,10 @@ class YarnHook(BaseHook):
     def default_fs(self) -> str:
         """The cluster's ``fs.defaultFS`` (``hdfs://namenode:8020``): the namespace of lineage datasets."""
         return self.get_conn()._default_fs()
+
+
+def rm_urls_of_host(host: str, scheme: str, port: int | None) -> str:
+    """The connection's host field as RM addresses: ``rm1,rm2:8090`` (an HA pair) -> each with
+    the scheme, and the connection's port (8088 by default) where a host names none."""
+    hosts = [h.strip() for h in host.split(",") if h.strip()]
+    return ",".join(h if "://" in h else f"{scheme}://{h}" + ("" if ":" in h else f":{port or 8088}") for h in hosts)

@@ -44,7 +44,9 @@ from airflow_provider_tony.yarn.checks import (
     validate_local_files,
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
+from airflow_provider_tony.yarn.failover import Endpoints, split_addresses
 from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
+from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
@@ -136,20 +138,13 @@ def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
 
 
 def rm_url_from_conf(conf_dir: str) -> str | None:
-    """The ResourceManager web address a Hadoop conf dir's ``yarn-site.xml`` names, or None.
+    """The ResourceManager web address(es) a Hadoop conf dir's ``yarn-site.xml`` names, or None.
 
     Hadoop's default is ``${yarn.resourcemanager.hostname}:8088``; real
-    configurations often set only the host name, or use that variable.
+    configurations often set only the host name, or use that variable. An HA
+    cluster's RMs come comma-separated, in the configured order (``yarn/hadoop_conf.py``).
     """
-    host = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.hostname")
-    addr = _read_site(conf_dir, "yarn-site.xml", "yarn.resourcemanager.webapp.address")
-    if not addr and host:
-        addr = f"{host}:8088"
-    if addr and host:
-        addr = addr.replace("${yarn.resourcemanager.hostname}", host)
-    if not addr or "${" in addr:
-        return None
-    return addr if "://" in addr else f"http://{addr}"
+    return ",".join(rm_addresses(conf_dir)) or None
 
 
 class TonyClient:
@@ -169,8 +164,20 @@ class TonyClient:
         ca_bundle: str | None = None,
         cluster_env: ClusterEnv | None = None,
     ) -> None:
-        self.rm_url = rm_url.rstrip("/")
-        self.webhdfs_url = webhdfs_url
+        # An HA cluster's every ResourceManager / NameNode ("http://rm1:8088,http://rm2:8088"): URLs are
+        # built against the first, and the one HTTP client sends each call to the active one.
+        rms = split_addresses(rm_url)
+        if not rms:
+            raise ClusterError(f"no ResourceManager address in {rm_url!r}: give http(s)://host:port")
+        namenodes = split_addresses(webhdfs_url) if webhdfs_url else ()
+        self.rm_url = rms[0]
+        self.webhdfs_url = namenodes[0] if namenodes else None
+        self.webhdfs_urls = namenodes
+        self.endpoints = tuple(
+            Endpoints(name, bases)
+            for name, bases in (("ResourceManager", rms), ("NameNode", namenodes))
+            if len(bases) > 1
+        )
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         # With Kerberos the cluster knows this client by its principal's short name: that user's folder.
         owner = short_name(principal) if principal else self.webhdfs_user
@@ -195,9 +202,11 @@ class TonyClient:
         # Every HTTP call to the cluster (RM, NodeManagers, proxy, WebHDFS tokens) goes through one
         # client: SPNEGO with the same credentials on a Kerberized cluster (yarn/rest.py).
         self.http_settings = (
-            web.HttpSettings(auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True)
+            web.HttpSettings(
+                auth=HttpxSpnegoAuth(self._krb.credentials), verify=ca_bundle or True, endpoints=self.endpoints
+            )
             if self._krb is not None
-            else web.HttpSettings()
+            else web.HttpSettings(endpoints=self.endpoints)
         )
         self.cluster = ClusterHttp(
             self.http_settings,
@@ -221,7 +230,9 @@ class TonyClient:
             )
         return cls(
             rm_url=rm_url,
-            webhdfs_url=os.environ.get("TONY_WEBHDFS_URL"),
+            webhdfs_url=os.environ.get("TONY_WEBHDFS_URL")
+            or ",".join(namenode_addresses(os.environ.get("HADOOP_CONF_DIR")))
+            or None,
             webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
             principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
             keytab=os.environ.get("TONY_KERBEROS_KEYTAB"),
@@ -268,11 +279,13 @@ class TonyClient:
     def hdfs(self) -> Any:
         if not self.webhdfs_url:
             raise ClusterError("no WebHDFS URL configured (TONY_WEBHDFS_URL or the connection's webhdfs_url)")
+        # The hdfs package fails over itself between the NameNodes of a ';'-separated list.
+        urls = ";".join(self.webhdfs_urls)
         if self._krb is not None:
-            return self._krb.webhdfs(self.webhdfs_url)
+            return self._krb.webhdfs(urls)
         from hdfs import InsecureClient
 
-        return InsecureClient(self.webhdfs_url, user=self.webhdfs_user)
+        return InsecureClient(urls, user=self.webhdfs_user)
 
     # ------------------------------------------------------------ cluster
 

@@ -37,6 +37,7 @@ from airflow_provider_tony.runtime.errors import (
 )
 from airflow_provider_tony.runtime.messages import MAX_DOCUMENT_BYTES, MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
+from airflow_provider_tony.yarn.failover import AsyncFailoverTransport, Endpoints, FailoverTransport
 from airflow_provider_tony.yarn.follower import AppReport
 
 __all__ = [
@@ -63,11 +64,15 @@ class HttpSettings:
     :param auth: an ``httpx.Auth`` (SPNEGO on a Kerberized cluster), None on an open one.
     :param verify: TLS verification: True, False, or a CA bundle path.
     :param timeout: seconds for connect and each read.
+    :param endpoints: the candidate addresses of each HA service (ResourceManagers, a nameservice's
+        NameNodes): a call addressed to a service's first address goes to its active one
+        (``yarn/failover.py``). Empty, or one address each: no failover.
     """
 
     auth: Any = None
     verify: bool | str = True
     timeout: float = 15.0
+    endpoints: tuple[Endpoints, ...] = ()
 
 
 #: Seconds an idle connection to the RM is kept for the next poll. httpx's default (5 s) equals
@@ -82,22 +87,33 @@ def _options(settings: HttpSettings) -> dict[str, Any]:
     # follow_redirects: the RM's proxy may redirect (a standby RM, a trailing slash).
     return {
         "auth": settings.auth,
-        "verify": settings.verify,
         "timeout": settings.timeout,
         "follow_redirects": True,
         "headers": {"Accept": "application/json"},
-        "limits": httpx.Limits(keepalive_expiry=KEEPALIVE_S),
     }
+
+
+def _transport_options(settings: HttpSettings) -> dict[str, Any]:
+    # A client given a transport ignores its own verify and limits: they belong to the transport.
+    return {"verify": settings.verify, "limits": httpx.Limits(keepalive_expiry=KEEPALIVE_S)}
 
 
 def http_client(settings: HttpSettings | None = None) -> httpx.Client:
     """The blocking client the operator and the CLI follow with."""
-    return httpx.Client(**_options(settings or HttpSettings()))
+    settings = settings or HttpSettings()
+    if not settings.endpoints:
+        return httpx.Client(**_transport_options(settings), **_options(settings))
+    transport = FailoverTransport(settings.endpoints, httpx.HTTPTransport(**_transport_options(settings)))
+    return httpx.Client(transport=transport, **_options(settings))
 
 
 def async_http_client(settings: HttpSettings | None = None) -> httpx.AsyncClient:
     """The asyncio client the trigger follows with, on the triggerer's event loop."""
-    return httpx.AsyncClient(**_options(settings or HttpSettings()))
+    settings = settings or HttpSettings()
+    if not settings.endpoints:
+        return httpx.AsyncClient(**_transport_options(settings), **_options(settings))
+    transport = AsyncFailoverTransport(settings.endpoints, httpx.AsyncHTTPTransport(**_transport_options(settings)))
+    return httpx.AsyncClient(transport=transport, **_options(settings))
 
 
 class StateUnavailable(Exception):

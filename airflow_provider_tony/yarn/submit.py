@@ -51,7 +51,8 @@ import skein
 
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
-from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
+from airflow_provider_tony.yarn.failover import OutcomeUnknown
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -280,9 +281,13 @@ class RestSubmitter:
     # ------------------------------------------------------------ phases
 
     def new_application(self) -> str:
-        data = self.http.request(
-            "POST", self.urls.rm("apps/new-application"), what="the ResourceManager's new-application"
-        ).json()
+        """An id from the RM. Asked again after an unanswered ask (a failover): an id given but never
+        used is forgotten by YARN, so a second ask creates nothing that stays."""
+        url, what = self.urls.rm("apps/new-application"), "the ResourceManager's new-application"
+        try:
+            data = self.http.request("POST", url, what=what).json()
+        except OutcomeUnknown:
+            data = self.http.request("POST", url, what=what).json()
         app_id = data.get("application-id") if isinstance(data, dict) else None
         if not app_id:
             raise ClusterError(f"the ResourceManager's new-application answered without an id: {str(data)[:200]!r}")
@@ -322,9 +327,7 @@ class RestSubmitter:
                 command=am_command(self._url(app_dir), _level(app_spec.master.log_level), inline_spec=bool(inline)),
                 tokens=tokens,
             )
-            self.http.request(
-                "POST", self.urls.rm("apps"), what=f"the ResourceManager's submission of {app_id}", json=context
-            )
+            self.send_submission(app_id, context)
         except BaseException:
             try:
                 self.hdfs.delete(app_dir, recursive=True)
@@ -332,6 +335,31 @@ class RestSubmitter:
                 log.warning("could not remove %s after a failed submission: %s", app_dir, exc)
             raise
         return app_id
+
+    def send_submission(self, app_id: str, context: dict[str, Any]) -> None:
+        """POST the submission once; after an unanswered one (a failover mid-call), look first.
+
+        The RM keeps an accepted submission in its state store, so the next active RM knows it:
+        sent again only when it does not (and an RM that has it after all answers a submission of
+        a known id as done: ``ClientRMService`` returns at once for "an earlier submitted application").
+        """
+        what = f"the ResourceManager's submission of {app_id}"
+        try:
+            self.http.request("POST", self.urls.rm("apps"), what=what, json=context)
+            return
+        except OutcomeUnknown as exc:
+            log.warning("%s; asking the ResourceManager whether it has %s", exc, app_id)
+        if self.known(app_id):
+            return
+        self.http.request("POST", self.urls.rm("apps"), what=what, json=context)
+
+    def known(self, app_id: str) -> bool:
+        """Whether the ResourceManager has ``app_id`` (a 404 says it has not)."""
+        try:
+            self.http.request("GET", self.urls.app(app_id), what=f"the ResourceManager's report of {app_id}")
+        except NotFound:
+            return False
+        return True
 
     def stage(
         self, app_id: str, app_dir: str, app_spec: skein.ApplicationSpec
