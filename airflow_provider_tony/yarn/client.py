@@ -29,7 +29,7 @@ import httpx
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
@@ -450,7 +450,10 @@ class TonyClient:
             client.delete(remote)
         tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
         write(tmp)
-        client.rename(tmp, remote)  # refused (false) when the name is taken
+        try:
+            client.rename(tmp, remote)
+        except RenameFailed:  # the name is taken: a racing submit's copy, judged just below
+            pass
         client.delete(tmp)
         if not self._reusable(client, remote, size=size, private=private):
             raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
