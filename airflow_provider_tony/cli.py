@@ -316,8 +316,10 @@ def gc(args: argparse.Namespace) -> int:
         hdfs = client.webhdfs
         base = args.base_path or client.base_path
         # A running job appends to its events file without touching its folder's times: keep it whatever its age.
-        running = [f"{base.rstrip('/')}/tensorboard/{app.app_id}" for app in client.find_by_tags(())]
-        items = retention.scan(hdfs, base, protect=[*args.protect, *running])
+        apps = client.find_by_tags(())  # every running application of this provider's user, not only one DAG's
+        running = [f"{base.rstrip('/')}/tensorboard/{app.app_id}" for app in apps]
+        active = retention.active_folders(base, [getattr(app, "tags", []) for app in apps])
+        items = retention.scan(hdfs, base, protect=[*args.protect, *running], active=active)
         removals = retention.plan(items, policy, now=time.time())
         for item, why in removals:
             print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)

@@ -530,7 +530,12 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         try:
             hdfs = self.hook.hdfs()
             protect = [d for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
-            removals = retention.plan(retention.scan_task(hdfs, task_folder, protect), policy, now=time.time())
+            # Every running application's folders stay, not only this run's: an older run of this task
+            # beyond keep_runs may still be training (a manual run, a backfill).
+            running = [app.tags for app in self.hook.find_by_tags([])]
+            active = retention.active_folders(self.hook.base_path, running)
+            items = retention.scan_task(hdfs, task_folder, protect, active)
+            removals = retention.plan(items, policy, now=time.time())
             for item, why in removals:
                 self.log.info("retention: removing %s (%s)", item.path, why)
             retention.remove(hdfs, removals)

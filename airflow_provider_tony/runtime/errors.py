@@ -36,8 +36,24 @@ class InputMissing(SpecError):
         super().__init__(field, message)
 
 
+class InputTooLarge(SpecError):
+    """A task's share of an input exceeds ``inputs.<name>.max_bytes_per_task`` or its container's free disk.
+
+    Not retryable: a retry would stage the same bytes onto a disk of the same size (and fill a node
+    that other users' containers share).
+    """
+
+
 class ClusterError(TonyError):
     """The YARN cluster or HDFS could not be reached or refused a request."""
+
+
+class RenameFailed(ClusterError):
+    """An HDFS rename was refused (source missing, destination taken, parent missing): both paths named."""
+
+    def __init__(self, src: str, dst: str, cause: object) -> None:
+        self.src, self.dst = src, dst
+        super().__init__(f"could not rename {src} to {dst} on HDFS: {cause}")
 
 
 class ClusterUnreachable(ClusterError):

@@ -36,6 +36,7 @@ from typing import Any
 from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
+from airflow_provider_tony.runtime.errors import InputTooLarge
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
 from airflow_provider_tony.runtime.messages import (
@@ -732,10 +733,13 @@ def stage_inputs(task: Task) -> dict[str, str] | None:
             task.env,
             on_event=lambda msg: report_event(task.app, task.task_id, msg),
         )
-    except Exception as exc:  # noqa: BLE001 - becomes the task's retryable exit
+    except Exception as exc:  # noqa: BLE001 - becomes the task's exit: retryable unless the disk cannot hold it
         log.error("%s: staging inputs failed: %s", task.task_id, exc)
+        # Too large for the cap or the disk: exit 1 is a failure of the job itself (not retried), since a
+        # retry would stage the same bytes onto the same disks; anything else (HDFS trouble) is 75.
+        too_large = isinstance(exc, InputTooLarge)
         task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
-            exit_code=C.TEMPFAIL_EXIT_CODE,
+            exit_code=1 if too_large else C.TEMPFAIL_EXIT_CODE,
             stderr_tail=[f"staging the job's inputs failed: {exc}"],
             time=time.time(),
             generation=task.generation,

@@ -7,11 +7,21 @@ a *candidate* folder beside ``checkpoint.model_dir`` (never to the folder
 itself), with ``tony-model.json`` inside it: the script's last reported
 metrics, step and application id. After the job succeeded the submitting side
 (the operator, ``tony submit``) calls :func:`apply`: it reads the candidate's
-figure and the last published model's (from ``quality_gate.record``, else the
-metadata inside ``model_dir``) and then either promotes the candidate to
-``model_dir`` (the old model kept as ``<model_dir>.previous``) and rewrites
-the record, or moves it aside as ``<model_dir>.rejected-<application id>``
-for a person to look at. The comparison itself (:func:`judge`) is pure.
+figure and the last published model's (from the pointer, see below) and then
+either publishes the candidate or moves it aside as
+``<model_dir>.rejected-<application id>`` for a person to look at. The
+comparison itself (:func:`judge`) is pure.
+
+The published layout (atomic, and safe for two runs at once):
+
+- ``<model_dir>.lock``: held while one gate judges and publishes (``runtime/publish_lock.py``);
+- ``<model_dir>.versions/<application id>/``: each published model, never changed once there;
+- the pointer, ``quality_gate.record`` or ``<model_dir>.versions/current.json``: the record of
+  the published model (application id, figures, ``model_dir`` = its version folder), replaced by
+  one atomic rename (WebHDFS RENAME with ``renameoptions=OVERWRITE``). Readers take the path it
+  names (or the one in the verdict, the XCom and the asset event) and so read a folder that never
+  changes under them; a folder replaced in place cannot be swapped atomically on HDFS (rename
+  onto a folder moves *into* it), hence versions and a pointer.
 
 Why on the submitting side: the operator decides the task's outcome and
 emits the model asset's event; deciding there keeps the YARN job's status
@@ -27,7 +37,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_tony.runtime.hdfs_io import hdfs_path, with_retries
+from airflow_provider_tony.runtime import publish_lock
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, with_retries
 from airflow_provider_tony.runtime.messages import GateResult, Progress
 from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
 
@@ -46,6 +57,12 @@ __all__ = [
 MODEL_METADATA = "tony-model.json"
 #: A record larger than this is not ours.
 MAX_RECORD_BYTES = 64 * 1024
+#: The pointer's name inside ``<model_dir>.versions`` (when ``quality_gate.record`` is not set).
+POINTER_NAME = "current.json"
+#: How long a gate waits for another run's publication (each takes seconds: a few renames).
+LOCK_WAIT_S = 300.0
+#: A lock older than this is a dead gate's (its worker died mid-publish) and is broken.
+LOCK_STALE_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -140,12 +157,32 @@ def rejected_dir(model_dir: str, app_id: str) -> str:
     return f"{hdfs_path(model_dir).rstrip('/')}.rejected-{app_id}"
 
 
+def versions_dir(model_dir: str) -> str:
+    """Where published models live, one never-changing folder per application: ``<model_dir>.versions``."""
+    return f"{hdfs_path(model_dir).rstrip('/')}.versions"
+
+
+def version_dir(model_dir: str, app_id: str) -> str:
+    """The published (or about to be published) model of application ``app_id``."""
+    return f"{versions_dir(model_dir)}/{app_id}"
+
+
+def lock_path(model_dir: str) -> str:
+    """The file whose creation (``overwrite=false``, atomic on the NameNode) lets one gate publish at a time."""
+    return f"{hdfs_path(model_dir).rstrip('/')}.lock"
+
+
 def record_path(spec: JobSpec) -> str:
-    """The file that holds the last published model's figures."""
+    """The pointer: the file naming the published version (and its figures).
+
+    ``quality_gate.record`` when set, else ``<model_dir>.versions/current.json``.
+    It is replaced in one atomic rename, so it is the publication itself:
+    whatever it names is the published model.
+    """
     if spec.quality_gate.record:
         return hdfs_path(spec.quality_gate.record)
     assert spec.checkpoint.model_dir is not None  # the spec refuses a gate without a model_dir
-    return posixpath.join(hdfs_path(spec.checkpoint.model_dir), MODEL_METADATA)
+    return f"{versions_dir(spec.checkpoint.model_dir)}/{POINTER_NAME}"
 
 
 def read_record(client: Any, path: str) -> ModelRecord | None:
@@ -161,44 +198,83 @@ def read_record(client: Any, path: str) -> ModelRecord | None:
     return ModelRecord.from_json(with_retries(f"read {path}", read))
 
 
+def published_record(client: Any, spec: JobSpec) -> ModelRecord | None:
+    """The last published model's record: the pointer, else (a model published before versions) the
+    ``tony-model.json`` inside ``model_dir`` itself, so the first versioned run still compares."""
+    found = read_record(client, record_path(spec))
+    if found is None and not spec.quality_gate.record:
+        assert spec.checkpoint.model_dir is not None
+        found = read_record(client, posixpath.join(hdfs_path(spec.checkpoint.model_dir), MODEL_METADATA))
+    return found
+
+
 def _exists(client: Any, path: str) -> bool:
     return with_retries(f"status {path}", lambda: client.status(path, strict=False)) is not None
 
 
-def _promote(client: Any, candidate: str, model_dir: str) -> None:
-    """Rename the candidate to ``model_dir``; an existing model is kept as ``<model_dir>.previous``."""
-    parent = posixpath.dirname(model_dir) or "/"
-    client.makedirs(parent)
-    if _exists(client, model_dir):
-        previous = f"{model_dir}.previous"
-        client.delete(previous, recursive=True)
-        client.rename(model_dir, previous)
-    client.rename(candidate, model_dir)
+def _switch_pointer(client: Any, pointer: str, record: ModelRecord, app_id: str) -> None:
+    """Write the new pointer beside the old one, then replace it in one rename (WebHDFS RENAME OVERWRITE)."""
+    client.makedirs(posixpath.dirname(pointer) or "/")
+    tmp = f"{pointer}.tmp-{app_id}"
+    client.write(tmp, data=record.to_json(), overwrite=True)
+    move(client, tmp, pointer, overwrite=True)
 
 
-def apply(client: Any, spec: JobSpec, app_id: str, now: float | None = None) -> GateResult:
+def where_is(client: Any, model_dir: str, app_id: str) -> str | None:
+    """Where application ``app_id``'s model is now: its version folder (a crash after the move), its
+    candidate, its rejected folder, or nowhere (None)."""
+    for path in (version_dir(model_dir, app_id), candidate_dir(model_dir, app_id), rejected_dir(model_dir, app_id)):
+        if _exists(client, path):
+            return path
+    return None
+
+
+def apply(
+    client: Any,
+    spec: JobSpec,
+    app_id: str,
+    now: float | None = None,
+    *,
+    lock_wait_s: float = LOCK_WAIT_S,
+    lock_stale_s: float = LOCK_STALE_S,
+) -> GateResult:
     """Judge application ``app_id``'s model and publish it or set it aside; returns the verdict.
 
-    Safe to call again for the same application (a re-attached task): a model
-    already promoted, or already rejected, is judged from where it now is and
-    nothing moves twice.
+    One gate at a time per ``model_dir`` (:mod:`runtime.publish_lock`), so two
+    runs never judge against the same previous model. Publishing is two steps,
+    each one atomic rename: the candidate becomes ``<model_dir>.versions/<app>``
+    (never changed again), then the pointer (:func:`record_path`) is replaced
+    by one naming it. A crash between them leaves the old pointer (the last
+    good model stays published); the retry finds the version folder and
+    finishes. Safe to call again for the same application: nothing moves twice.
     """
-    gate = spec.quality_gate
-    assert gate.metric is not None and spec.checkpoint.model_dir is not None  # callers check gate.enabled
+    assert spec.checkpoint.model_dir is not None  # callers check gate.enabled
     model_dir = hdfs_path(spec.checkpoint.model_dir).rstrip("/")
-    candidate, rejected = candidate_dir(model_dir, app_id), rejected_dir(model_dir, app_id)
+    client.makedirs(posixpath.dirname(model_dir) or "/")
+    with publish_lock.held(client, lock_path(model_dir), app_id, wait_s=lock_wait_s, stale_s=lock_stale_s):
+        return _judge_and_publish(client, spec, app_id, model_dir, time.time() if now is None else now)
+
+
+def _judge_and_publish(client: Any, spec: JobSpec, app_id: str, model_dir: str, now: float) -> GateResult:
+    gate = spec.quality_gate
+    assert gate.metric is not None
     record_file = record_path(spec)
-    previous = read_record(client, record_file)
-    if previous is not None and previous.application_id == app_id:  # promoted by an earlier look
+    previous = published_record(client, spec)
+    if previous is not None and previous.application_id == app_id:  # published by an earlier look
         return GateResult(
             metric=gate.metric,
             mode=gate.mode,
             value=previous.figure(gate.metric),
             passed=True,
-            model_dir=model_dir,
+            model_dir=previous.model_dir or version_dir(model_dir, app_id),
             reason="already published by this application",
         )
-    where = candidate if _exists(client, candidate) else rejected if _exists(client, rejected) else None
+    candidate, rejected, version = (
+        candidate_dir(model_dir, app_id),
+        rejected_dir(model_dir, app_id),
+        version_dir(model_dir, app_id),
+    )
+    where = where_is(client, model_dir, app_id)
     if where is None:
         return GateResult(
             metric=gate.metric,
@@ -229,25 +305,20 @@ def apply(client: Any, spec: JobSpec, app_id: str, now: float | None = None) -> 
         passed=value_passes,
         reason=reason,
     )
-    if where == rejected:  # decided by an earlier look: a rejected model stays rejected
+    if where == rejected or not value_passes:  # a rejected model stays rejected
+        if where != rejected:
+            move(client, where, rejected)
         result.passed = False
         result.model_dir = rejected
         return result
-    if not value_passes:
-        if where == candidate:
-            client.rename(candidate, rejected)
-        result.model_dir = rejected
-        return result
-    _promote(client, candidate, model_dir)
     assert mine is not None  # value came from it
-    published = ModelRecord(
-        mine.application_id or app_id, mine.step, mine.metrics, model_dir, time.time() if now is None else now
-    )
-    client.write(posixpath.join(model_dir, MODEL_METADATA), data=published.to_json(), overwrite=True)
-    if spec.quality_gate.record:
-        client.makedirs(posixpath.dirname(record_file) or "/")
-        client.write(record_file, data=published.to_json(), overwrite=True)
-    result.model_dir = model_dir
+    published = ModelRecord(mine.application_id or app_id, mine.step, mine.metrics, version, now)
+    if where == candidate:  # its metadata says where it is published, then it never changes again
+        client.write(posixpath.join(candidate, MODEL_METADATA), data=published.to_json(), overwrite=True)
+        client.makedirs(versions_dir(model_dir))
+        move(client, candidate, version)
+    _switch_pointer(client, record_file, published, app_id)
+    result.model_dir = version
     return result
 
 

@@ -76,11 +76,39 @@ def upload_to_temporary(client: Any, local: str, tmp: str) -> None:
     client.upload(tmp, local, overwrite=True, n_threads=1)
 
 
+def move(client: Any, src: str, dst: str, overwrite: bool = False) -> None:
+    """Rename ``src`` to ``dst`` in one atomic step that never lands inside an existing folder.
+
+    A plain WebHDFS RENAME onto an existing folder moves the source *into*
+    it, and answers ``false`` (no error) for a missing source; HDFS's rename2
+    (``renameoptions``) refuses both. ``overwrite`` replaces a file ``dst``
+    atomically (a folder only when empty). Works with the provider's httpx
+    client (``move``) and the ``hdfs`` package's; every refusal is a
+    :class:`RenameFailed` naming both paths.
+    """
+    from airflow_provider_tony.runtime.errors import RenameFailed
+
+    mover = getattr(client, "move", None)
+    try:
+        if mover is not None:
+            mover(src, dst, overwrite=overwrite)
+        else:  # the hdfs package: its private request helper passes renameoptions through
+            client._rename(src, destination=client.resolve(dst), renameoptions="OVERWRITE" if overwrite else "NONE")
+    except RenameFailed:
+        raise
+    except Exception as exc:
+        raise RenameFailed(src, dst, exc) from exc
+
+
 def publish(client: Any, local: str, remote: str, tag: str) -> str:
     """Upload ``local`` (a file or a directory) as ``remote``: temporary name first, then rename.
 
     An existing ``remote`` is moved aside (``<remote>.previous``) only after
     the new copy is complete, so the old one is never lost to a failed upload.
+    Both renames are :func:`move`s: a second publisher racing for ``remote``
+    gets an error naming the paths instead of nesting its copy inside ours.
+    (A gated model goes to a folder of its own application and is published
+    by ``runtime/gate.py`` under a lock.)
     """
     remote = hdfs_path(remote).rstrip("/")
     tmp = f"{remote}.tmp-{tag}"
@@ -90,6 +118,6 @@ def publish(client: Any, local: str, remote: str, tag: str) -> str:
     if client.status(remote, strict=False) is not None:
         previous = f"{remote}.previous"
         client.delete(previous, recursive=True)
-        client.rename(remote, previous)
-    client.rename(tmp, remote)
+        move(client, remote, previous)
+    move(client, tmp, remote)
     return remote

@@ -32,11 +32,13 @@ containers and in user scripts).
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import json
 import logging
 import os
 import posixpath
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import InputMissing, InputTooLarge, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 
 __all__ = [
@@ -134,23 +136,28 @@ def _walk(client: Any, directory: str) -> list[tuple[str, int]]:
     return out
 
 
-def _expand(client: Any, root: str, parts: list[str]) -> list[str]:
-    """The paths below ``root`` that match the glob components ``parts`` (as HDFS's globStatus does)."""
-    matches = [root]
+def _expand(client: Any, root: str, parts: list[str]) -> list[tuple[str, dict[str, Any] | None]]:
+    """The paths below ``root`` that match the glob components ``parts`` (as HDFS's globStatus does).
+
+    Each with the status its folder's LISTSTATUS gave (None where a component
+    had no magic, so nothing listed it): 20,000 matches cost one listing, not
+    20,000 GETFILESTATUS calls.
+    """
+    matches: list[tuple[str, dict[str, Any] | None]] = [(root, None)]
     for part in parts:
-        found: list[str] = []
-        for parent in matches:
+        found: list[tuple[str, dict[str, Any] | None]] = []
+        for parent, known in matches:
             if not _has_magic(part):
-                found.append(_join(parent, part))
+                found.append((_join(parent, part), None))
                 continue
-            status = client.status(parent, strict=False)
+            status = known if known is not None else client.status(parent, strict=False)
             if status is None or status.get("type") != "DIRECTORY":
                 continue
             # Like FileInputFormat, a glob does not reach hidden names unless it spells their first character.
             hidden_ok = _hidden(part)
             found += [
-                _join(parent, n)
-                for n in client.list(parent)
+                (_join(parent, n), st)
+                for n, st in client.list(parent, status=True)
                 if fnmatch.fnmatchcase(n, part) and (hidden_ok or not _hidden(n))
             ]
         matches = found
@@ -161,15 +168,16 @@ def list_input(client: Any, location: str, field: str = "inputs") -> list[InputF
     """The files of one input, sorted by HDFS path, each with its size and its name under the input's folder.
 
     A folder gives its files (recursively, hidden ones skipped), a file itself, a glob every match.
-    Raises :class:`InputMissing` naming the path when nothing is there, or only empty files.
+    One LISTSTATUS per folder (it carries each entry's size and type); GETFILESTATUS only for a path
+    given without a glob. Raises :class:`InputMissing` naming the path when nothing is there, or only empty files.
     """
     path = _hdfs_path(location).rstrip("/") or "/"
     parts = [p for p in path.split("/") if p]
     first = next((i for i, p in enumerate(parts) if _has_magic(p)), len(parts))
     root = "/" + "/".join(parts[:first])
     found: dict[str, int] = {}
-    for match in _expand(client, root, parts[first:]):
-        status = client.status(match, strict=False)
+    for match, known in _expand(client, root, parts[first:]):
+        status = known if known is not None else client.status(match, strict=False)
         if status is None:
             continue
         if status.get("type") == "DIRECTORY":
@@ -226,6 +234,50 @@ def check_shardable(spec: JobSpec, name: str, listed: list[InputFile]) -> None:
             f"inputs.{name}.sharding",
             f"{spec.inputs[name].path} holds {len(listed)} file(s) but {len(tasks)} tasks ({', '.join(tasks)})"
             " share it under 'shard'; write at least one file per task, or use sharding 'all'",
+        )
+
+
+#: Staging leaves this share of the disk free: the NodeManager marks a disk bad at 90% used by default
+#: (``max-disk-utilization-per-disk-percentage``), and then every container on it dies, other users' too.
+DISK_RESERVE = 0.10
+
+
+def check_cap(spec: JobSpec, name: str, listed: list[InputFile]) -> None:
+    """No receiving task's share of input ``name`` exceeds ``inputs.<name>.max_bytes_per_task`` (before submit)."""
+    cap = spec.inputs[name].max_bytes_per_task
+    if cap is None:
+        return
+    for task_id in spec.input_tasks(name):
+        mine, _shard, _shards = shard_of(spec, name, listed, task_id)
+        _check_cap(name, task_id, sum(f.size for f in mine), cap)
+
+
+def _check_cap(name: str, task_id: str, total: int, cap: int) -> None:
+    if total > cap:
+        raise InputTooLarge(
+            f"inputs.{name}.max_bytes_per_task",
+            f"{task_id} would stage {total} bytes of input {name!r}, more than the cap of {cap}; raise the cap, "
+            "shard the input across more tasks (sharding: shard), or read fewer files",
+        )
+
+
+def check_disk(spec: JobSpec, shares: Mapping[str, int], task_id: str, where: Path) -> None:
+    """This task's inputs (``shares``: bytes per input) fit on the disk under ``where``, keeping
+    :data:`DISK_RESERVE` of it free, and under each input's cap; before anything is copied."""
+    for name, total in shares.items():
+        cap = spec.inputs[name].max_bytes_per_task
+        if cap is not None:
+            _check_cap(name, task_id, total, cap)
+    disk = shutil.disk_usage(where)
+    room = disk.free - int(disk.total * DISK_RESERVE)
+    need = sum(shares.values())
+    if need > room:
+        first = next(iter(shares))
+        raise InputTooLarge(
+            f"inputs.{first}.max_bytes_per_task",
+            f"{task_id} would stage {need} bytes of inputs ({', '.join(shares)}) onto {where}, which has "
+            f"{disk.free} bytes free of {disk.total} (staging keeps {DISK_RESERVE:.0%} free); give the role "
+            "nodes with more disk, shard the input across more tasks, or set a max_bytes_per_task that fits",
         )
 
 
@@ -352,18 +404,37 @@ def stage_inputs(
     seen = _parse_seen(env.get(ENV_INPUTS_SEEN) or "")
     out: dict[str, str] = {}
     staged: list[StagedInput] = []
-    for name, item in spec.inputs.items():
+    shares: dict[str, tuple[list[InputFile], int, int, float]] = {}
+    for name, item in spec.inputs.items():  # every listing and the disk check before the first byte is copied
         if task_id not in spec.input_tasks(name):
             continue
         started = time.monotonic()
         listed = list_input(client, item.path, f"inputs.{name}.path")
         _verify_seen(name, listed, seen)
         mine, shard, shards = shard_of(spec, name, listed, task_id)
+        shares[name] = (mine, shard, shards, time.monotonic() - started)
+    if shares:
+        workdir.mkdir(parents=True, exist_ok=True)
+        check_disk(spec, {n: sum(f.size for f in share[0]) for n, share in shares.items()}, task_id, workdir)
+    for name, (mine, shard, shards, listing_s) in shares.items():
+        item = spec.inputs[name]
+        started = time.monotonic() - listing_s
         root = workdir / INPUTS_DIR / name
         total = sum(f.size for f in mine)
         which = f"shard {shard + 1}/{shards}" if item.sharding == "shard" else "every file"
         on_event(f"{task_id} staging input {name} ({which}): {len(mine)} files, {total / 2**20:.1f} MiB")
-        _copy_all(client, mine, root, _Progress(f"{task_id} staging input {name}", mine, on_event, every))
+        try:
+            _copy_all(client, mine, root, _Progress(f"{task_id} staging input {name}", mine, on_event, every))
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            shutil.rmtree(root, ignore_errors=True)  # give the node its disk back before failing
+            raise InputTooLarge(
+                f"inputs.{name}.max_bytes_per_task",
+                f"{task_id} filled its disk staging input {name!r} ({total} bytes): {exc}; the staged files were "
+                "removed and the job is not retried (a retry would fill the disk again); set a max_bytes_per_task "
+                "that fits the nodes' disks, or shard the input across more tasks",
+            ) from exc
         path = workdir / INPUTS_DIR / f"{name}.manifest.json"
         path.write_text(
             json.dumps(manifest(name, item.path, item.sharding, task_id, shard, shards, mine, root), indent=1)

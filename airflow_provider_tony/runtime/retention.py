@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 
-__all__ = ["Item", "Policy", "plan", "remove", "scan", "scan_task"]
+__all__ = ["Item", "Policy", "active_folders", "plan", "remove", "scan", "scan_task"]
 
 #: A checkpoint moved aside because it was not whole (``checkpoint.upload``).
 _DAMAGED = re.compile(r"^ckpt-\d{12}\.damaged-")
@@ -116,9 +116,52 @@ def _guarded(folder: str, protect: set[str]) -> str:
     return ""
 
 
-def _holds_model(client: Any, folder: str, protect: set[str]) -> str:
-    """Why ``folder`` must stay: it holds a published model, or a protected path is inside it."""
-    if guarded := _guarded(folder, protect):
+#: The identity tags the operator gives each application (``operators/tony.py``'s ``identity_tags``), in folder order.
+_IDENTITY = ("tony-dag", "tony-task", "tony-run")
+_HASHED = "sha1-"  # a tag value too long for YARN is its hash: the folder cannot be told from it
+
+
+def active_folders(base_path: str, running: Iterable[Iterable[str]]) -> list[str]:
+    """The checkpoint folders of running applications, from their tags (lower-cased, as YARN keeps tags).
+
+    ``running``: each running application's tags (the cluster-wide list of this
+    provider's applications, not only the caller's). An application's folder is
+    ``<base>/checkpoints/<dag>/<task>/<run>[/map-<i>]`` as the operator names it;
+    where a tag was too long and YARN holds only its hash, the folder above it is
+    given instead (all its runs stay: nothing is lost).
+    """
+    base = hdfs_path(base_path).rstrip("/").lower()
+    out: list[str] = []
+    for tags in running:
+        values = dict(t.split(":", 1) for t in tags if ":" in t)
+        if not all(k in values for k in _IDENTITY):
+            continue  # not submitted by the operator (tony submit): its folders are not named by tags
+        parts: list[str] = []
+        for key in _IDENTITY:
+            if values[key].startswith(_HASHED):
+                break
+            parts.append(re.sub(r"[^a-z0-9._-]", "_", values[key]))
+        else:
+            if values.get("tony-map", "-1") not in ("-1", "none"):
+                parts.append(f"map-{values['tony-map']}")
+        if parts:
+            out.append("/".join([base, "checkpoints", *parts]))
+    return sorted(set(out))
+
+
+def _running(folder: str, active: Iterable[str]) -> str:
+    """Why ``folder`` must stay because a running application uses it (it, inside it, or above it)."""
+    low = folder.rstrip("/").lower()
+    for path in sorted(active):
+        if low == path or low.startswith(path + "/") or path.startswith(low + "/"):
+            return f"a running application uses {path}"
+    return ""
+
+
+def _holds_model(client: Any, folder: str, protect: set[str], active: set[str] | frozenset[str] = frozenset()) -> str:
+    """Why ``folder`` must stay: it holds a published model, a running application uses it, or a protected
+    path is inside it."""
+    if guarded := _guarded(folder, protect) or _running(folder, active):
         return guarded
     for root, _dirs, files in client.walk(folder):
         if _MODEL_METADATA in files:
@@ -126,31 +169,36 @@ def _holds_model(client: Any, folder: str, protect: set[str]) -> str:
     return ""
 
 
-def scan_task(client: Any, task_folder: str, protect: Iterable[str] = ()) -> list[Item]:
-    """One task's run folders (``<base_path>/checkpoints/<dag>/<task>/<run>``) and their damaged copies."""
+def scan_task(client: Any, task_folder: str, protect: Iterable[str] = (), active: Iterable[str] = ()) -> list[Item]:
+    """One task's run folders (``<base_path>/checkpoints/<dag>/<task>/<run>``) and their damaged copies.
+
+    ``active``: running applications' folders (:func:`active_folders`), kept whatever their age or rank.
+    """
     guarded = {hdfs_path(p).rstrip("/") for p in protect}
+    running = {hdfs_path(p).rstrip("/").lower() for p in active}
     items: list[Item] = []
     for run, status in _children(client, hdfs_path(task_folder).rstrip("/")):
         if status["type"] != "DIRECTORY":
             continue
-        items.append(Item(run, "run", task_folder, _used(status), _holds_model(client, run, guarded)))
+        items.append(Item(run, "run", task_folder, _used(status), _holds_model(client, run, guarded, running)))
         for name, inner in _children(client, run):
             if _DAMAGED.match(posixpath.basename(name)):
                 items.append(Item(name, "damaged", run, _used(inner)))
     return items
 
 
-def scan(client: Any, base_path: str, protect: Iterable[str] = ()) -> list[Item]:
+def scan(client: Any, base_path: str, protect: Iterable[str] = (), active: Iterable[str] = ()) -> list[Item]:
     """Everything under ``base_path`` that retention may consider (one listing per folder level)."""
     base = hdfs_path(base_path).rstrip("/")
     guarded = {hdfs_path(p).rstrip("/") for p in protect}
+    running = list(active)
     items: list[Item] = []
     for dag, dag_status in _children(client, f"{base}/checkpoints"):
         if dag_status["type"] != "DIRECTORY":
             continue
         for task, task_status in _children(client, dag):
             if task_status["type"] == "DIRECTORY":
-                items += scan_task(client, task, guarded)
+                items += scan_task(client, task, guarded, running)
     for path, status in _children(client, f"{base}/history"):
         if status["type"] == "FILE" and path.endswith(".json"):
             items.append(Item(path, "history", f"{base}/history", _used(status)))

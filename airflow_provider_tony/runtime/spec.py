@@ -788,8 +788,22 @@ class InputSpec(Model):
     retryable_if_missing: bool = True
     """A missing or empty input fails the Airflow try before submit as retryable (a late partition is normal:
     the next try looks again); false fails it without retries."""
+    max_bytes_per_task: int | None = None
+    """The most bytes of this input one task may stage (its shard, or every file under ``all``); checked before
+    submit and again in each task, where the task's free disk is checked too. Over it, the job fails without
+    retries (a retry would fill the disk again). Unset: only the free disk limits."""
 
     def validate(self) -> None:
+        _check(
+            self.max_bytes_per_task is None
+            or (
+                isinstance(self.max_bytes_per_task, int)
+                and not isinstance(self.max_bytes_per_task, bool)
+                and self.max_bytes_per_task > 0
+            ),
+            "max_bytes_per_task",
+            f"{str(self.max_bytes_per_task)[:40]!r} is not a positive number of bytes; give one like 50000000000",
+        )
         fix = "give an absolute HDFS path, hdfs:// URL or glob, like '/data/clicks/dt=2026-12-01'"
         self.path = _location(self.path, "path", fix)
         self.sharding = _text(self.sharding, "sharding", "use 'all' or 'shard'")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_tony.runtime.errors import InputMissing, SpecError
-from airflow_provider_tony.runtime.inputs import InputFile, check_shardable, list_input
+from airflow_provider_tony.runtime.inputs import InputFile, check_cap, check_shardable, list_input
 from airflow_provider_tony.runtime.spec import JobSpec
 
 __all__ = [
@@ -156,6 +156,7 @@ def check_inputs(spec: JobSpec, client: Any) -> dict[str, list[InputFile]]:
             message = f"{str(exc)[len(exc.field) + 2 :]}; nothing was submitted and {then}"
             raise InputMissing(exc.field, exc.path, message, retryable=item.retryable_if_missing) from None
         check_shardable(spec, name, files)
+        check_cap(spec, name, files)
         listed[name] = files
     return listed
 

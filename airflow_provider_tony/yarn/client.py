@@ -29,7 +29,7 @@ import httpx
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import http as web
@@ -145,6 +145,12 @@ def rm_url_from_conf(conf_dir: str) -> str | None:
     cluster's RMs come comma-separated, in the configured order (``yarn/hadoop_conf.py``).
     """
     return ",".join(rm_addresses(conf_dir)) or None
+
+
+def _same_file(now: dict[str, Any] | None, seen: dict[str, Any]) -> bool:
+    """Whether the status ``now`` is of the very file ``seen`` described (owner, length, modification time)."""
+    keys = ("owner", "length", "modificationTime", "fileId")
+    return now is not None and all(now.get(k) == seen.get(k) for k in keys)
 
 
 class TonyClient:
@@ -448,13 +454,19 @@ class TonyClient:
         when a racing submit got there first with the same bytes, ours goes.
         Only a copy that is not provably ours (``_reusable``) is removed first.
         """
-        if self._reusable(client, remote, size=size, private=private):
+        seen: list[dict[str, Any] | None] = []
+        if self._reusable(client, remote, size=size, private=private, seen=seen):
             return False
-        if client.status(remote, strict=False) is not None:
+        # Only the very copy judged not ours goes: one seen absent, or replaced since (a racing
+        # submit's good copy, published between the two looks), stays; the rename below then loses.
+        if seen and seen[0] is not None and _same_file(client.status(remote, strict=False), seen[0]):
             client.delete(remote)
         tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
         write(tmp)
-        client.rename(tmp, remote)  # refused (false) when the name is taken
+        try:
+            client.rename(tmp, remote)
+        except RenameFailed:  # the name is taken: a racing submit's copy, judged just below
+            pass
         client.delete(tmp)
         if not self._reusable(client, remote, size=size, private=private):
             raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
@@ -534,15 +546,25 @@ class TonyClient:
                 )
         self._trusted_dirs.add(directory)
 
-    def _reusable(self, client: Any, remote: str, size: int | None = None, private: bool = False) -> bool:
+    def _reusable(
+        self,
+        client: Any,
+        remote: str,
+        size: int | None = None,
+        private: bool = False,
+        seen: list[dict[str, Any] | None] | None = None,
+    ) -> bool:
         """Whether ``remote`` (named by its content hash) is our upload and may be reused as it is.
 
         It must be a file of ours that no one else may write to (nor read, when
         ``private``), in a folder that passes :meth:`_check_cache_dir`, of the
         expected ``size`` when known. A file that fails is uploaded again over it.
+        ``seen`` (when given) receives the status judged, so the caller deletes only that copy.
         """
         self._check_cache_dir(client, remote.rsplit("/", 1)[0])
         status = client.status(remote, strict=False)
+        if seen is not None:
+            seen.append(status)
         if status is None:
             return False
         mode = int(str(status.get("permission") or "0"), 8)

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable, RenameFailed
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.kerberos import KerberosError
 
@@ -276,7 +276,29 @@ class WebHdfs:
             self.write(path, fh, overwrite=overwrite, permission=permission)
 
     def rename(self, src: str, dst: str) -> None:
-        self._op("PUT", self.resolve(src), "RENAME", destination=self.resolve(dst))
+        """RENAME as the ``hdfs`` package does it: its ``false`` (source missing, a file at ``dst``) is an error.
+
+        Beware: onto an existing folder this moves ``src`` inside it; :meth:`move` never does.
+        """
+        src, dst = self.resolve(src), self.resolve(dst)
+        answer = self._op("PUT", src, "RENAME", destination=dst).json()
+        if not answer.get("boolean"):
+            raise RenameFailed(src, dst, "WebHDFS answered false (the source is missing or the destination is taken)")
+
+    def move(self, src: str, dst: str, overwrite: bool = False) -> None:
+        """RENAME with ``renameoptions`` (HDFS's rename2): never into a folder, one atomic step.
+
+        Without ``overwrite`` an existing ``dst`` is refused (HTTP 403
+        FileAlreadyExistsException); with it a file ``dst`` is replaced
+        atomically (readers see the old file or the new one, never none).
+        A missing source or parent is HTTP 404. Each refusal raises :class:`RenameFailed`.
+        """
+        src, dst = self.resolve(src), self.resolve(dst)
+        options = "OVERWRITE" if overwrite else "NONE"
+        try:
+            self._op("PUT", src, "RENAME", destination=dst, renameoptions=options)
+        except (NotFound, ClusterForbidden) as exc:
+            raise RenameFailed(src, dst, exc) from exc
 
     def delete(self, path: str, recursive: bool = False) -> None:
         self._op("DELETE", self.resolve(path), "DELETE", recursive=str(recursive).lower())

@@ -228,7 +228,8 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     assert run_state(out) == "success", out[-4000:]
     first = result_of(out)
     app_id, accuracy = first["application_id"], first["metrics"]["val_accuracy"]
-    assert first["model_dir"] == f"{models}/{DAY1}" and accuracy > 0.5, first
+    # A gated model is published as a version folder of its own, named by the pointer (the record).
+    assert first["model_dir"] == f"{models}/{DAY1}.versions/{app_id}" and accuracy > 0.5, first
     tasks = history(app_id).state.tasks  # each worker's last report, as the AM kept it
     reports = [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)]
     shards_from_reports(hdfs, f"{partition}/train", reports)
@@ -282,7 +283,7 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
         (default_fs, f"{partition}/train"),
         (default_fs, f"{partition}/eval"),
     }, done["inputs"]
-    assert (default_fs, first["model_dir"]) in {(o["namespace"], o["name"]) for o in done["outputs"]}, done["outputs"]
+    assert (default_fs, f"{models}/{DAY1}") in {(o["namespace"], o["name"]) for o in done["outputs"]}, done["outputs"]
     assert done["run"]["facets"]["externalQuery"]["externalQueryId"] == app_id
     day2 = f"{base}/data/digits/dt={DAY2}"
     # Day 2 read its partition and warm-started from day 1's checkpoints; its model is no output.

@@ -179,6 +179,16 @@ class FakeHdfs:
             raise FakeHdfsError(f"Unable to rename {src} to {dst}.")
         source.rename(target)
 
+    def move(self, src: str, dst: str, overwrite: bool = False) -> None:
+        """HDFS's rename2 (``renameoptions``): never into a folder; ``overwrite`` replaces a file."""
+        self._enter("move", src)
+        source, target = self._p(src), self._p(dst)
+        if not source.exists() or not target.parent.is_dir():
+            raise FakeHdfsError(f"rename source {src} or destination parent of {dst} not found")
+        if target.exists() and not (overwrite and target.is_file()):
+            raise FakeHdfsError(f"rename destination {dst} already exists")
+        source.replace(target)
+
     def delete(self, path: str, recursive: bool = False) -> bool:
         self._enter("delete", path)
         p = self._p(path)

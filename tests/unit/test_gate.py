@@ -82,7 +82,12 @@ def export(hdfs: FakeHdfs, tmp: Path, app_id: str, accuracy: float | None) -> No
     hdfs.upload(gate.candidate_dir(MODEL, app_id), str(local))
 
 
-def model_bytes(hdfs: FakeHdfs, path: str = MODEL) -> bytes:
+def model_bytes(hdfs: FakeHdfs, path: str | None = None) -> bytes:
+    """The model's bytes at ``path``; by default the published one's (what the pointer names)."""
+    if path is None:
+        published = gate.published_record(hdfs, spec())
+        assert published is not None, "nothing is published"
+        path = published.model_dir
     return (hdfs.root / path.lstrip("/") / "saved_model.pb").read_bytes()
 
 
@@ -90,18 +95,22 @@ def test_first_model_passes_then_a_worse_one_is_set_aside_and_a_better_one_repla
     hdfs = FakeHdfs(tmp_path / "hdfs")
     export(hdfs, tmp_path, OTHER_APP, 0.9)
     first = gate.apply(hdfs, spec(), OTHER_APP, now=100.0)
-    assert first.passed and first.previous is None and first.value == 0.9 and first.model_dir == MODEL
-    assert model_bytes(hdfs) == OTHER_APP.encode()
-    assert hdfs.status(gate.candidate_dir(MODEL, OTHER_APP), strict=False) is None, "the candidate became the model"
-    meta = json.loads((hdfs.root / MODEL.lstrip("/") / gate.MODEL_METADATA).read_bytes())
-    assert meta["application_id"] == OTHER_APP and meta["published_at"] == 100.0 and meta["model_dir"] == MODEL
+    v1 = gate.version_dir(MODEL, OTHER_APP)
+    assert first.passed and first.previous is None and first.value == 0.9 and first.model_dir == v1
+    assert model_bytes(hdfs, v1) == OTHER_APP.encode()
+    assert hdfs.status(gate.candidate_dir(MODEL, OTHER_APP), strict=False) is None, "the candidate became the version"
+    meta = json.loads((hdfs.root / v1.lstrip("/") / gate.MODEL_METADATA).read_bytes())
+    assert meta["application_id"] == OTHER_APP and meta["published_at"] == 100.0 and meta["model_dir"] == v1
+    pointer = gate.read_record(hdfs, f"{MODEL}.versions/current.json")
+    assert pointer is not None and (pointer.application_id, pointer.model_dir) == (OTHER_APP, v1)
+    assert hdfs.status(gate.lock_path(MODEL), strict=False) is None, "the lock is released"
 
     export(hdfs, tmp_path, APP, 0.5)
     worse = gate.apply(hdfs, spec(), APP)
     assert not worse.passed and (worse.value, worse.previous) == (0.5, 0.9)
-    assert worse.previous_application_id == OTHER_APP and worse.previous_model_dir == MODEL
+    assert worse.previous_application_id == OTHER_APP and worse.previous_model_dir == v1
     assert worse.model_dir == gate.rejected_dir(MODEL, APP)
-    assert model_bytes(hdfs) == OTHER_APP.encode(), "the published model is untouched"
+    assert model_bytes(hdfs, v1) == OTHER_APP.encode(), "the published model is untouched"
     assert model_bytes(hdfs, gate.rejected_dir(MODEL, APP)) == APP.encode(), "the rejected one is kept to look at"
     again = gate.apply(hdfs, spec(), APP)
     assert not again.passed and again.model_dir == gate.rejected_dir(MODEL, APP), "judged again: still rejected"
@@ -109,10 +118,11 @@ def test_first_model_passes_then_a_worse_one_is_set_aside_and_a_better_one_repla
     third = "application_1700000000000_0043"
     export(hdfs, tmp_path, third, 0.95)
     better = gate.apply(hdfs, spec(), third)
-    assert better.passed and (better.value, better.previous) == (0.95, 0.9)
-    assert model_bytes(hdfs) == third.encode() and model_bytes(hdfs, f"{MODEL}.previous") == OTHER_APP.encode()
+    v3 = gate.version_dir(MODEL, third)
+    assert better.passed and (better.value, better.previous) == (0.95, 0.9) and better.model_dir == v3
+    assert model_bytes(hdfs, v3) == third.encode() and model_bytes(hdfs, v1) == OTHER_APP.encode(), "versions stay"
     assert gate.apply(hdfs, spec(), third).passed, "judged again after promotion: still published"
-    assert model_bytes(hdfs) == third.encode()
+    assert gate.published_record(hdfs, spec()).application_id == third  # type: ignore[union-attr]
 
 
 def test_min_mode_and_a_separate_record_for_per_run_model_folders(tmp_path: Path) -> None:
@@ -210,10 +220,10 @@ def test_operator_passes_a_first_model_into_the_xcom_and_the_asset_event(tmp_pat
     op, _hook, ctx, hdfs = gated_operator(tmp_path, deferrable=False, model_asset=asset)
     export(hdfs, tmp_path, APP, 0.91)
     value = op.execute(ctx)
-    assert value[XCOM_QUALITY_GATE]["passed"] is True and value["model_dir"] == MODEL
+    assert value[XCOM_QUALITY_GATE]["passed"] is True and value["model_dir"] == gate.version_dir(MODEL, APP)
     assert ctx["ti"].xcom[XCOM_QUALITY_GATE] == value[XCOM_QUALITY_GATE]
     extra = ctx["outlet_events"][asset].extra
-    assert extra["model_dir"] == MODEL and extra[XCOM_QUALITY_GATE]["value"] == 0.91
+    assert extra["model_dir"] == gate.version_dir(MODEL, APP) and extra[XCOM_QUALITY_GATE]["value"] == 0.91
     assert model_bytes(hdfs) == APP.encode()
 
 
@@ -336,3 +346,128 @@ def test_a_passing_verdict_and_its_publication_are_logged_once(tmp_path: Path) -
     op.execute(ctx)
     assert sum("quality gate passed" in line for line in said) == 1, said
     assert sum("published: asset" in line for line in said) == 1, said
+
+
+# --------------------------------------------------------------------------- publishing: atomic, one at a time
+
+
+class CrashingHdfs(FakeHdfs):
+    """Dies on the second rename of a publication (``rename`` or ``move``, whichever the gate uses)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.crash_at: int | None = None
+        self.renames = 0
+
+    def _maybe_crash(self, src: str, dst: str) -> None:
+        self.renames += 1
+        if self.renames == self.crash_at:
+            self.crash_at = None
+            raise RuntimeError(f"worker died renaming {src} to {dst}")
+
+    def rename(self, src: str, dst: str) -> None:
+        self._maybe_crash(src, dst)
+        super().rename(src, dst)
+
+    def move(self, src: str, dst: str, overwrite: bool = False) -> None:
+        self._maybe_crash(src, dst)
+        super().move(src, dst, overwrite)
+
+
+def test_a_crash_between_the_two_steps_keeps_the_last_good_model_and_the_retry_finishes(tmp_path: Path) -> None:
+    """Issue 35, point 5: before, a worker dying between ``model_dir -> .previous`` and ``candidate -> model_dir``
+    left nothing at the model's path; the retry then judged "first model, no comparison"."""
+    hdfs = CrashingHdfs(tmp_path / "hdfs")
+    export(hdfs, tmp_path, OTHER_APP, 0.9)
+    assert gate.apply(hdfs, spec(), OTHER_APP).passed
+    export(hdfs, tmp_path, APP, 0.95)
+    hdfs.renames, hdfs.crash_at = 0, 2
+    with pytest.raises(Exception, match="worker died"):
+        gate.apply(hdfs, spec(), APP)
+    assert model_bytes(hdfs) == OTHER_APP.encode(), "between the steps the last good model is still published"
+    retry = gate.apply(hdfs, spec(), APP)
+    assert retry.passed and (retry.value, retry.previous) == (0.95, 0.9), "compared with the last good model"
+    assert retry.previous_application_id == OTHER_APP
+    assert model_bytes(hdfs) == APP.encode()
+    assert gate.published_record(hdfs, spec()).application_id == APP  # type: ignore[union-attr]
+
+
+def test_a_pointer_from_before_versions_is_compared_with(tmp_path: Path) -> None:
+    """A model published by an older release (``tony-model.json`` inside ``model_dir``) is the previous one."""
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    hdfs.write(f"{MODEL}/{gate.MODEL_METADATA}", gate.ModelRecord(OTHER_APP, 5, {"val_accuracy": 0.9}, MODEL).to_json())
+    export(hdfs, tmp_path, APP, 0.8)
+    verdict = gate.apply(hdfs, spec(), APP)
+    assert not verdict.passed and verdict.previous == 0.9 and verdict.previous_model_dir == MODEL
+
+
+def test_a_record_file_is_the_pointer_and_names_the_version(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    record = "/user/airflow/models/digits-published.json"
+    export(hdfs, tmp_path, APP, 0.9)
+    assert gate.apply(hdfs, spec(record=record), APP).passed
+    published = gate.read_record(hdfs, record)
+    assert published is not None and published.model_dir == gate.version_dir(MODEL, APP)
+    assert hdfs.status(f"{MODEL}.versions/current.json", strict=False) is None, "one pointer, not two"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class TimedHdfs(FakeHdfs):
+    """Status with a modification time (what the stale-lock rule reads), from a clock."""
+
+    def __init__(self, root: Path, clock: Clock) -> None:
+        super().__init__(root)
+        self.clock = clock
+        self.mtimes: dict[str, float] = {}
+
+    def write(self, hdfs_path: str, data: bytes, overwrite: bool = False, **kwargs: Any) -> None:
+        super().write(hdfs_path, data, overwrite, **kwargs)
+        self.mtimes[hdfs_path] = self.clock.now
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        found = super().status(path, strict)
+        if found is not None and path in self.mtimes:
+            found["modificationTime"] = int(self.mtimes[path] * 1000)
+        return found
+
+
+def test_the_publish_lock_waits_for_a_live_holder_breaks_a_stale_one_and_reenters_its_own(tmp_path: Path) -> None:
+    from airflow_provider_tony.runtime import publish_lock
+
+    clock = Clock()
+    hdfs = TimedHdfs(tmp_path / "hdfs", clock)
+    lock = gate.lock_path(MODEL)
+    kw: dict[str, Any] = {"clock": clock, "sleep": clock.sleep}
+    publish_lock.take(hdfs, lock, OTHER_APP, wait_s=30, stale_s=600, **kw)
+    with pytest.raises(publish_lock.LockBusy, match=rf"held by {OTHER_APP}.*hdfs dfs -rm {lock}"):
+        publish_lock.take(hdfs, lock, APP, wait_s=30, stale_s=600, **kw)
+    publish_lock.release(hdfs, lock, APP)
+    assert hdfs.status(lock, strict=False) is not None, "only its holder releases a lock"
+    publish_lock.take(hdfs, lock, OTHER_APP, wait_s=0, stale_s=600, **kw)  # its own retry carries on
+    clock.now += 601
+    publish_lock.take(hdfs, lock, APP, wait_s=0, stale_s=600, **kw)
+    holder = publish_lock.LockHolder.from_json((hdfs.root / lock.lstrip("/")).read_bytes())
+    assert holder is not None and holder.application_id == APP, "a dead gate's lock is broken"
+    publish_lock.release(hdfs, lock, APP)
+    assert hdfs.status(lock, strict=False) is None
+
+
+def test_a_gate_waits_while_another_run_publishes(tmp_path: Path) -> None:
+    from airflow_provider_tony.runtime import publish_lock
+
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    export(hdfs, tmp_path, APP, 0.9)
+    hdfs.write(gate.lock_path(MODEL), publish_lock.LockHolder(OTHER_APP, "node7", 42).to_json())
+    with pytest.raises(publish_lock.LockBusy, match="node7"):
+        gate.apply(hdfs, spec(), APP, lock_wait_s=0)
+    assert gate.where_is(hdfs, MODEL, APP) == gate.candidate_dir(MODEL, APP), "nothing moved"

@@ -282,3 +282,104 @@ def test_staging_events_reach_the_airflow_log(tmp_path: Path) -> None:
     records = [EventRecord.from_json(v) for v in app.kv.values()]
     assert [r.message.split(":")[1].split("(")[0].strip() for r in records] == ["1 staging input d", "1 staged input d"]
     assert all(r.artefact for r in records)
+
+
+# --------------------------------------------------------------------------- at scale (issue 35, point 9)
+class CountingHdfs(FakeHdfs):
+    """Counts each WebHDFS call by operation (GETFILESTATUS, LISTSTATUS), as the NameNode would see them."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        super().__init__(files)
+        self.calls: dict[str, int] = {"GETFILESTATUS": 0, "LISTSTATUS": 0}
+        self._dir_cache = super()._dirs()
+
+    def _dirs(self) -> set[str]:
+        return self._dir_cache
+
+    def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
+        self.calls["GETFILESTATUS"] += 1
+        return super().status(path, strict)
+
+    def list(self, path: str, status: bool = False) -> list[Any]:
+        self.calls["LISTSTATUS"] += 1
+        prefix = path.rstrip("/") + "/"
+        names = sorted({p[len(prefix) :].split("/")[0] for p in self.files if p.startswith(prefix)})
+        if not status:
+            return names
+        return [(n, FakeHdfs.status(self, prefix + n)) for n in names]
+
+
+@pytest.mark.parametrize(
+    ("path", "most_calls"),
+    [("/data/big/part-*", 2), ("/data/big", 2), ("/data/b*/part-*", 3)],
+    ids=["glob", "folder", "glob-in-two-components"],
+)
+def test_listing_costs_one_call_per_folder_not_one_per_file(path: str, most_calls: int) -> None:
+    """Before: a glob matching 20,000 files cost 20,001 calls (a GETFILESTATUS per match), on the
+    submitting side and again in every task."""
+    files = {f"/data/big/part-{i:05d}": b"x" for i in range(20_000)}
+    fake = CountingHdfs(files)
+    got = list_input(fake, path)
+    assert len(got) == 20_000 and sum(f.size for f in got) == 20_000
+    assert sum(fake.calls.values()) <= most_calls, fake.calls
+
+
+def _disk(monkeypatch: pytest.MonkeyPatch, free: int, total: int = 10_000) -> None:
+    import shutil
+
+    usage = shutil._ntuple_diskusage(total, total - free, free)  # type: ignore[attr-defined]
+    monkeypatch.setattr(inputs.shutil, "disk_usage", lambda path: usage)
+
+
+def test_a_share_larger_than_the_cap_is_refused_before_submit_naming_the_field() -> None:
+    from airflow_provider_tony.runtime.errors import InputTooLarge
+
+    spec = _spec(sharding="shard", max_bytes_per_task=11)
+    with pytest.raises(InputTooLarge, match=r"inputs\.d\.max_bytes_per_task: worker:1 would stage 12 bytes"):
+        check_inputs(spec, FakeHdfs(PARTITION))  # 22 bytes dealt over 2 workers: 10 and 7 + 5 (whole files)
+    assert check_inputs(_spec(sharding="shard", max_bytes_per_task=12), FakeHdfs(PARTITION))
+
+
+def test_a_task_checks_its_free_disk_before_copying_anything(tmp_path: Path, monkeypatch) -> None:
+    from airflow_provider_tony.runtime.errors import InputTooLarge
+
+    _disk(monkeypatch, free=1_020)  # 10,000 bytes of disk, 1,000 kept free: room for 20
+    with pytest.raises(InputTooLarge, match=r"inputs\.d\.max_bytes_per_task: worker:0 would stage 22 bytes"):
+        inputs.stage_inputs(FakeHdfs(PARTITION), _spec(), "worker:0", tmp_path, {}, on_event=lambda m: None)
+    assert not (tmp_path / inputs.INPUTS_DIR).exists(), "nothing was copied"
+    _disk(monkeypatch, free=1_022)
+    inputs.stage_inputs(FakeHdfs(PARTITION), _spec(), "worker:0", tmp_path, {}, on_event=lambda m: None)
+    with pytest.raises(InputTooLarge, match="more than the cap of 20"):
+        inputs.stage_inputs(
+            FakeHdfs(PARTITION), _spec(max_bytes_per_task=20), "worker:1", tmp_path, {}, on_event=lambda m: None
+        )
+
+
+def test_a_full_disk_while_staging_is_not_retryable_and_names_the_field(tmp_path: Path, monkeypatch) -> None:
+    """Before: ENOSPC was exit 75, retryable, so every retry filled the node's disk again."""
+    import errno
+    from types import SimpleNamespace
+
+    from airflow_provider_tony.runtime import executor, failure, hdfs_io
+    from airflow_provider_tony.runtime.messages import ExitRecord
+
+    def full(client: Any, item: InputFile, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(inputs, "_copy", full)
+    monkeypatch.setattr(hdfs_io, "client_from_env", lambda env, kv=None: FakeHdfs(PARTITION))
+    app = SimpleNamespace(kv={})
+    task = executor.Task(app=app, spec=_spec(), env={}, role="worker", index=0, generation=0, workdir=tmp_path)
+    assert executor.stage_inputs(task) is None
+    record = ExitRecord.from_json(app.kv["tony/exit/worker:0"])
+    assert "inputs.d.max_bytes_per_task" in record.stderr_tail[0] and "filled its disk" in record.stderr_tail[0]
+    assert not failure.classify_exit(record.exit_code, record.stderr_tail).retryable
+    assert not (tmp_path / inputs.INPUTS_DIR / "d").exists(), "the partial copy is removed"
+
+
+def test_max_bytes_per_task_must_be_a_positive_number() -> None:
+    for bad in (0, -1, "10GB", True, 1.5):
+        with pytest.raises(SpecError, match=r"inputs\.d\.max_bytes_per_task"):
+            _spec(max_bytes_per_task=bad)

@@ -221,3 +221,74 @@ def test_tony_gc_prunes_old_tensorboard_events_folders_but_never_a_running_appli
         f"{events}/application_1_0002": "",
         f"{events}/application_1_0003": f"{events}/application_1_0003 is protected",
     }
+
+
+# --------------------------------------------------------------------------- running applications (issue 35, point 8)
+def _app_tags(dag: str, task: str, run: str, map_index: int = -1) -> list[str]:
+    from airflow_provider_tony.operators.tony import _tag
+
+    return ["tony", _tag("tony-dag", dag), _tag("tony-task", task), _tag("tony-run", run), _tag("tony-map", map_index)]
+
+
+def test_active_folders_follow_the_operators_tags_and_fall_back_to_the_task_for_a_hashed_run() -> None:
+    from airflow_provider_tony.operators.tony import _tag
+
+    running = [
+        _app_tags("Nightly", "train", "manual__2026-01-01T00:00:00+00:00"),
+        _app_tags("nightly", "train", "backfill", map_index=3),
+        ["tony", _tag("tony-dag", "nightly"), _tag("tony-task", "eval"), _tag("tony-run", "r" * 120), "tony-map:-1"],
+        ["tony"],  # tony submit: no identity
+    ]
+    assert retention.active_folders(f"hdfs://nn:8020{BASE}", running) == [
+        f"{BASE}/checkpoints/nightly/eval",
+        f"{BASE}/checkpoints/nightly/train/backfill/map-3",
+        f"{BASE}/checkpoints/nightly/train/manual__2026-01-01t00_00_00_00_00",
+    ]
+
+
+def test_a_running_older_run_beyond_keep_runs_is_kept(tmp_path: Path) -> None:
+    """Before: the operator protected only its own run, so a still-running older run (a manual run, a
+    backfill) beyond keep_runs lost its checkpoints; ``tony gc`` protected only TensorBoard folders."""
+    hdfs = planted(tmp_path)
+    active = retention.active_folders(BASE, [_app_tags("nightly", "train", "run1"), _app_tags("x", "y", "z")])
+    items = retention.scan(hdfs, BASE, active=active)
+    assert names(plan(items, Policy(keep_runs=1, max_age_days=30), NOW)) == {
+        "checkpoints/nightly/train/run2",
+        "checkpoints/nightly/train/run3/ckpt-000000000010.damaged-1-0-7",
+        "history/application_1_0001.json",
+        "src/aaaa.tar.gz",
+        "cache/tony_runtime-old.zip",
+    }, "run1 (40 days old, beyond keep_runs) is running: it stays"
+    (run1,) = [i for i in items if i.path.endswith("/run1")]
+    assert run1.protected == f"a running application uses {BASE}/checkpoints/nightly/train/run1"
+
+
+def test_tony_gc_and_the_operator_protect_every_running_applications_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.test_operator import operator, succeeded
+
+    hdfs = planted(tmp_path)
+    gc_client = GcClient(hdfs)
+    gc_client.find_by_tags = lambda tags, active_only=True: [  # type: ignore[method-assign]
+        SimpleNamespace(app_id="application_1_0009", tags=_app_tags("nightly", "train", "run1"))
+    ]
+    monkeypatch.setattr(cli, "_client", lambda: gc_client)
+    assert cli.main(["gc", "--keep-runs", "1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "train/run2" in out and "train/run1" not in out, out
+
+    runs = f"{BASE}/checkpoints/nightly/train"
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    op.job["retention"] = {"keep_runs": 1}
+    hook.hdfs = lambda: hdfs
+    original = hook.find_by_tags
+    hook.find_by_tags = lambda tags, active_only=True: (  # the cluster-wide list (no tags) holds a running run2
+        [SimpleNamespace(tags=_app_tags("nightly", "train", "run2"))]
+        if not tags
+        else original(tags, active_only=active_only)
+    )
+    plant(hdfs, f"{runs}/manual__1/ckpt-000000000060/ckpt-60.index", 0)
+    op.execute(ctx)
+    left = sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir())
+    assert "run2" in left and "run1" not in left, left

@@ -110,6 +110,7 @@ FULL: dict[str, Any] = {
             "sharding": "shard",
             "roles": ["worker"],
             "retryable_if_missing": False,
+            "max_bytes_per_task": 50_000_000_000,
         },
     },
     "quality_gate": {"metric": "val_loss", "mode": "min", "record": "/models/mnist-published.json"},

@@ -207,3 +207,34 @@ def test_a_cached_file_that_is_not_ours_is_replaced(monkeypatch, archive: Path) 
     client = _client(monkeypatch, fake)
     client.stage_archive(str(archive))
     assert fake.entries[remote]["owner"] == "alice" and fake.uploads and not any(".tmp-" in p for p in fake.entries)
+
+
+@pytest.mark.parametrize("before", ["absent", "not-ours"])
+def test_a_racing_submits_copy_published_between_the_two_looks_is_not_deleted(monkeypatch, before: str) -> None:
+    """Issue 35, point 6: the first look judged the name absent (or someone else's copy), then a racing
+    submit published its good copy; before, ``_put_once`` looked again and deleted whatever was there
+    now, so that submit's job failed to localise a file that had vanished."""
+    script = b"exec python -m executor\n"
+    remote = _cached_name(script, "launch", ".sh")
+    planted = {} if before == "absent" else {remote: {**_file("mallory", "644", len(script)), "modificationTime": 5}}
+    fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755"), **planted})
+    racer = {**_file("alice", "644", len(script)), "modificationTime": 7}
+    looks = 0
+    real_status = fake.status
+
+    def status_while_the_racer_publishes(path: str, strict: bool = True) -> dict[str, Any] | None:
+        nonlocal looks
+        answer = real_status(path, strict)
+        if path == remote:
+            looks += 1
+            if looks == 1:  # our first look is answered; the racer's rename lands right after it
+                fake.entries[remote] = dict(racer)
+        return answer
+
+    fake.status = status_while_the_racer_publishes  # type: ignore[method-assign]
+    deleted: list[str] = []
+    real_delete = fake.delete
+    fake.delete = lambda path, recursive=False: deleted.append(path) or real_delete(path, recursive)  # type: ignore[method-assign]
+    assert _data_client(monkeypatch, fake).stage_cached_data(script, "launch", ".sh", False) == remote
+    assert remote not in deleted, "the racer's good copy was deleted"
+    assert fake.entries[remote] == racer and not any(".tmp-" in p for p in fake.entries)
