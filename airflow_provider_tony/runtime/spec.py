@@ -61,9 +61,11 @@ __all__ = [
     "QualityGate",
     "RetentionSpec",
     "RoleSpec",
+    "hdfs_folder",
     "numbers_from_text",
     "parse_memory_mib",
     "plain",
+    "shown",
 ]
 
 #: Name under which a packed Python environment is unpacked in every container.
@@ -318,9 +320,7 @@ def _check_components(path: str, field_: str, fix: str) -> None:
 
 def hdfs_folder(value: object, field_: str) -> str:
     """An HDFS folder given outside a JobSpec (a connection's ``base_path``), checked as a JobSpec's are."""
-    fix = "give an absolute HDFS path like '/user/me/tony'"
-    path = _location(value, field_, fix)
-    return path
+    return _location(value, field_, "give an absolute HDFS path like '/user/me/tony'")
 
 
 def _hdfs_path(value: object, field_: str) -> str | None:
