@@ -24,9 +24,10 @@ from yaml.nodes import MappingNode, Node
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "JobYamlError", "load"]
 
-#: The largest job file read: a JobSpec travels in one environment variable of
-#: at most 128 KiB (``spec.MAX_SPEC_BYTES``); a file ten times that is not a job.
-MAX_BYTES = 1024 * 1024
+#: The largest job file read: a JobSpec travels in one environment variable of at
+#: most 128 KiB, so its JSON is capped at 64 KiB (``spec.MAX_SPEC_BYTES``); a bigger file
+#: could never be a job, and refusing it first keeps ``tony validate`` well under a second.
+MAX_BYTES = 128 * 1024
 #: The deepest nesting of mappings and lists: a JobSpec nests five levels
 #: (roles.worker.placement.nodes[i]); the margin is for the mistakes that get a clear error.
 MAX_DEPTH = 32

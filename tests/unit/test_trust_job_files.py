@@ -189,9 +189,15 @@ def test_more_tasks_than_the_document_holds_are_refused_in_all() -> None:
 def test_3000_long_args_are_refused_before_the_environment_overflows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ", ".join(f"'--arg-{i}={'x' * 110}'" for i in range(3000))
-    err = _validate(tmp_path, f"roles: {{worker: {{script: /opt/t.py, args: [{args}]}}}}\n", capsys)
-    assert "roles.worker.args: the job is" in err and f"more than the {MAX_SPEC_BYTES}" in err
+    args = [f"--arg-{i}={'x' * 110}" for i in range(3000)]
+    with pytest.raises(SpecError) as err:  # the operator's dict: the largest field is named
+        JobSpec.from_dict({"roles": {"worker": {"script": "/opt/t.py", "args": args}}})
+    assert err.value.field == "roles.worker.args" and f"more than the {MAX_SPEC_BYTES}" in str(err.value)
+    as_yaml = ", ".join(f"'{arg}'" for arg in args)  # the review's file: refused by its size, before parsing
+    err_text = _validate(tmp_path, f"roles: {{worker: {{script: /opt/t.py, args: [{as_yaml}]}}}}\n", capsys)
+    assert f"more than the {jobyaml.MAX_BYTES} a job file may hold" in err_text
+    fits = [f"--arg-{i}={'x' * 110}" for i in range(400)]  # 50 KB: still one environment variable
+    assert JobSpec.from_dict({"roles": {"worker": {"script": "/opt/t.py", "args": fits}}}).roles["worker"].args == fits
 
 
 def test_5000_nested_brackets_end_in_an_error_not_a_traceback(
