@@ -47,18 +47,18 @@ class _StrictLoader(yaml.SafeLoader):
     def fetch_flow_collection_start(self, token_class: Any) -> None:
         # Refused while scanning: PyYAML's scanner reads a whole flow collection ahead
         # (quadratic in its depth) before the composer sees its first node.
-        super().fetch_flow_collection_start(token_class)  # type: ignore[no-untyped-call]
+        super().fetch_flow_collection_start(token_class)
         if self.flow_level > MAX_DEPTH:
             raise JobYamlError(
                 None,
                 None,
                 f"brackets nested more than {MAX_DEPTH} levels deep; a JobSpec nests a few levels, flatten the value",
-                self.get_mark(),  # type: ignore[no-untyped-call]
+                self.get_mark(),
             )
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise JobYamlError(
                 None,
                 None,
@@ -69,21 +69,21 @@ class _StrictLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                event = self.peek_event()
+                event = self.peek_event()  # type: ignore[no-untyped-call]
                 raise JobYamlError(
                     None,
                     None,
                     f"nested more than {MAX_DEPTH} levels deep; a JobSpec nests a few levels, flatten the value",
                     event.start_mark,
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Node] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             try:
                 first = seen.get(key)
             except TypeError:  # an unhashable key: SafeLoader's own error says it
@@ -104,10 +104,10 @@ def load(text: str) -> Any:
     """The YAML document in ``text`` as builtins; :class:`JobYamlError` (a ``yaml.YAMLError``) if refused."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
-        mark = yaml.Mark("<job>", 0, 0, 0, None, None)  # type: ignore[no-untyped-call]
+        mark = yaml.Mark("<job>", 0, 0, 0, "", 0)
         raise JobYamlError(None, None, f"{size} bytes, more than the {MAX_BYTES} a job file may hold", mark)
     loader = _StrictLoader(text)
     try:
         return loader.get_single_data()
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()

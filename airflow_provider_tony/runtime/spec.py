@@ -556,7 +556,7 @@ class RoleSpec(Model):
     """
 
     instances: int = 1
-    """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1."""
+    """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1; a job runs at most 4,096 tasks in all."""
     memory: MiB = 1024
     """Memory per container: an int of MiB or a size such as ``"4 GiB"``, ``"2g"``, ``"512 MiB"``; at most the
     cluster's ``yarn.scheduler.maximum-allocation-mb``."""
