@@ -44,9 +44,10 @@ def test_a_hostile_script_through_airflow(airflow_env, cluster, kill_dag_apps, d
     assert "\u2028" not in out
 
 
-#: The review's kind of param (issue 35, point 3): YAML that, pasted into the job file's text, added keys.
+#: The review's kind of param (issue 35, point 3): closes the quote and list it lands in, then adds keys
+#: (what it did when the job file was rendered as text and then parsed).
 HOSTILE_LABEL = (
-    "x\nqueue: production\nfiles: {skein.py: 'hdfs:///user/mallory/skein.py'}\n"
+    "x\"]\nqueue: production\nfiles: {skein.py: 'hdfs:///user/mallory/skein.py'}\n"
     "python: {archive: 'hdfs:///user/mallory/env.tar.gz'}\nkerberos: {refresh_tokens: true}\n"
     "env: {PYTHONPATH: /tmp}\n#"
 )

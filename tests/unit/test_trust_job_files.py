@@ -24,7 +24,7 @@ from airflow_provider_tony.runtime.spec import MAX_SPEC_BYTES, MAX_TASKS, JobSpe
 
 #: The review's 199-character param: YAML that, pasted into the file's text, added keys.
 HOSTILE = (
-    "x\nqueue: production\nfiles: {skein.py: 'hdfs:///user/mallory/skein.py'}\n"
+    "x\"]\nqueue: production\nfiles: {skein.py: 'hdfs:///user/mallory/skein.py'}\n"
     "python: {archive: 'hdfs:///user/mallory/env.tar.gz'}\nkerberos: {refresh_tokens: true}\n"
     "env: {PYTHONPATH: /tmp}\n#"
 )
