@@ -262,8 +262,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     ) -> Any:
         """``job`` (a job file, parsed first, or a dict) renders value by value (``_render_job``).
 
-        Every other field renders as Airflow renders it.
+        Every other field renders as Airflow renders it, and so does a value Airflow
+        marked as not to render (``seen_oids``: a mapped value resolved from an XCom is data).
         """
+        if seen_oids is not None and id(content) in seen_oids:
+            return content
         if isinstance(content, str) and self._job_file is not None and content == self._job_file:
             return self._render_job(self._read_job_file(), context, jinja_env or self.get_template_env(), "")
         if isinstance(content, dict) and content is self.job:

@@ -229,3 +229,12 @@ def test_a_refusal_quotes_a_capped_value() -> None:
     with pytest.raises(SpecError) as err:
         JobSpec.from_dict({"roles": {"worker": {"command": ["true"], "env": ["x" * 100_000] * 1000}}})
     assert err.value.field == "roles.worker.env" and len(str(err.value)) < 1200
+
+
+def test_a_value_airflow_marks_as_rendered_is_not_rendered_again(tmp_path: Path) -> None:
+    """A mapped job resolved from an XCom is data: Airflow passes its id in ``seen_oids``; a
+    ``{{ }}`` inside it (an upstream task's output) stays text."""
+    job = {"roles": {"worker": {"script": "/opt/t.py", "args": ["{{ params.label }}"]}}}
+    op = _operator(tmp_path, job)
+    assert op.render_template(job, _context(label="x"), None, {id(job)}) is job
+    assert op.render_template(job, _context(label="x"))["roles"]["worker"]["args"] == ["x"]
