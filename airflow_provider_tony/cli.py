@@ -32,6 +32,7 @@ import yaml
 from yaml.reader import ReaderError
 
 from airflow_provider_tony import __version__
+from airflow_provider_tony.runtime import jobyaml
 from airflow_provider_tony.runtime.errors import SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
@@ -132,7 +133,7 @@ def read_job_file(path: str) -> dict[str, Any]:
             f"{path}:{line}:{column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); a job file is a JobSpec YAML"
         ) from exc
     try:
-        data = yaml.safe_load(text)
+        data = jobyaml.load(text)  # strict: no aliases, repeated keys, deep nesting
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = "; ".join(str(part) for part in (exc.context, exc.problem) if part)

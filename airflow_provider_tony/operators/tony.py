@@ -39,6 +39,7 @@ from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyEr
 from airflow_provider_tony.runtime.history import history_paths
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, GateResult, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import shown as shown_value
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
 from airflow_provider_tony.yarn.logformat import log_groups, shown
@@ -69,11 +70,32 @@ class QualityGateFailed(AirflowFailException):
         self.result = result
 
 
+def yaml_error() -> type[Exception]:
+    """PyYAML's base error, imported when a job file is read (the operator module stays light)."""
+    import yaml
+
+    return yaml.YAMLError
+
+
 def _tag(prefix: str, value: object) -> str:
     """A YARN tag (lower-cased by YARN, at most 100 chars, no commas)."""
     text = f"{prefix}:{value}".lower().replace(",", "_")
     if len(text) > 100:
         text = f"{prefix}:sha1-{hashlib.sha1(str(value).encode(), usedforsecurity=False).hexdigest()}"
+    return text
+
+
+def safe_component(value: object) -> str:
+    """One HDFS folder name from a dag id, task id or run id (HDFS names allow no ':').
+
+    Characters outside ``A-Za-z0-9._-`` become ``_``; a name of dots only
+    (Airflow's run-id pattern allows a run id ``.`` or ``..``) becomes
+    ``~dots-<n>``, which no other id maps to (``~`` is never left by the first rule),
+    so the folder stays the run's own and never its parent's.
+    """
+    text = re.sub(r"[^A-Za-z0-9._-]", "_", str(value))
+    if text.strip(".") == "":
+        return f"~dots-{len(text)}"
     return text
 
 
@@ -110,8 +132,11 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     template_fields: Sequence[str] = ("job", "name", "env", "python", "checkpoint_dir", "warm_start_from")
     template_fields_renderers = {"job": "json", "env": "json"}
-    # job="training/x.yaml" is read and rendered as a Jinja template, as the CLI reads it.
-    template_ext: Sequence[str] = (".yaml", ".yml")
+    # No template_ext: job="training/x.yaml" is parsed as YAML first and then each of its string
+    # values rendered (``_render_job``), so a template changes values, never keys or structure.
+    template_ext: Sequence[str] = ()
+    #: What a ``job`` string must end with to be read as a job file.
+    job_file_suffixes: Sequence[str] = (".yaml", ".yml")
     operator_extra_links = (TonyJobLink(), YarnApplicationLink(), TensorBoardLink())
     external_id_key = "yarn_application_id"
     ui_color = "#ffcc80"
@@ -139,7 +164,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.model_asset = model_asset
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         # The path as given: rendering replaces ``job`` by the file's rendered text.
-        self._job_file = job if isinstance(job, str) and job.endswith(tuple(self.template_ext)) else None
+        self._job_file = job if isinstance(job, str) and job.endswith(tuple(self.job_file_suffixes)) else None
         self.name = name
         self.env = env
         self.python = python
@@ -178,73 +203,110 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         folders += [Path(p) for p in ([searchpath] if isinstance(searchpath, str) else searchpath)]
         return next((f / path for f in folders if (f / path).is_file()), folders[0] / path if folders else path)
 
+    def _read_job_file(self) -> dict[str, Any]:
+        """The job file's mapping, parsed strictly (``runtime/jobyaml.py``), not yet rendered.
+
+        A file that is missing or not a job fails the task at once (no retry can
+        fix it) and says where it was looked for.
+        """
+        from airflow_provider_tony.runtime import jobyaml
+
+        path = self._job_file_path()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise AirflowFailException(
+                f"invalid job, nothing was submitted: job: {self._job_file!r} not found (looked beside the DAG file "
+                f"and in template_searchpath, from {path.parent}); give the file's path relative to the DAG file, "
+                f"or an absolute one ({type(exc).__name__})"
+            ) from exc
+        except UnicodeDecodeError as exc:
+            raise AirflowFailException(
+                f"invalid job, nothing was submitted: job: {self._job_file!r} is not UTF-8 text; fix the file"
+            ) from exc
+        try:
+            data = jobyaml.load(text)
+        except yaml_error() as exc:
+            raise AirflowFailException(
+                f"invalid job, nothing was submitted: job: {self._job_file!r} is not a valid job file "
+                f"({' '.join(str(exc).split())[:600]}); fix the file (a value that starts with a template, "
+                "like {{ params.x }}, must be quoted)"
+            ) from exc
+        if not isinstance(data, dict):
+            raise SpecError(
+                "job",
+                f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
+                "give the job's fields at the top level of the file",
+            )
+        return data
+
     def _job_dict(self) -> dict[str, Any]:
         if isinstance(self.job, str):
-            import yaml
-
-            text = self.job
-            if self._job_file is None:
+            if self._job_file is None or self.job != self._job_file:
                 raise SpecError(
                     "job",
-                    f"{text[:80]!r} is not a JobSpec dict nor a path ending in "
-                    f"{' or '.join(self.template_ext)}; give one of them",
+                    f"{self.job[:80]!r} is not a JobSpec dict nor a path ending in "
+                    f"{' or '.join(self.job_file_suffixes)}; give one of them",
                 )
-            path = self._job_file_path()
-            if text == self._job_file:  # not rendered (execute called directly): read it as is
-                try:
-                    text = path.read_text()
-                except OSError as exc:
-                    raise SpecError(
-                        "job",
-                        f"{self.job!r} could not be read ({exc}); give a JobSpec dict or the path of a JobSpec YAML",
-                    ) from exc
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise SpecError(
-                    "job",
-                    f"{self._job_file!r} is not valid YAML after rendering ({exc}); fix the file or its templates",
-                ) from exc
-            if not isinstance(data, dict):
-                raise SpecError(
-                    "job",
-                    f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
-                    "give the job's fields at the top level of the file",
-                )
-            return dict(paths_beside_job_file(data, path.parent))
-        if not isinstance(self.job, dict):
+            data = self._read_job_file()  # not rendered (execute called directly): as it is
+        elif isinstance(self.job, dict):
+            data = copy.deepcopy(self.job)
+        else:
             raise SpecError("job", f"{type(self.job).__name__} is not a JobSpec, dict or YAML path")
-        return copy.deepcopy(self.job)
+        if self._job_file is not None:
+            return dict(paths_beside_job_file(data, self._job_file_path().parent))
+        return data
 
     def render_template(
         self, content: Any, context: Context, jinja_env: Any = None, seen_oids: set[int] | None = None
     ) -> Any:
-        """Only ``job`` itself is a template file; a ``.yaml`` string inside a job dict is plain text.
+        """``job`` (a job file, parsed first, or a dict) renders value by value (``_render_job``).
 
-        A job file that is missing or not a valid template fails the task at
-        once (no retry can find it) and says where it was looked for.
+        Every other field renders as Airflow renders it, and so does a value Airflow
+        marked as not to render (``seen_oids``: a mapped value resolved from an XCom is data).
         """
-        if isinstance(content, str) and content != self._job_file and content.endswith(tuple(self.template_ext)):
-            env = jinja_env or self.get_template_env()
-            return self._render(env.from_string(content), context)
-        if isinstance(content, str) and content == self._job_file:
-            import jinja2
-
-            try:
-                return super().render_template(content, context, jinja_env, seen_oids)
-            except jinja2.TemplateNotFound as exc:
-                where = self._job_file_path().parent
-                raise AirflowFailException(
-                    f"invalid job, nothing was submitted: job: {content!r} not found (looked beside the DAG file "
-                    f"and in template_searchpath, from {where}); give the file's path relative to the DAG file, "
-                    "or an absolute one"
-                ) from exc
-            except jinja2.TemplateSyntaxError as exc:
-                raise AirflowFailException(
-                    f"invalid job, nothing was submitted: job: {content!r} is not a valid Jinja template "
-                    f"(line {exc.lineno}: {exc.message}); fix the file"
-                ) from exc
+        if seen_oids is not None and id(content) in seen_oids:
+            return content
+        if isinstance(content, str) and self._job_file is not None and content == self._job_file:
+            return self._render_job(self._read_job_file(), context, jinja_env or self.get_template_env(), "")
+        if isinstance(content, dict) and content is self.job:
+            return self._render_job(content, context, jinja_env or self.get_template_env(), "")
         return super().render_template(content, context, jinja_env, seen_oids)
+
+    def _render_job(self, value: Any, context: Context, jinja_env: Any, where: str) -> Any:
+        """Each string of the parsed job rendered on its own, by Airflow's Jinja environment.
+
+        Keys are never rendered, and a rendered value stays one value: text that
+        looks like YAML (``x\nqueue: production``) is a string of the field it
+        landed in, and the JobSpec's validation judges it there (a number
+        spelled as text becomes a number, ``numbers_from_text``). Under
+        ``render_template_as_native_obj`` a template that renders to a list or a
+        mapping is refused: it would change the job's structure.
+        """
+        import jinja2
+
+        if isinstance(value, dict):
+            return {
+                k: self._render_job(v, context, jinja_env, f"{where}.{k}" if where else str(k))
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self._render_job(v, context, jinja_env, f"{where}[{i}]") for i, v in enumerate(value)]
+        if not isinstance(value, str):
+            return value
+        try:
+            rendered = self._render(jinja_env.from_string(value), context)
+        except jinja2.TemplateSyntaxError as exc:
+            raise AirflowFailException(
+                f"invalid job, nothing was submitted: job: {where}: {shown_value(value)} is not a valid Jinja template "
+                f"(line {exc.lineno}: {exc.message}); fix the template"
+            ) from exc
+        if rendered is not None and not isinstance(rendered, (str, int, float, bool)):
+            raise AirflowFailException(
+                f"invalid job, nothing was submitted: job: {where}: the template {shown_value(value)} rendered to a "
+                f"{type(rendered).__name__}; a template may give a field its value, never add structure to the job"
+            )
+        return rendered
 
     def identity_tags(self, context: Context) -> list[str]:
         """What a retry or a restarted worker matches on (never the try number)."""
@@ -284,7 +346,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         parts = [ti.dag_id, ti.task_id, ti.run_id]
         if getattr(ti, "map_index", -1) not in (None, -1):
             parts.append(f"map-{ti.map_index}")
-        safe = [re.sub(r"[^A-Za-z0-9._-]", "_", str(p)) for p in parts]
+        safe = [safe_component(p) for p in parts]
         return "/".join([self.hook.base_path.rstrip("/"), "checkpoints", *safe])
 
     # ------------------------------------------------------------ submit / re-attach

@@ -141,3 +141,8 @@ TONY_CLUSTER_SPEC = "CLUSTER_SPEC"  # JSON {role: ["host:port", ...]}, every rol
 TONY_DISTRIBUTED_MODE = "DISTRIBUTED_MODE"
 TONY_SESSION_ID = "SESSION_ID"
 TONY_TB_PORT = "TB_PORT"  # the port a tensorboard task serves on
+
+# ---- limits both sides enforce
+#: The most tasks a job may run: the AM's state document holds at most this many
+#: (``messages.StateDocument``), so the JobSpec refuses more before anything is submitted.
+MAX_TASKS = 4096

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from airflow_provider_tony.runtime import constants
 from airflow_provider_tony.runtime.errors import DocumentVersionError, SpecError
 from airflow_provider_tony.runtime.spec import Model
 from airflow_provider_tony.runtime.spec import plain as spec_plain
@@ -99,7 +100,7 @@ MAX_VALUE_CHARS = 1000  # a metric's text value (a TF_CONFIG a test reports fits
 MAX_TEXT_CHARS = 1000  # an event, a stderr line, a task's message
 MAX_STDERR_LINES = 60
 MAX_EVENTS = 200  # the newest are kept
-MAX_TASKS = 4096
+MAX_TASKS = constants.MAX_TASKS  # the JobSpec refuses a job with more
 MAX_HISTORY_POINTS = 2000  # per task on the job page
 MAX_BEAT_POINTS = 64  # recent progress reports a heartbeat or exit record carries
 MAX_DIAGNOSTICS_CHARS = 16000

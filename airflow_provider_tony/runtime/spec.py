@@ -30,6 +30,7 @@ import math
 import os
 import posixpath
 import re
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -38,6 +39,8 @@ from typing import Any, ClassVar, NoReturn, TypeVar, get_args, get_type_hints
 
 import yaml
 
+from airflow_provider_tony.runtime import jobyaml
+from airflow_provider_tony.runtime.constants import MAX_TASKS
 from airflow_provider_tony.runtime.errors import SpecError
 
 __all__ = [
@@ -51,14 +54,18 @@ __all__ = [
     "GATE_MODES",
     "MiB",
     "JobSpec",
+    "MAX_SPEC_BYTES",
+    "MAX_TASKS",
     "Model",
     "PythonEnv",
     "QualityGate",
     "RetentionSpec",
     "RoleSpec",
+    "hdfs_folder",
     "numbers_from_text",
     "parse_memory_mib",
     "plain",
+    "shown",
 ]
 
 #: Name under which a packed Python environment is unpacked in every container.
@@ -93,6 +100,15 @@ _HDFS = "hdfs://"
 _MAX_TAGS = 10
 _MAX_TAG_LEN = 100
 _MAX_NAME_LEN = 100
+#: The largest JobSpec, as compact JSON. It reaches every container base64-encoded in one environment
+#: variable (``TONY_JOB_SPEC``), and Linux refuses to start a process with any single argument or
+#: environment string over 128 KiB (``MAX_ARG_STRLEN``: "Argument list too long"): 64 KiB of JSON is
+#: 87 KiB encoded, leaving room for what the submitting side adds (staged paths, its own tags).
+MAX_SPEC_BYTES = 64 * 1024
+# A value shown in an error: enough to recognise it, never the whole of a hostile one.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlevel = 120, 120, 3
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 6
 
 # Memory units.  Single letters follow the JVM/Spark convention (-Xmx2g means
 # 2 GiB) because that is what Hadoop users type; "GB" is decimal, "GiB" binary.
@@ -134,6 +150,15 @@ def _check(cond: bool, field_: str, message: str) -> None:
         _fail(field_, message)
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` capped in length and depth: what an error message quotes of a value it refuses.
+
+    Built only when the check fails (a message built up front quotes every value,
+    however large, on every successful check too).
+    """
+    return _SHOWN.repr(value)
+
+
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix and name else prefix or name
 
@@ -167,7 +192,8 @@ def _is_int(value: object) -> bool:
 
 
 def _int(value: object, field_: str, minimum: int, fix: str) -> int:
-    _check(_is_int(value), field_, f"{value!r} is not an integer; {fix}")
+    if not _is_int(value):
+        _fail(field_, f"{shown(value)} is not an integer; {fix}")
     assert isinstance(value, int)
     _check(value >= minimum, field_, f"{value} must be >= {minimum}; {fix}")
     return value
@@ -189,9 +215,10 @@ def _optional_seconds(value: object, field_: str) -> float | None:
 
 def _text(value: object, field_: str, fix: str) -> str:
     """A non-empty single-line string; control characters break YARN's UI and logs."""
-    _check(isinstance(value, str) and value != "", field_, f"{value!r} is not a non-empty string; {fix}")
-    assert isinstance(value, str)
-    _check(not _CONTROL.search(value), field_, f"{value!r} contains control characters; {fix}")
+    if not isinstance(value, str) or value == "":
+        _fail(field_, f"{shown(value)} is not a non-empty string; {fix}")
+    if _CONTROL.search(value):
+        _fail(field_, f"{shown(value)} contains control characters; {fix}")
     return value
 
 
@@ -206,38 +233,35 @@ def _scalar_str(value: object, field_: str) -> str:
     unquoted ``yes``/``on`` as true, and passing ``True`` to a program that
     expected ``yes`` is a silent bug.
     """
-    _check(
-        isinstance(value, (str, int, float, os.PathLike)) and not isinstance(value, bool),
-        field_,
-        f"{value!r} is a {type(value).__name__}, not text; pass a string"
-        " (in YAML, quote values such as 'yes', 'on' or 'true')",
-    )
+    if not isinstance(value, (str, int, float, os.PathLike)) or isinstance(value, bool):
+        _fail(
+            field_,
+            f"{shown(value)} is a {type(value).__name__}, not text; pass a string"
+            " (in YAML, quote values such as 'yes', 'on' or 'true')",
+        )
     return str(os.fspath(value) if isinstance(value, os.PathLike) else value)
 
 
 def _str_list(value: object, field_: str, example: str) -> list[str]:
     """A list of strings; a bare string is refused since iterating it would split it into characters."""
-    _check(
-        isinstance(value, (list, tuple)),
-        field_,
-        f"{value!r} is a {type(value).__name__}, not a list; pass a list such as {example}",
-    )
-    assert isinstance(value, (list, tuple))
+    if not isinstance(value, (list, tuple)):
+        _fail(field_, f"{shown(value)} is a {type(value).__name__}, not a list; pass a list such as {example}")
     return [_scalar_str(item, f"{field_}[{i}]") for i, item in enumerate(value)]
 
 
 def _env(value: object, field_: str) -> dict[str, str]:
     """Validate environment variables a user may set in a container."""
-    _check(isinstance(value, Mapping), field_, f"{value!r} is not a mapping; pass {{'NAME': 'value'}}")
-    assert isinstance(value, Mapping)
+    if not isinstance(value, Mapping):
+        _fail(field_, f"{shown(value)} is not a mapping; pass {{'NAME': 'value'}}")
     out: dict[str, str] = {}
     for key, val in value.items():
-        key_field = f"{field_}.{key}"
-        _check(
-            isinstance(key, str) and bool(_ENV_KEY.match(key)),
-            key_field,
-            f"{key!r} is not a valid environment variable name; use letters, digits and '_', not starting with a digit",
-        )
+        key_field = f"{field_}.{shown(key) if not isinstance(key, str) else key[:80]}"
+        if not isinstance(key, str) or not _ENV_KEY.match(key):
+            _fail(
+                key_field,
+                f"{shown(key)} is not a valid environment variable name; use letters, digits and '_',"
+                " not starting with a digit",
+            )
         _check(
             not key.startswith(_RESERVED_ENV_PREFIX) and key not in _RESERVED_ENV,
             key_field,
@@ -273,12 +297,30 @@ def _location(value: object, field_: str, fix: str) -> str:
     have different working directories, so a relative path would mean two things.
     """
     path = _text(value, field_, fix)
-    _check(
-        path.startswith("/") or (_is_hdfs(path) and len(path) > len(_HDFS)),
-        field_,
-        f"{path!r} is neither an absolute path nor an hdfs:// URL; {fix}",
-    )
+    if not (path.startswith("/") or (_is_hdfs(path) and len(path) > len(_HDFS))):
+        _fail(field_, f"{shown(path)} is neither an absolute path nor an hdfs:// URL; {fix}")
+    _check_components(path, field_, fix)
     return path
+
+
+def _check_components(path: str, field_: str, fix: str) -> None:
+    """No ``.`` or ``..`` component: WebHDFS clients normalise them away before sending, so
+    ``/user/me/tony/../../other`` would name another user's folder, and the gate, retention and
+    publishing then rename and delete there. Checked after templates are rendered (a DAG param,
+    an asset event's ``extra``, a run id: whatever was templated into the path)."""
+    rest = path[len(_HDFS) :].partition("/")[2] if _is_hdfs(path) else path
+    dotted = [part for part in rest.split("/") if part in (".", "..")]
+    if dotted:
+        _fail(
+            field_,
+            f"{shown(path)} has a {dotted[0]!r} component; {fix}, without '.' or '..' components"
+            " (a template's value must not move the folder)",
+        )
+
+
+def hdfs_folder(value: object, field_: str) -> str:
+    """An HDFS folder given outside a JobSpec (a connection's ``base_path``), checked as a JobSpec's are."""
+    return _location(value, field_, "give an absolute HDFS path like '/user/me/tony'")
 
 
 def _hdfs_path(value: object, field_: str) -> str | None:
@@ -291,11 +333,13 @@ def _named_models(
     value: Any, field: str, model: type[_S], *, example: str, pattern: re.Pattern[str], rule: str
 ) -> dict[str, _S]:
     """A mapping of names to sections (``roles``, ``inputs``): each name checked, each section validated."""
-    _check(isinstance(value, Mapping), field, f"{value!r} is not a mapping; give {example}")
+    if not isinstance(value, Mapping):
+        _fail(field, f"{shown(value)} is not a mapping; give {example}")
     out: dict[str, _S] = {}
     for name, item in value.items():
-        where = f"{field}.{name}"
-        _check(isinstance(name, str) and bool(pattern.match(name)), where, f"{name!r} is not {rule}")
+        where = f"{field}.{str(name)[:80]}"
+        if not isinstance(name, str) or not pattern.match(name):
+            _fail(where, f"{shown(name)} is not {rule}")
         section = _coerce(item, model, where)
         with _at(where):
             section.validate()
@@ -382,19 +426,18 @@ class Model:
         ``field`` is where this object sits in the enclosing spec
         (``roles.worker``), so errors carry the full dotted path.
         """
-        _check(
-            isinstance(data, Mapping),
-            field or "spec",
-            f"{data!r} is a {type(data).__name__}, not a mapping; give {cls.__name__} as a dict of fields",
-        )
-        assert isinstance(data, Mapping)
+        if not isinstance(data, Mapping):
+            _fail(
+                field or "spec",
+                f"{shown(data)} is a {type(data).__name__}, not a mapping; give {cls.__name__} as a dict of fields",
+            )
         known = [f.name for f in fields(cls)]  # type: ignore[arg-type]
         for key in data:
-            _check(
-                key in known,
-                _join(field, str(key)),
-                f"unknown key {key!r} in {cls.__name__}; known keys are {', '.join(known)}",
-            )
+            if key not in known:
+                _fail(
+                    _join(field, str(key)[:80]),
+                    f"unknown key {shown(key)} in {cls.__name__}; known keys are {', '.join(known)}",
+                )
         with _at(field):
             return cls(**data)
 
@@ -513,7 +556,7 @@ class RoleSpec(Model):
     """
 
     instances: int = 1
-    """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1."""
+    """How many tasks of this role; ``chief`` and ``evaluator`` allow only 1; a job runs at most 4,096 tasks in all."""
     memory: MiB = 1024
     """Memory per container: an int of MiB or a size such as ``"4 GiB"``, ``"2g"``, ``"512 MiB"``; at most the
     cluster's ``yarn.scheduler.maximum-allocation-mb``."""
@@ -541,6 +584,8 @@ class RoleSpec(Model):
 
     def validate(self) -> None:
         self.instances = _int(self.instances, "instances", 1, "ask for at least 1 instance or remove the role")
+        if self.instances > MAX_TASKS:
+            _fail("instances", f"{self.instances} tasks asked for; a job may run at most {MAX_TASKS} tasks in all")
         self.memory = parse_memory_mib(self.memory, "memory")
         self.vcores = _int(self.vcores, "vcores", 1, "ask for at least 1 vcore")
         self.gpus = _int(self.gpus, "gpus", 0, "use 0 for CPU-only tasks")
@@ -941,6 +986,24 @@ class JobSpec(Model):
         self.max_restarts = _int(
             self.max_restarts, "max_restarts", 0, "give 0 (Airflow retries) or a small count of in-application restarts"
         )
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """At most ``MAX_SPEC_BYTES`` of JSON, or the containers could not even start; names the largest part."""
+        size = len(self.to_json(indent=None).encode())
+        if size <= MAX_SPEC_BYTES:
+            return
+        parts = {name: plain(getattr(self, name)) for name in ("env", "files", "inputs", "tags")}
+        for role, spec in self.roles.items():
+            for name in ("args", "command", "env"):
+                parts[f"roles.{role}.{name}"] = plain(getattr(spec, name))
+        largest = max(parts, key=lambda name: len(json.dumps(parts[name])))
+        _fail(
+            largest,
+            f"the job is {size} bytes as JSON, more than the {MAX_SPEC_BYTES} that reach a container"
+            f" (one environment variable); this field is the largest ({len(json.dumps(parts[largest]))} bytes):"
+            " ship long argument lists or settings in a file (files: or src_dir) and pass its name",
+        )
 
     def _validated_inputs(self) -> dict[str, InputSpec]:
         inputs = _named_models(
@@ -999,6 +1062,13 @@ class JobSpec(Model):
             pattern=_ROLE_NAME,
             rule="a valid role name; use 1-32 lowercase letters, digits, '_' or '-', starting with a letter",
         )
+        total = sum(role.instances for role in roles.values())
+        if total > MAX_TASKS:
+            _fail(
+                "roles",
+                f"{total} tasks asked for in all; a job may run at most {MAX_TASKS} tasks (the AM's state document"
+                " holds no more), ask for fewer instances",
+            )
         _check(
             any(r in roles for r in _DECIDING_ROLES),
             "roles",
@@ -1264,9 +1334,9 @@ class JobSpec(Model):
 
     @classmethod
     def from_yaml(cls, text: str) -> JobSpec:
-        """``yaml.safe_load`` only: a job file must never be able to construct Python objects."""
+        """A safe, strict load (``runtime/jobyaml.py``): no Python objects, aliases or repeated keys."""
         try:
-            data = yaml.safe_load(text)
+            data = jobyaml.load(text)
         except yaml.YAMLError as err:
             _fail("spec", f"not valid YAML ({err}); check the document's syntax")
         return cls.from_dict(data)

@@ -31,7 +31,7 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
-from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
@@ -187,7 +187,8 @@ class TonyClient:
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         # With Kerberos the cluster knows this client by its principal's short name: that user's folder.
         owner = short_name(principal) if principal else self.webhdfs_user
-        self.base_path = base_path or f"/user/{owner}/tony"
+        # Checked as a JobSpec's folders are: no '.'/'..' (checkpoints, history and caches live below it).
+        self.base_path = hdfs_folder(base_path or f"/user/{owner}/tony", "base_path")
         # This cluster's Hadoop conf dir and skein credentials: never set process-wide,
         # so one process may follow jobs on several clusters (yarn/clusterenv.py).
         self.cluster_env = cluster_env or ClusterEnv()

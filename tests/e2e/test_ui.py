@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 from pathlib import Path
@@ -13,6 +14,8 @@ from tests._util import rm_apps, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 DAG = "tony_train_on_demand"
+#: A run label a trigger-form user could type (issue 35): YAML, '..' and a template, all plain text to the job.
+HOSTILE_LABEL = "../../x queue: production {files: {a: b}} {{ 7 * 7 }}"
 
 
 def open_trigger_form(page: Any, url: str) -> Any:
@@ -55,6 +58,7 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     dialog.locator("input[name='element_workers']").fill("2")
     dialog.locator("input[name='element_epochs']").fill("2")
     dialog.locator("input[name='element_dataset_date']").fill("2026-11-05")
+    dialog.locator("input[name='element_run_label']").fill(HOSTILE_LABEL)
     page.screenshot(path=str(shots_dir / "trigger-form.png"), full_page=True)
     dialog.get_by_role("button", name="Trigger").click()
     new = wait_until(lambda: [r for r in runs(airflow_stack) if r["dag_run_id"] not in before], 60, "the new run")
@@ -64,6 +68,7 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     wait_until(lambda: task(airflow_stack, run_id)["state"] == "deferred", 300, "the task to be deferred")
     final = wait_state(airflow_stack, run_id, {"success", "failed"}, 600)
     assert final["state"] == "success", task(airflow_stack, run_id)
+    _assert_label_changed_no_key_nor_folder(airflow_stack, cluster, run_id)
     page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}")
     page.get_by_text("success").first.wait_for()
     page.screenshot(path=str(shots_dir / "run-succeeded.png"), full_page=True)
@@ -86,6 +91,18 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     assert app_id in page.content()
     page.get_by_text("SUCCEEDED").first.wait_for()
     page.screenshot(path=str(shots_dir / "yarn-application.png"), full_page=True)
+
+
+def _assert_label_changed_no_key_nor_folder(stack: Any, cluster: Any, run_id: str) -> None:
+    """The hostile label reached the script as the text it was (its own report of it), and the job
+    kept its queue and its own checkpoint folder (issue 35, points 3 and 4)."""
+    entry = stack.api("GET", f"/dags/{DAG}/dagRuns/{run_id}/taskInstances/train/xcomEntries/return_value")
+    result = json.loads(entry["value"]) if isinstance(entry["value"], str) else entry["value"]
+    assert result["metrics"]["partition"] == f"2026-11-05/{HOSTILE_LABEL}", result["metrics"]
+    folder = result["checkpoint_dir"]
+    assert f"/checkpoints/{DAG}/train/" in folder and not {".", ".."} & set(folder.split("/")), folder
+    app = [a for a in rm_apps(cluster.rm_url, tag=f"tony-dag:{DAG}") if a["id"] == result["application_id"]]
+    assert app and app[0]["queue"] in ("default", "root.default"), app
 
 
 @pytest.mark.parametrize("typed, clamped", [("0", "1"), ("1000", "4")])

@@ -1,7 +1,7 @@
 """Job files as first-class input: ``job="x.yaml"`` in a DAG reads like ``tony submit x.yaml``.
 
-The file is rendered as a Jinja template by Airflow's own templating
-(``template_ext``), its relative paths are resolved beside it by the function
+The file is parsed as YAML first, then each string value rendered by
+Airflow's Jinja environment (``TonyOperator._render_job``), its relative paths are resolved beside it by the function
 the CLI uses, and every numeric JobSpec field may come from a template.
 """
 
@@ -167,5 +167,8 @@ def test_a_missing_or_broken_job_file_fails_at_once_and_says_where(tmp_path: Pat
     with pytest.raises(AirflowFailException, match=r"job: 'training/nope.yaml' not found .*relative to the DAG file"):
         in_dag(tmp_path, "training/nope.yaml").render_template_fields(context())
     (job_dir / "broken.yaml").write_text("name: {{ params.tag \nroles: {}\n")
-    with pytest.raises(AirflowFailException, match=r"'training/broken.yaml' is not a valid Jinja template \(line"):
+    with pytest.raises(AirflowFailException, match=r"'training/broken.yaml' is not a valid job file \(.*line 1"):
         in_dag(tmp_path, "training/broken.yaml").render_template_fields(context())
+    (job_dir / "bad_template.yaml").write_text("name: '{{ params.tag '\nroles: {}\n")
+    with pytest.raises(AirflowFailException, match=r"job: name: '\{\{ params.tag ' is not a valid Jinja template"):
+        in_dag(tmp_path, "training/bad_template.yaml").render_template_fields(context())

@@ -94,3 +94,13 @@ with DAG("tony_test_hostile", schedule=None, start_date=START, catchup=False):
         },
         poll_interval=1.0,
     )
+
+# issue 35: a job file whose string param lands inside args (tests/integration/test_trust_airflow.py)
+with DAG(
+    "tony_test_param_yaml",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    params={"label": "plain", "tag": "a", "workers": 1},
+):
+    TonyOperator(task_id="train", job="param_job.yaml", python=sys.executable, poll_interval=1.0)
