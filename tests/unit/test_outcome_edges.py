@@ -17,7 +17,7 @@ import skein
 
 from airflow_provider_tony.runtime import token_refresh as tr
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.failure import FailureKind, classify_exit
+from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.inputs import InputFile, deal
 from airflow_provider_tony.runtime.messages import DelegationToken
 from tests.unit.test_rest_submit import FS, app_spec, make
@@ -103,3 +103,11 @@ def test_a_success_resets_the_refreshers_count_of_failures_in_a_row() -> None:
     assert refresher.refresh_once() == tr.retry_delay(1), "the count starts again after a success"
     assert refresher.failures == 1
     assert [e.split(":")[0] for e in events if "could not" in e][-1].endswith("(try 1)")
+
+
+def test_a_peer_failure_quotes_at_most_200_characters_of_the_line() -> None:
+    line = "  tensorflow.python.framework.errors_impl.UnavailableError: " + "x" * 400
+    found = peer_failure([line])
+    assert found is not None
+    meaning, quoted = found.split(": ", 1)
+    assert quoted == line.strip()[:200] and meaning
