@@ -320,7 +320,10 @@ def gc(args: argparse.Namespace) -> int:
         apps = client.find_by_tags(())  # every running application of this provider's user, not only one DAG's
         running = [f"{base.rstrip('/')}/tensorboard/{app.app_id}" for app in apps]
         active = retention.active_folders(base, [getattr(app, "tags", []) for app in apps])
-        items = retention.scan(hdfs, base, protect=[*args.protect, *running], active=active)
+        # A staged file a running application localises stays: a container restarted elsewhere needs it again.
+        found = [retention.read_references(hdfs, hdfs.resolve(f".skein/{app.app_id}")) for app in apps]
+        referenced = None if None in found else set().union(*(f for f in found if f is not None))
+        items = retention.scan(hdfs, base, protect=[*args.protect, *running], active=active, referenced=referenced)
         removals = retention.plan(items, policy, now=time.time())
         for item, why in removals:
             print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)

@@ -19,19 +19,45 @@ path named in ``protect``: ``tony gc`` names the running applications' events
 folders there, whose folder times need not move while TensorBoard appends to
 an events file) or anything outside those six places. Age is the
 latest of HDFS's modification and access times, so a staged archive that
-jobs still localise counts as used.
+jobs still localise counts as used; and a staged file a running
+application names in its references (``tony-references.json`` in its
+``~/.skein/<app>`` folder, written at submit: every file YARN localises for
+it) stays whatever its age, since a container restarted on another node
+localises it again, and YARN fails the container when the file is gone (HDFS
+access times are only as fine as ``dfs.namenode.accesstime.precision``,
+an hour by default, and a job may run for days).
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 
-__all__ = ["Item", "Policy", "active_folders", "plan", "remove", "scan", "scan_task"]
+__all__ = [
+    "REFERENCES_NAME",
+    "Item",
+    "Policy",
+    "active_folders",
+    "plan",
+    "read_references",
+    "references_json",
+    "remove",
+    "scan",
+    "scan_task",
+]
+
+#: The file in an application's staging folder naming every HDFS file YARN localises for it.
+REFERENCES_NAME = "tony-references.json"
+#: A references file larger than this is not ours (a job of 4,096 tasks names a few hundred files).
+MAX_REFERENCES_BYTES = 1024 * 1024
+#: What retention may find in ``<base_path>`` that jobs localise.
+_STAGED = ("src", "envs", "cache")
 
 #: A checkpoint moved aside because it was not whole (``checkpoint.upload``).
 _DAMAGED = re.compile(r"^ckpt-\d{12}\.damaged-")
@@ -187,9 +213,53 @@ def scan_task(client: Any, task_folder: str, protect: Iterable[str] = (), active
     return items
 
 
-def scan(client: Any, base_path: str, protect: Iterable[str] = (), active: Iterable[str] = ()) -> list[Item]:
-    """Everything under ``base_path`` that retention may consider (one listing per folder level)."""
+def references_json(paths: Iterable[str]) -> bytes:
+    """The references file's content: the HDFS paths (no scheme, no host) of every file an application localises."""
+    return json.dumps({"version": 1, "paths": sorted({hdfs_path(p) for p in paths})}).encode()
+
+
+def read_references(client: Any, app_dir: str) -> set[str] | None:
+    """The files a running application named at submit, or None when they cannot be known.
+
+    None (no file: submitted before references existed, or its folder is
+    gone; a file that is not ours) makes :func:`scan` keep every staged file:
+    what cannot be proven unused stays.
+    """
+    path = posixpath.join(hdfs_path(app_dir), REFERENCES_NAME)
+    try:
+        if client.status(path, strict=False) is None:
+            return None
+        with client.read(path) as reader:
+            raw: bytes = reader.read(MAX_REFERENCES_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= MAX_REFERENCES_BYTES else None
+    except (OSError, ValueError, ClusterError):  # unreadable now: unknown, so everything staged stays
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("paths"), list):
+        return None
+    return {p for p in data["paths"] if isinstance(p, str)}
+
+
+def _localised(path: str, referenced: set[str] | None) -> str:
+    """Why a staged file must stay because a running application may localise it again."""
+    if referenced is None:
+        return "a running application's references could not be read: every staged file stays"
+    return "a running application localises it" if path in referenced else ""
+
+
+def scan(
+    client: Any,
+    base_path: str,
+    protect: Iterable[str] = (),
+    active: Iterable[str] = (),
+    referenced: Iterable[str] | None = (),
+) -> list[Item]:
+    """Everything under ``base_path`` that retention may consider (one listing per folder level).
+
+    ``referenced``: the files running applications localise (:func:`read_references`
+    of each, joined), kept whatever their age; None when one of them is unknown.
+    """
     base = hdfs_path(base_path).rstrip("/")
+    named = None if referenced is None else {hdfs_path(p) for p in referenced}
     guarded = {hdfs_path(p).rstrip("/") for p in protect}
     running = list(active)
     items: list[Item] = []
@@ -205,10 +275,10 @@ def scan(client: Any, base_path: str, protect: Iterable[str] = (), active: Itera
     for path, status in _children(client, f"{base}/tensorboard"):
         if status["type"] == "DIRECTORY":
             items.append(Item(path, "tensorboard", f"{base}/tensorboard", _used(status), _guarded(path, guarded)))
-    for kind in ("src", "envs", "cache"):
+    for kind in _STAGED:
         for path, status in _children(client, f"{base}/{kind}"):
             if status["type"] == "FILE":
-                items.append(Item(path, kind, f"{base}/{kind}", _used(status)))
+                items.append(Item(path, kind, f"{base}/{kind}", _used(status), _localised(path, named)))
     return items
 
 

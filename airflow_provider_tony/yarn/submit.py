@@ -51,6 +51,7 @@ import skein
 
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
+from airflow_provider_tony.runtime.retention import REFERENCES_NAME, references_json
 from airflow_provider_tony.yarn.failover import OutcomeUnknown
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, NotFound
 
@@ -373,8 +374,11 @@ class RestSubmitter:
         up or written at once from a few threads, then the spec, which names
         them all. What is the same job after job (skein's jar, the launch
         scripts, the connection's TLS credentials) comes from the upload cache,
-        so a submit writes one file: each WebHDFS write is a NameNode and a
-        DataNode round trip, and its close may wait for the block report.
+        so a submit writes one small file, the list of what the application
+        localises (``tony-references.json``, which ``tony gc`` reads to keep
+        those files while it runs), and the spec only when too large for the
+        AM's environment: each WebHDFS write is a NameNode and a DataNode round
+        trip, and its close may wait for the block report.
         """
         self.hdfs.makedirs(app_dir, permission="700")
         # Credentials made for this job alone are written with it: caching them would keep one key per job.
@@ -410,6 +414,10 @@ class RestSubmitter:
             kind = "ARCHIVE" if str(file.type).lower().endswith("archive") else "FILE"
             return dataclasses.replace(res, type=kind)
 
+        # What this application localises, for `tony gc`: a staged file it names stays while it runs.
+        references = [urllib.parse.urlsplit(r.url).path for r in done.values()]
+        refs = references_json(references)
+        self.hdfs.write(f"{app_dir}/{REFERENCES_NAME}", data=refs, overwrite=True, permission="600")
         skein_files = {k: done[k] for k in (".skein.crt", ".skein.pem")}
         finished = copy.deepcopy(app_spec)
         for name, service in services.items():

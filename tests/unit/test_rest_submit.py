@@ -22,6 +22,7 @@ import skein
 from skein import proto as skein_proto
 
 from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime import retention
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
 from airflow_provider_tony.yarn.http import HttpSettings
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, cluster_error
@@ -324,7 +325,14 @@ def test_with_the_connections_credentials_a_submit_writes_only_its_spec(tmp_path
     sub.submit(app_spec(tmp_path))
     app_dir = f"/user/alice/.skein/{APP}"
     written = sorted(p for p in fs.files if p.startswith(app_dir))
-    assert written == [f"{app_dir}/{_hashed('runtime.zip', tmp_path)}/runtime.zip"], "nothing but the local file"
+    local = f"{app_dir}/{_hashed('runtime.zip', tmp_path)}/runtime.zip"
+    references = f"{app_dir}/{retention.REFERENCES_NAME}"
+    assert written == [local, references], "nothing but the local file and what the job localises"
+    named = json.loads(fs.files[references])["paths"]
+    spec = staged_spec(rm)
+    sources = {f.source.file for svc in [spec.master, *spec.services.values()] for f in svc.files.values()}
+    assert set(named) == sources, "every file YARN localises, no other"
+    assert "/user/alice/tony/cache/skein.jar" in named
     kinds = {(name, suffix, private) for _, name, suffix, private in asked}
     assert kinds == {("skein-cert", ".crt", False), ("skein-key", ".pem", True), ("launch", ".sh", False)}
     assert (sub.security._get_bytes("key"), "skein-key", ".pem", True) in asked

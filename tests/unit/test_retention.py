@@ -31,6 +31,10 @@ class TimedHdfs(FakeHdfs):
     def _times(self, path: Path) -> dict[str, Any]:
         return {"modificationTime": int(path.stat().st_mtime * 1000), "accessTime": 0}
 
+    def resolve(self, path: str) -> str:
+        """WebHDFS's home-relative paths, for the user ``tony gc`` runs as."""
+        return path if path.startswith("/") else f"/user/airflow/{path}"
+
     def list(self, path: str, status: bool = False) -> list[Any]:
         names = super().list(path, status=status)
         if not status:
@@ -292,3 +296,56 @@ def test_tony_gc_and_the_operator_protect_every_running_applications_run(
     op.execute(ctx)
     left = sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir())
     assert "run2" in left and "run1" not in left, left
+
+
+# --------------------------------------------------------------------------- staged files a running job localises
+def _references(hdfs: TimedHdfs, app_id: str, paths: list[str]) -> None:
+    """What the submitter writes beside the AM's files: every HDFS file YARN localises for ``app_id``."""
+    hdfs.write(f"/user/airflow/.skein/{app_id}/{retention.REFERENCES_NAME}", data=retention.references_json(paths))
+
+
+def test_a_staged_file_a_running_application_localises_stays_whatever_its_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A long job restarting a container on a new node localises its archives again: gc must not take them."""
+    hdfs = planted(tmp_path)
+    _references(hdfs, "application_1_0009", [f"hdfs://nn:8020{BASE}/src/aaaa.tar.gz", f"{BASE}/envs/bbbb.tar.gz"])
+    monkeypatch.setattr(cli, "_client", lambda: GcClient(hdfs, running=("application_1_0009",)))
+    assert cli.main(["gc", "--max-age-days", "30"]) == 0
+    assert "4 removed" in capsys.readouterr().out
+    assert hdfs.status(f"{BASE}/src/aaaa.tar.gz", strict=False), "the running job's source archive stayed"
+    assert hdfs.status(f"{BASE}/cache/tony_runtime-old.zip", strict=False) is None, "what nobody names still goes"
+    items = {i.path: i.protected for i in retention.scan(hdfs, BASE, referenced={f"{BASE}/src/aaaa.tar.gz"})}
+    assert items[f"{BASE}/src/aaaa.tar.gz"] == "a running application localises it"
+    assert items[f"{BASE}/envs/bbbb.tar.gz"] == ""
+
+
+def test_a_running_application_without_references_keeps_every_staged_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Submitted before references existed (or its file is not ours): what cannot be proven unused stays."""
+    hdfs = planted(tmp_path)
+    _references(hdfs, "application_1_0009", [f"{BASE}/envs/bbbb.tar.gz"])
+    monkeypatch.setattr(cli, "_client", lambda: GcClient(hdfs, running=("application_1_0009", "application_1_0010")))
+    assert cli.main(["gc", "--max-age-days", "30"]) == 0
+    assert "3 removed" in capsys.readouterr().out, "runs, copies and history still go"
+    assert hdfs.status(f"{BASE}/src/aaaa.tar.gz", strict=False)
+    assert hdfs.status(f"{BASE}/cache/tony_runtime-old.zip", strict=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        (retention.references_json(["hdfs://nn:8020/a/b", "/c"]), {"/a/b", "/c"}),
+        (b'{"version": 1, "paths": ["/a", 7]}', {"/a"}),
+        (b'["/a"]', None),
+        (b'{"paths": "/a"}', None),
+        (b"not json", None),
+        (b'{"paths": ["/a"], "x": "' + b"y" * retention.MAX_REFERENCES_BYTES + b'"}', None),
+    ],
+)
+def test_a_references_file_is_read_only_when_it_is_ours(tmp_path: Path, content: bytes, found: set[str] | None) -> None:
+    hdfs = TimedHdfs(tmp_path / "hdfs")
+    hdfs.write(f"/user/airflow/.skein/app/{retention.REFERENCES_NAME}", data=content)
+    assert retention.read_references(hdfs, "/user/airflow/.skein/app") == found
+    assert retention.read_references(hdfs, "/user/airflow/.skein/none") is None
