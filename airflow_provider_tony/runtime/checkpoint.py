@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
-from airflow_provider_tony.runtime.hdfs_io import hdfs_path, upload_to_temporary, with_retries
+from airflow_provider_tony.runtime.errors import RenameFailed
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, upload_to_temporary, with_retries
 
 __all__ = [
     "MANIFEST",
@@ -320,6 +321,23 @@ def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
     return _steps(names)
 
 
+
+def _settle(client: Any, tmp: str, final: str) -> None:
+    """Give the uploaded step ``tmp`` its name ``final``, never inside a folder another writer made.
+
+    A plain WebHDFS rename onto an existing folder nests the source inside it
+    and answers ``false`` for a missing source; :func:`hdfs_io.move` refuses
+    both. When ``final`` appeared since the listing (a retry of the same task
+    saving the same step) and is whole, it is kept and ``tmp`` goes; a broken
+    one is left for the next save to set aside, and the refusal propagates.
+    """
+    try:
+        move(client, tmp, final)
+    except RenameFailed:
+        if why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}")) is not None:
+            raise
+        client.delete(tmp, recursive=True)
+
 def upload(
     client: Any,
     ckpt: LocalCheckpoint,
@@ -367,11 +385,11 @@ def upload(
     else:
         if problem is not None:
             aside = f"{final}.damaged-{tag}"
-            client.rename(final, aside)
+            move(client, final, aside)
             (on_event or log.warning)(
                 f"replaced checkpoint {final}, which is not whole ({problem}); the old copy is kept as {aside}"
             )
-        client.rename(tmp, final)
+        _settle(client, tmp, final)
         names.add(name)
     steps = _steps(names)
     scores = {} if scores is None else scores

@@ -35,6 +35,7 @@ from airflow_provider_tony.runtime.checkpoint import (
     upload,
     why_not_whole,
 )
+from airflow_provider_tony.runtime.errors import RenameFailed
 
 REMOTE = "/user/alice/job/ckpts"
 WARM = "/user/alice/other/ckpts"
@@ -538,8 +539,25 @@ def test_upload_makes_no_namenode_call_it_does_not_need(fake: FakeHdfs, local: P
     publish(fake, local, 20)
     # Clear a leftover temporary, write the copy, then its manifest, one listing (step there? what
     # to prune?), publish.
-    assert [name for name, _ in fake.calls] == ["delete", "upload", "write", "list", "rename"]
+    assert [name for name, _ in fake.calls] == ["delete", "upload", "write", "list", "move"]
     assert fake.calls[2] == ("write", f"{REMOTE}/.tmp-ckpt-000000000020-1-1/{MANIFEST}")
+
+
+def test_a_step_another_writer_published_meanwhile_is_kept_and_never_nested(fake: FakeHdfs, local: Path) -> None:
+    """Between the listing and the rename a retry of the same task may publish the same step: a plain
+    WebHDFS rename would move ours inside it; the whole one stays and our copy goes."""
+    publish(fake, local, 20)
+    final = f"{REMOTE}/{checkpoint.remote_name(20)}"
+    tmp = f"{REMOTE}/.tmp-{checkpoint.remote_name(20)}-late"
+    shutil.copytree(fake.root / final.lstrip("/"), fake.root / tmp.lstrip("/"))
+    before = sorted(p.relative_to(fake.root) for p in (fake.root / final.lstrip("/")).rglob("*"))
+    checkpoint._settle(fake, tmp, final)
+    assert fake.status(tmp, strict=False) is None
+    assert sorted(p.relative_to(fake.root) for p in (fake.root / final.lstrip("/")).rglob("*")) == before
+    (fake.root / final.lstrip("/") / MANIFEST).unlink()  # a broken step is not taken for ours
+    shutil.copytree(fake.root / f"{REMOTE}/{checkpoint.remote_name(20)}".lstrip("/"), fake.root / tmp.lstrip("/"))
+    with pytest.raises(RenameFailed):
+        checkpoint._settle(fake, tmp, final)
 
 
 def test_upload_older_step_never_displaces_newer(fake: FakeHdfs, local: Path) -> None:
@@ -929,7 +947,7 @@ def test_sync_once_failure_pending_and_overdue_after_window(fake: FakeHdfs, loca
 
 def test_sync_once_failure_leaves_no_published_checkpoint(fake: FakeHdfs, local: Path) -> None:
     write_ckpt(local, 20)
-    fake.broken.add("rename")
+    fake.broken.add("move")
     sync = make_sync(fake, local, [])
     assert sync.sync_once() is False
     assert remote_checkpoints(fake, REMOTE) == []
