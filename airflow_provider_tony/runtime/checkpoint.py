@@ -321,7 +321,6 @@ def remote_checkpoints(client: Any, remote_dir: str) -> list[int]:
     return _steps(names)
 
 
-
 def _settle(client: Any, tmp: str, final: str) -> None:
     """Give the uploaded step ``tmp`` its name ``final``, never inside a folder another writer made.
 
@@ -337,6 +336,7 @@ def _settle(client: Any, tmp: str, final: str) -> None:
         if why_not_whole(_remote_files(client, final), lambda rel: _read(client, f"{final}/{rel}")) is not None:
             raise
         client.delete(tmp, recursive=True)
+
 
 def upload(
     client: Any,
