@@ -239,40 +239,56 @@ def test_gc_removes_planted_old_runs_and_nothing_else(cluster, tmp_path: Path) -
         hdfs.delete(root, recursive=True)
 
 
-def test_gc_keeps_the_staged_files_a_running_job_localises(tmp_path: Path, app_tag: str, python_exe: str) -> None:
-    """``tony gc`` while a job runs: its staged files, aged past ``--max-age-days`` (WebHDFS SETTIMES), stay,
-    since a container restarted on another node localises them again; an aged file nobody names goes."""
+def test_gc_keeps_the_staged_files_a_running_job_localises(cluster, app_tag: str, python_exe: str) -> None:
+    """``tony gc`` while a job runs: its staged files, aged past ``--max-age-days`` (WebHDFS SETTIMES)
+    once its containers have localised them, stay, since a container restarted on another node
+    localises them again; an aged file nobody names goes. The job stages under a base path of this
+    test's own, so aging its upload cache touches no other job's files."""
     import time
     import uuid
 
+    import httpx
+
     from airflow_provider_tony.runtime import retention
+    from airflow_provider_tony.runtime.spec import JobSpec
     from airflow_provider_tony.yarn.client import TonyClient
 
-    job = write_job(tmp_path, app_tag, python_exe, args=["sleep", "--seconds", "600"])
-    submitted = tony("submit", str(job), "--detach")
-    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
-    app_id = submitted.stdout.split()[0]
-    with TonyClient.from_env() as client:
-        hdfs, base = client.webhdfs, client.base_path
-        named = retention.read_references(hdfs, hdfs.resolve(f".skein/{app_id}"))
-        assert named, "the submit wrote what the job localises"
-        staged = sorted(p for p in named if p.startswith(f"{base}/cache/"))
-        assert staged, named
-        stray = f"{base}/cache/pytest-stray-{uuid.uuid4().hex[:10]}.zip"
-        client.hdfs().write(stray, data=b"x")
-        old_ms, now_ms = int((time.time() - 40 * 86400) * 1000), int(time.time() * 1000)
+    root = f"/user/{cluster.user}/pytest-gc-{uuid.uuid4().hex[:10]}"
+    base = f"{root}/tony"
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-gc-running",
+            "tags": [app_tag],
+            "python": {"interpreter": python_exe},
+            "roles": {"worker": {"memory": "256 MiB", "script": str(BEHAVE), "args": ["sleep", "--seconds", "600"]}},
+        }
+    )
+    with TonyClient(rm_url=cluster.rm_url, webhdfs_url=cluster.webhdfs_url, base_path=base) as client:
+        hdfs = client.webhdfs
+        app_id = client.submit(spec)
         try:
+
+            def localised() -> bool:  # the AM and the worker running: both localised what they need
+                app = httpx.get(f"{cluster.rm_url}/ws/v1/cluster/apps/{app_id}", timeout=10).json()["app"]
+                return app["state"] == "RUNNING" and int(app.get("runningContainers") or 0) >= 2
+
+            wait_until(localised, 180, f"{app_id} running with its worker")
+            named = retention.read_references(hdfs, hdfs.resolve(f".skein/{app_id}"))
+            assert named, "the submit wrote what the job localises"
+            staged = sorted(p for p in named if p.startswith(f"{base}/cache/"))
+            assert staged, named
+            stray = f"{base}/cache/pytest-stray.zip"
+            client.hdfs().write(stray, data=b"x")
+            old_ms = int((time.time() - 40 * 86400) * 1000)
             for path in [*staged, stray]:
                 client.hdfs().set_times(path, access_time=old_ms, modification_time=old_ms)
-            done = tony("gc", "--max-age-days", "30", timeout=120)
+            done = tony("gc", "--base-path", base, "--max-age-days", "30", timeout=120)
             assert done.returncode == 0, done.stdout + done.stderr
             assert f"removing {stray}" in done.stdout, done.stdout
             assert hdfs.status(stray, strict=False) is None
             for path in staged:
                 assert hdfs.status(path, strict=False) is not None, f"{path}: the running job localises it"
+            assert client.report(app_id).state == "RUNNING"
         finally:
-            tony("kill", app_id)
-            for path in staged:  # the shared upload cache back to now, for the tests after this one
-                if hdfs.status(path, strict=False) is not None:
-                    client.hdfs().set_times(path, access_time=now_ms, modification_time=now_ms)
-            client.hdfs().delete(stray)
+            client.kill(app_id)
+            client.hdfs().delete(root, recursive=True)
