@@ -144,7 +144,22 @@ def judge(gate: QualityGate, value: float | None, previous: float | None) -> tup
         return True, f"{metric}={value:g}; no published model to compare with (first model)"
     better = value >= previous if mode == "max" else value <= previous
     relation = ("at least" if better else "below") if mode == "max" else ("at most" if better else "above")
-    return better, f"{metric}={value:g} is {relation} the published model's {previous:g} ({mode} is better)"
+    reason = f"{metric}={value:g} is {relation} the published model's {previous:g} ({mode} is better)"
+    if better or gate.tolerance is None:
+        return better, reason
+    slack = gate.allowance(previous)
+    worse_by = abs(value - previous)
+    within = worse_by <= slack or math.isclose(worse_by, slack, rel_tol=1e-9)  # 0.8 - 0.79 is 0.0100000...09
+    verdict = "within" if within else "beyond"
+    return within, f"{reason}, worse by {worse_by:g}: {verdict} the tolerance {gate.tolerance} ({slack:g})"
+
+
+def within_tolerance(gate: QualityGate, value: float | None, previous: float | None) -> bool:
+    """Whether a passing model passed only thanks to ``tolerance`` (worse than the published one): a person may
+    want to look (the example nightly DAG asks for approval then)."""
+    if value is None or previous is None:
+        return False
+    return value < previous if gate.mode == "max" else value > previous
 
 
 def candidate_dir(model_dir: str, app_id: str) -> str:
@@ -300,6 +315,7 @@ def _judge_and_publish(client: Any, spec: JobSpec, app_id: str, model_dir: str, 
         mode=gate.mode,
         value=value,
         previous=before,
+        within_tolerance=value_passes and within_tolerance(gate, value, before),
         previous_model_dir=previous.model_dir if previous is not None else "",
         previous_application_id=previous.application_id if previous is not None else "",
         passed=value_passes,

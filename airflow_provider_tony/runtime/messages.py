@@ -701,6 +701,7 @@ class GateResult(Message):
     passed: bool = False
     model_dir: str = ""  # where this run's model is now: the published folder, or the rejected copy
     reason: str = ""
+    within_tolerance: bool = False  # passed although worse than the published model (quality_gate.tolerance)
 
     def validate(self) -> None:
         self.metric = _text(self.metric, MAX_NAME_CHARS)
@@ -710,6 +711,7 @@ class GateResult(Message):
         self.previous_model_dir = _text(self.previous_model_dir, 1000)
         self.previous_application_id = _text(self.previous_application_id, MAX_NAME_CHARS)
         self.passed = self.passed is True
+        self.within_tolerance = self.within_tolerance is True
         self.model_dir = _text(self.model_dir, 1000)
         self.reason = _text(self.reason, 1000)
 

@@ -704,10 +704,12 @@ class QualityGate(Model):
     metric (``metric``); the model goes to a candidate folder beside
     ``checkpoint.model_dir`` and the submitting side (the operator, ``tony
     submit``) compares its figure with the last published model's, read from
-    ``record`` on HDFS. Passing publishes the model (and emits the model
-    asset's event); failing leaves it as ``<model_dir>.rejected-<application
-    id>`` and fails the task without retries (a retry trains the same model
-    again). A job with no published model yet passes.
+    the pointer on HDFS. Passing publishes the model as
+    ``<model_dir>.versions/<application id>`` and switches the pointer (and
+    emits the model asset's event); failing leaves it as
+    ``<model_dir>.rejected-<application id>`` and fails the task without
+    retries (a retry trains the same model again). A job with no published
+    model yet passes.
     """
 
     metric: str | None = None
@@ -716,9 +718,13 @@ class QualityGate(Model):
     mode: str = "max"
     """``max``: higher is better (accuracy); ``min``: lower is better (loss). A tie passes."""
     record: str | None = None
-    """HDFS file holding the last published model's figures, rewritten on each pass; null uses the metadata in
-    ``checkpoint.model_dir`` itself (``tony-model.json``), which fits a model folder that every run replaces. Set it
-    when ``model_dir`` changes per run (``/models/digits/{{ ds }}``)."""
+    """The pointer: the HDFS file naming the published model (its record: application id, figures, version folder),
+    replaced atomically on each pass; null uses ``<checkpoint.model_dir>.versions/current.json``. Set it to share one
+    pointer between jobs or when ``model_dir`` changes per run (``/models/digits/{{ ds }}``)."""
+    tolerance: float | str | None = None
+    """How much worse than the published model a model may be and still pass: a number in the metric's units
+    (``0.005``: at most 0.005 below for ``max``, above for ``min``) or a percentage of the published figure (``"1%"``).
+    A night scored on another day's held-out data varies a little; null (the default): at least as good."""
 
     def validate(self) -> None:
         if self.metric is not None:
@@ -726,6 +732,28 @@ class QualityGate(Model):
         self.mode = _text(self.mode, "mode", "use 'max' or 'min'")
         _check(self.mode in GATE_MODES, "mode", f"{self.mode!r} is not a mode; use 'max' (higher is better) or 'min'")
         self.record = _hdfs_path(self.record, "record")
+        if isinstance(self.tolerance, str):  # a rendered template is text: "0.005" is the number
+            text = self.tolerance.strip()
+            self.tolerance = float(text) if _FLOAT_TEXT.match(text) else text
+        if self.tolerance is not None:
+            self.allowance(1.0)  # the field's own check, with the message naming it
+
+    def allowance(self, previous: float) -> float:
+        """How far past ``previous`` (in the worse direction) a figure may be and still pass."""
+        fix = "give a number >= 0 in the metric's units (0.005) or a percentage of the published figure ('1%')"
+        tol = self.tolerance
+        if tol is None:
+            return 0.0
+        if isinstance(tol, str):
+            text = tol.strip()
+            _check(_PERCENT.match(text) is not None, "tolerance", f"{shown(tol)} is not a tolerance; {fix}")
+            return abs(previous) * float(text[:-1]) / 100.0
+        _check(
+            isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0,
+            "tolerance",
+            f"{shown(tol)} is not a tolerance; {fix}",
+        )
+        return float(tol)
 
     @property
     def enabled(self) -> bool:
@@ -1353,6 +1381,7 @@ def task_of_container(service: str, instance: int) -> str:
 # --------------------------------------------------------------------------- #
 # Numbers that arrive as text
 # --------------------------------------------------------------------------- #
+_PERCENT = re.compile(r"^(\d+\.?\d*|\.\d+)%$")
 _INT_TEXT = re.compile(r"^\s*[-+]?\d+\s*$")
 _FLOAT_TEXT = re.compile(r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
 

@@ -62,6 +62,76 @@ def test_judge_compares_by_mode(mode: str, value: float | None, previous: float 
         assert f"{previous:g}" in reason, "both figures are in the words"
 
 
+@pytest.mark.parametrize(
+    ("mode", "tolerance", "value", "previous", "passed", "within"),
+    [
+        ("max", 0.01, 0.79, 0.8, True, True),  # 0.01 below: exactly the tolerance passes
+        ("max", 0.01, 0.7899, 0.8, False, False),
+        ("max", 0.01, 0.85, 0.8, True, False),  # better: not a tolerance case
+        ("max", "2%", 0.785, 0.8, True, True),  # 2% of 0.8 = 0.016
+        ("max", "2%", 0.78, 0.8, False, False),
+        ("min", 0.05, 0.45, 0.4, True, True),
+        ("min", 0.05, 0.46, 0.4, False, False),
+        ("min", "10%", 0.43, 0.4, True, True),  # 10% of 0.4 = 0.04
+        ("min", "10%", 0.45, 0.4, False, False),
+        ("max", "10%", 0.9, -1.0, True, False),  # a negative figure: the percentage of its size
+        ("max", "10%", -1.05, -1.0, True, True),
+        ("max", "10%", -1.2, -1.0, False, False),
+        ("max", 0.5, 0.1, None, True, False),  # first model
+        ("max", 0.5, None, 0.8, False, False),  # no figure still fails, whatever the tolerance
+    ],
+)
+def test_a_tolerance_lets_a_slightly_worse_model_pass_and_says_so(
+    mode: str,
+    tolerance: float | str,
+    value: float | None,
+    previous: float | None,
+    passed: bool,
+    within: bool,
+) -> None:
+    rule = QualityGate(metric="m", mode=mode, tolerance=tolerance)
+    ok, reason = gate.judge(rule, value, previous)
+    assert ok is passed, reason
+    assert (ok and gate.within_tolerance(rule, value, previous)) is within
+    if ok and within:
+        assert "within the tolerance" in reason and str(tolerance) in reason
+    elif not ok and value is not None and previous is not None:
+        assert "beyond the tolerance" in reason
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [(0.01, 0.01), ("0.02", 0.02), (" 2.5% ", "2.5%"), (0, 0), (None, None)],
+)
+def test_the_tolerance_field_takes_a_number_or_a_percentage(given: object, kept: object) -> None:
+    assert QualityGate(metric="m", tolerance=given).tolerance == kept
+
+
+@pytest.mark.parametrize("bad", [-0.1, "x", "-1%", "1 %%", True, math.nan, math.inf, [1]])
+def test_a_bad_tolerance_is_refused_naming_the_field(bad: object) -> None:
+    with pytest.raises(SpecError, match=r"tolerance: .* is not a tolerance; give a number >= 0"):
+        QualityGate(metric="m", tolerance=bad)
+
+
+def test_a_model_within_the_tolerance_is_published_and_marked(tmp_path: Path) -> None:
+    """Published like any passing model, with ``within_tolerance`` in the verdict (the XCom's ``quality_gate``)."""
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    lenient = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"model_dir": MODEL},
+            "quality_gate": {"metric": "val_accuracy", "tolerance": 0.02},
+        }
+    )
+    export(hdfs, tmp_path, OTHER_APP, 0.9)
+    assert gate.apply(hdfs, lenient, OTHER_APP).within_tolerance is False
+    export(hdfs, tmp_path, APP, 0.89)
+    verdict = gate.apply(hdfs, lenient, APP)
+    assert verdict.passed and verdict.within_tolerance, verdict.reason
+    assert model_bytes(hdfs) == APP.encode()
+    assert GateResult.from_dict(verdict.to_dict()).within_tolerance is True
+
+
 def test_a_record_without_a_finite_number_has_no_figure() -> None:
     for raw in (math.nan, math.inf, "0.9", True, None):
         assert gate.ModelRecord("a", 1, {"m": raw}).figure("m") is None, raw
