@@ -2,7 +2,8 @@
 
 Dynamic task mapping expands one ``TonyOperator`` over the rates; each mapped
 task's application carries its map index in its YARN tags, so a retry of
-``train[1]`` re-attaches to ``train[1]``'s application and no other.
+``train[1]`` re-attaches to ``train[1]``'s application and no other; Airflow's
+UI names each mapped task by its job's name (``map_index_template``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def job(learning_rate: float) -> dict:
 
 
 with DAG(dag_id="tony_hparam_sweep", schedule=None, catchup=False, tags=["tony", "sweep"], doc_md=__doc__) as dag:
-    TonyOperator.partial(task_id="train", max_active_tis_per_dag=2, poll_interval=2.0).expand(
-        job=[job(lr) for lr in LEARNING_RATES]
-    )
+    # The grid and the task list name each trial by its job (digits-sweep-lr0.05), not train[1].
+    TonyOperator.partial(
+        task_id="train", max_active_tis_per_dag=2, poll_interval=2.0, map_index_template="{{ task.job['name'] }}"
+    ).expand(job=[job(lr) for lr in LEARNING_RATES])

@@ -438,7 +438,8 @@ def test_reattach_after_the_worker_dies(airflow_env, cluster, kill_dag_apps) -> 
 
 def test_hparam_sweep_maps_one_application_per_rate(airflow_env, cluster, kill_dag_apps) -> None:
     """Counts the applications of its own DAG run only (by run tag): a `make demo` or another
-    checkout sweeping at the same time carries other run ids."""
+    checkout sweeping at the same time carries other run ids. Each mapped task is named by its
+    trial (``map_index_template``), as the UI shows it."""
     kill_dag_apps.append("tony_hparam_sweep")
     before = own_runs(airflow_env)
     out = dags_test(airflow_env, "tony_hparam_sweep", timeout=900)
@@ -449,6 +450,15 @@ def test_hparam_sweep_maps_one_application_per_rate(airflow_env, cluster, kill_d
     maps = sorted(t for a in apps for t in a["applicationTags"].split(",") if t.startswith("tony-map:"))
     assert maps == ["tony-map:0", "tony-map:1", "tony-map:2"]
     assert all(a["finalStatus"] == "SUCCEEDED" for a in apps)
+    ((_dag, run_id),) = runs
+    db = Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        names = conn.execute(
+            "SELECT map_index, rendered_map_index FROM task_instance"
+            " WHERE dag_id = ? AND run_id = ? ORDER BY map_index",
+            ("tony_hparam_sweep", run_id),
+        ).fetchall()
+    assert names == [(0, "digits-sweep-lr0.01"), (1, "digits-sweep-lr0.05"), (2, "digits-sweep-lr0.2")], names
 
 
 def test_connection_type_and_test_connection(airflow_env, cluster) -> None:

@@ -113,7 +113,12 @@ FULL: dict[str, Any] = {
             "max_bytes_per_task": 50_000_000_000,
         },
     },
-    "quality_gate": {"metric": "val_loss", "mode": "min", "record": "/models/mnist-published.json", "tolerance": "1.5%"},
+    "quality_gate": {
+        "metric": "val_loss",
+        "mode": "min",
+        "record": "/models/mnist-published.json",
+        "tolerance": "1.5%",
+    },
     "retention": {"max_age_days": 30.0, "keep_runs": 5},
 }
 
