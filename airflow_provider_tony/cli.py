@@ -244,6 +244,9 @@ def submit(args: argparse.Namespace) -> int:
             print(f"interrupted: killed {app_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
         print(f"{app_id} {shown(result.final_status, 40)}: {shown(result.diagnostics, 16000)}", flush=True)
+        cost = result.cost if result.cost is not None and result.cost.final else client.final_cost(app_id)
+        if cost is not None:
+            print(f"cost: {cost.line()}", flush=True)
         if not result.succeeded:
             return EXIT_JOB_FAILED
         if spec.quality_gate.enabled:

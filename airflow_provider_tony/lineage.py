@@ -68,7 +68,7 @@ def job_datasets(spec: JobSpec) -> tuple[list[str], list[str]]:
 
 @attr.define
 class TonyJobRunFacet(RunFacet):
-    """How a TonY job went: the deciding task's last metrics and step, restarts, the quality gate.
+    """How a TonY job went: the deciding task's last metrics and step, restarts, the quality gate, the cost.
 
     Its JSON Schema ships with the package (``facets/TonyJobRunFacet.json``),
     the way Airflow's OpenLineage provider ships its own facets' schemas.
@@ -80,6 +80,7 @@ class TonyJobRunFacet(RunFacet):
     metrics: dict[str, Any] = attr.field(factory=dict)
     restarts: list[dict[str, Any]] = attr.field(factory=list)
     qualityGate: dict[str, Any] | None = attr.field(default=None)  # noqa: N815
+    cost: dict[str, int] | None = attr.field(default=None)
 
     @staticmethod
     def _get_schema() -> str:
@@ -96,6 +97,7 @@ def tony_run_facet(result: dict[str, Any] | None, gate: dict[str, Any] | None) -
         metrics=dict(value.get("metrics") or {}),
         restarts=list(value.get("restarts") or []),
         qualityGate=gate,
+        cost=value.get("cost"),
         producer=PRODUCER,
     )
 

@@ -18,7 +18,7 @@ from airflow.sdk.log import mask_secret
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.messages import JobHistory, StateDocument
+from airflow_provider_tony.runtime.messages import Cost, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv
@@ -196,6 +196,9 @@ class YarnHook(BaseHook):
 
     def report(self, app_id: str) -> AppReport:
         return self.get_conn().report(app_id)
+
+    def final_cost(self, app_id: str) -> Cost | None:
+        return self.get_conn().final_cost(app_id)
 
     def am_state(self, app_id: str) -> StateDocument | None:
         return self.get_conn().am_state(app_id)

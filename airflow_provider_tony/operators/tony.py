@@ -535,6 +535,13 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
 
     def _finish(self, result: JobResult) -> None:
         self._result = result
+        if result.cost is None or not result.cost.final:  # the ending report undercounts (see final_cost)
+            try:
+                result.cost = self.hook.final_cost(result.app_id) or result.cost
+            except Exception as exc:  # noqa: BLE001 - the cost is a report: it must not change the outcome
+                self.log.warning("no final cost for %s: %s", result.app_id, exc)
+        if result.cost is not None:
+            self.log.info("cost of %s: %s", result.app_id, result.cost.line())
         if result.succeeded:
             self.log.info("%s SUCCEEDED: %s", result.app_id, shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS))
             return
@@ -736,6 +743,8 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             "restarts": [r.to_dict() for r in state.restarts],
             "checkpoint_dir": spec.checkpoint.dir if spec else None,
             "model_dir": spec.checkpoint.model_dir if spec else None,
+            # Resource-seconds from the RM's final report: what the run cost (None: YARN had forgotten it).
+            "cost": result.cost.to_dict() if result.cost is not None else None,
         }
 
 

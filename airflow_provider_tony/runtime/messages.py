@@ -56,6 +56,7 @@ __all__ = [
     "STATE_DOCUMENT_VERSION",
     "AppState",
     "ClusterDocument",
+    "Cost",
     "DelegationToken",
     "Drain",
     "Drained",
@@ -489,6 +490,44 @@ class Drained(Message):
     complete: bool = True  # False: the newest local checkpoint could not be uploaded in time
     error: str = ""
     last_step: int | None = None  # the step the training process had reached when it was stopped
+
+
+@dataclass
+class Cost(Message):
+    """What an application used, from the ResourceManager's final report: resource-seconds (YARN's
+    ``resourceSecondsMap``; memory in MiB-seconds as YARN counts it), and the share taken back by
+    preemption. What a platform team charges a run by."""
+
+    vcore_seconds: int = 0
+    memory_mb_seconds: int = 0
+    gpu_seconds: int = 0
+    preempted_vcore_seconds: int = 0
+    preempted_memory_mb_seconds: int = 0
+    preempted_gpu_seconds: int = 0
+    final: bool = False  # no container of the application runs any more: the figures no longer grow
+
+    def validate(self) -> None:
+        self.final = self.final is True
+        for name in (
+            "vcore_seconds",
+            "memory_mb_seconds",
+            "gpu_seconds",
+            "preempted_vcore_seconds",
+            "preempted_memory_mb_seconds",
+            "preempted_gpu_seconds",
+        ):
+            value = _int_or_none(getattr(self, name))
+            setattr(self, name, value if value is not None and value >= 0 else 0)
+
+    def line(self) -> str:
+        """The task log's words for it."""
+        text = (
+            f"{self.vcore_seconds} vcore-seconds, {self.memory_mb_seconds} MB-seconds, {self.gpu_seconds} GPU-seconds"
+        )
+        preempted = (self.preempted_vcore_seconds, self.preempted_memory_mb_seconds, self.preempted_gpu_seconds)
+        if any(preempted):
+            text += f" (preempted: {preempted[0]} vcore-seconds, {preempted[1]} MB-seconds, {preempted[2]} GPU-seconds)"
+        return text
 
 
 @dataclass

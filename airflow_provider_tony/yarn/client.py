@@ -30,7 +30,7 @@ import httpx
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
-from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
+from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
@@ -53,6 +53,8 @@ from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, Clust
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)
+#: How long an ended application's cost is waited for: its AM container exits right after it unregistered.
+FINAL_COST_WAIT_S = 30.0
 
 
 def short_name(principal: str) -> str:
@@ -652,6 +654,26 @@ class TonyClient:
         except Exception as exc:
             raise web.rm_error(self.rm_url, app_id, exc) from exc
         return web.read_report(response, self.rm_url, app_id)
+
+    def final_cost(self, app_id: str, within: float = FINAL_COST_WAIT_S) -> Cost | None:
+        """The ended application's resource-seconds once YARN's count is final (its last container gone).
+
+        YARN reports FINISHED when the AM unregisters, before its container
+        exits, so the first ended report undercounts; this asks again for up to
+        ``within`` seconds and then returns the last count (``final`` False).
+        None when YARN cannot be asked (an RM that forgot the application).
+        """
+        deadline = time.monotonic() + within
+        cost: Cost | None = None
+        while True:
+            try:
+                cost = self.report(app_id).cost
+            except TonyError as exc:
+                log.warning("no cost for %s: %s", app_id, exc)
+                return cost
+            if cost is None or cost.final or time.monotonic() >= deadline:
+                return cost
+            time.sleep(0.5)
 
     def tracking_url(self, app_id: str) -> str:
         return web.tracking_url(self.rm_url, app_id)

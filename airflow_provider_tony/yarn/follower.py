@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Protocol
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
-from airflow_provider_tony.runtime.messages import Failure, Message, StateDocument
+from airflow_provider_tony.runtime.messages import Cost, Failure, Message, StateDocument
 from airflow_provider_tony.yarn import logformat
 
 __all__ = [
@@ -62,6 +62,11 @@ class AppReport(Message):
     progress: float = 0.0
     tags: list[str] = field(default_factory=list)
     name: str = ""
+    cost: Cost | None = None  # the resource-seconds YARN counted so far (final once the application ended)
+
+    def validate(self) -> None:
+        if self.cost is not None and not isinstance(self.cost, Cost):
+            self.cost = Cost.from_dict(self.cost, "cost")
 
     @property
     def active(self) -> bool:
@@ -105,10 +110,13 @@ class JobResult(Message):
     tracking_url: str | None = None
     am_state: StateDocument | None = None
     failure: Failure | None = None
+    cost: Cost | None = None  # from the ResourceManager's final report; None where YARN no longer had it
 
     def validate(self) -> None:
         if self.am_state is not None and not isinstance(self.am_state, StateDocument):
             self.am_state = StateDocument.from_dict(self.am_state, "am_state")
+        if self.cost is not None and not isinstance(self.cost, Cost):
+            self.cost = Cost.from_dict(self.cost, "cost")
         if self.failure is not None and not isinstance(self.failure, Failure):
             self.failure = Failure.from_dict(self.failure, "failure")
         if self.failure is None and not self.succeeded:
@@ -126,7 +134,7 @@ class JobResult(Message):
     @classmethod
     def from_report(cls, rep: AppReport, am_state: StateDocument | None = None) -> JobResult:
         """From the report of an application that has ended."""
-        return cls(rep.app_id, rep.state, rep.final_status, rep.diagnostics, rep.tracking_url, am_state)
+        return cls(rep.app_id, rep.state, rep.final_status, rep.diagnostics, rep.tracking_url, am_state, cost=rep.cost)
 
     @property
     def succeeded(self) -> bool:

@@ -35,7 +35,13 @@ from airflow_provider_tony.runtime.errors import (
     DocumentVersionError,
     SpecError,
 )
-from airflow_provider_tony.runtime.messages import MAX_DOCUMENT_BYTES, MAX_HISTORY_BYTES, JobHistory, StateDocument
+from airflow_provider_tony.runtime.messages import (
+    MAX_DOCUMENT_BYTES,
+    MAX_HISTORY_BYTES,
+    Cost,
+    JobHistory,
+    StateDocument,
+)
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.failover import AsyncFailoverTransport, Endpoints, FailoverTransport
 from airflow_provider_tony.yarn.follower import AppReport
@@ -152,6 +158,48 @@ def parse_app_report(data: Any, app_id: str, tracking_url: str) -> AppReport:
         progress=float(app.get("progress") or 0.0) / 100.0,
         tags=sorted(t for t in (app.get("applicationTags") or "").split(",") if t),
         name=app.get("name") or "",
+        cost=parse_cost(app),
+    )
+
+
+#: YARN's resource names in ``resourceSecondsMap`` (memory is in MiB).
+_VCORES, _MEMORY, _GPU = "vcores", "memory-mb", "yarn.io/gpu"
+
+
+def _resource_seconds(raw: Any) -> dict[str, int]:
+    """``resourceSecondsMap`` as JAXB's JSON writes it: ``{"entry": {...}}`` for one resource, ``{"entry": [...]}``
+    for several, ``{}`` for none; anything else counts as nothing."""
+    entries = raw.get("entry") if isinstance(raw, dict) else None
+    out: dict[str, int] = {}
+    for entry in [entries] if isinstance(entries, dict) else entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+            try:
+                out[entry["key"]] = max(0, int(entry.get("value") or 0))
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def parse_cost(app: dict[str, Any]) -> Cost:
+    """The application's resource-seconds from the RM's report (the map, else the older scalar fields)."""
+    used, preempted = (
+        _resource_seconds(app.get("resourceSecondsMap")),
+        _resource_seconds(app.get("preemptedResourceSecondsMap")),
+    )
+    return Cost.from_dict(
+        {
+            "vcore_seconds": used.get(_VCORES, app.get("vcoreSeconds")),
+            "memory_mb_seconds": used.get(_MEMORY, app.get("memorySeconds")),
+            "gpu_seconds": used.get(_GPU, 0),
+            "preempted_vcore_seconds": preempted.get(_VCORES, app.get("preemptedVcoreSeconds")),
+            "preempted_memory_mb_seconds": preempted.get(_MEMORY, app.get("preemptedMemorySeconds")),
+            "preempted_gpu_seconds": preempted.get(_GPU, 0),
+            # YARN reports FINISHED as soon as the AM unregisters, while its container still runs and
+            # counts: the figures are final once no container runs (runningContainers -1 or 0).
+            "final": str(app.get("state")) in ("FINISHED", "FAILED", "KILLED")
+            and int(app.get("runningContainers") or 0) <= 0,
+        },
+        "cost",
     )
 
 

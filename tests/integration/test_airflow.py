@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 from tests._util import assert_no_java_started, get_json, hide_jdks_prefix, rm_apps, wait_until, without_java
@@ -359,11 +360,18 @@ def test_out_of_range_param_is_rejected_before_yarn(airflow_env, cluster) -> Non
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
-def test_modes_succeed_and_fail_alike(airflow_env, kill_dag_apps, deferrable: bool) -> None:
+def test_modes_succeed_and_fail_alike(airflow_env, cluster, kill_dag_apps, deferrable: bool) -> None:
+    """Both modes end alike; the result carries the run's cost, equal to the RM's final report of it."""
     kill_dag_apps += ["tony_test_ok", "tony_test_fail"]
     ok = dags_test(airflow_env, "tony_test_ok", dagfile=TEST_DAGS, deferrable=deferrable)
     assert run_state(ok) == "success", ok[-4000:]
-    assert result_of(ok)["final_state"] == "SUCCEEDED"
+    result = result_of(ok)
+    assert result["final_state"] == "SUCCEEDED"
+    rm = httpx.get(f"{cluster.rm_url}/ws/v1/cluster/apps/{result['application_id']}", timeout=30).json()["app"]
+    cost = result["cost"]
+    assert (cost["memory_mb_seconds"], cost["vcore_seconds"]) == (rm["memorySeconds"], rm["vcoreSeconds"]), rm
+    assert cost["memory_mb_seconds"] > 0 and cost["vcore_seconds"] > 0
+    assert f"cost of {result['application_id']}: {cost['vcore_seconds']} vcore-seconds" in ok
     failed = dags_test(airflow_env, "tony_test_fail", dagfile=TEST_DAGS, deferrable=deferrable)
     assert run_state(failed) == "failed", failed[-4000:]
     for needle in (

@@ -372,6 +372,9 @@ class SubmitClient:
     def wait(self, app_id: str, **kwargs: Any) -> Any:
         return succeeded()
 
+    def final_cost(self, app_id: str) -> None:
+        return None
+
     @property
     def webhdfs(self) -> FakeHdfs:
         return self._hdfs

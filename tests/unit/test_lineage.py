@@ -25,6 +25,7 @@ from openlineage.client.serde import Serde  # noqa: E402
 
 from airflow_provider_tony import lineage  # noqa: E402
 from airflow_provider_tony.operators.tony import QualityGateFailed  # noqa: E402
+from airflow_provider_tony.runtime.messages import Cost  # noqa: E402
 from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
 from tests.unit.test_gate import MODEL, OTHER_APP, export, gated_operator  # noqa: E402
 from tests.unit.test_operator import APP, operator, succeeded  # noqa: E402
@@ -53,7 +54,8 @@ def validate_tony_facet(facets: dict[str, Any]) -> None:
 
 
 def test_complete_names_inputs_outputs_application_metrics_and_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
-    op, _hook, ctx = operator(succeeded(), deferrable=False)
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    hook.cost = Cost(vcore_seconds=30, memory_mb_seconds=61440, gpu_seconds=4, preempted_vcore_seconds=2, final=True)
     op.job["checkpoint"]["warm_start_from"] = "/user/airflow/tony/checkpoints/nightly/train/yesterday"
     op.job["files"] = {"vocab.txt": f"{NAMESPACE}/data/vocab.txt"}
     monkeypatch.setattr(op, "_lineage_namespace", lambda: NAMESPACE)
@@ -72,6 +74,7 @@ def test_complete_names_inputs_outputs_application_metrics_and_restarts(monkeypa
     assert tony["applicationId"] == APP and tony["finalState"] == "SUCCEEDED" and tony["step"] == 60
     assert tony["metrics"] == {"val_accuracy": 0.91} and tony["restarts"][0]["failed_task"] == "worker:1"
     assert tony["_producer"] == lineage.PRODUCER
+    assert tony["cost"]["memory_mb_seconds"] == 61440 and tony["cost"]["preempted_vcore_seconds"] == 2
     validate_tony_facet(facets)
 
 

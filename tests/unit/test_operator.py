@@ -19,6 +19,7 @@ from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import (
+    Cost,
     JobHistory,
     Progress,
     RestartRecord,
@@ -115,6 +116,8 @@ class FakeHook:
         self.killed: list[str] = []
         self.logs_asked: list[tuple[str, str]] = []
         self.apps: list[AppReport] = []  # what YARN knows, newest first (as the real hook lists them)
+        self.cost: Cost | None = None  # what the RM's final report counts (final_cost)
+        self.costs_asked: list[str] = []
 
     # The hook's own methods, no ``get_conn``: the operator must go through the hook (its one door).
     def tracking_url(self, app_id: str) -> str:
@@ -155,6 +158,10 @@ class FakeHook:
             diagnostics=r.diagnostics,
             tracking_url=r.tracking_url,
         )
+
+    def final_cost(self, app_id: str) -> Cost | None:
+        self.costs_asked.append(app_id)
+        return self.cost
 
     def kill(self, app_id: str) -> None:
         self.killed.append(app_id)
@@ -204,7 +211,9 @@ def failed(diagnostics: str) -> JobResult:
 
 def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
     op, hook, ctx = operator(succeeded(), deferrable=False, poll_interval=0.5)
+    hook.cost = Cost(vcore_seconds=12, memory_mb_seconds=3456, gpu_seconds=7, final=True)
     value = op.execute(ctx)
+    assert hook.costs_asked == [APP], "the ending report undercounts: the final count is asked for"
     assert len(hook.submitted) == 1
     spec, attempt, tags = hook.submitted[0]
     assert attempt == 1 and "tony-task:train" in tags and "tony-try:1" in tags
@@ -251,6 +260,15 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
         ],
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
+        "cost": {
+            "vcore_seconds": 12,
+            "memory_mb_seconds": 3456,
+            "gpu_seconds": 7,
+            "preempted_vcore_seconds": 0,
+            "preempted_memory_mb_seconds": 0,
+            "preempted_gpu_seconds": 0,
+            "final": True,
+        },
     }
     assert ctx["ti"].xcom[XCOM_TRACKING_URL] == URL and ctx["ti"].xcom["application_id"] == APP
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
@@ -749,3 +767,17 @@ def test_a_reused_successful_application_announces_its_model() -> None:
     ctx["outlet_events"] = OutletEvents()
     op.get_job_result(APP, ctx)
     assert ctx["outlet_events"][asset].extra["application_id"] == APP
+
+
+def test_a_final_cost_in_the_result_is_not_asked_for_again_and_an_unreachable_rm_changes_no_outcome() -> None:
+    done = succeeded()
+    done.cost = Cost(vcore_seconds=5, memory_mb_seconds=50, final=True)
+    op, hook, ctx = operator(done, deferrable=False)
+    assert op.execute(ctx)["cost"]["memory_mb_seconds"] == 50 and hook.costs_asked == []
+
+    def unreachable(app_id: str) -> None:
+        raise ClusterError("the ResourceManager does not answer")
+
+    op, hook, ctx = operator(succeeded(), deferrable=False)
+    hook.final_cost = unreachable  # type: ignore[method-assign]
+    assert op.execute(ctx)["cost"] is None

@@ -20,6 +20,10 @@ class FakeHook:
     base_path = "/user/airflow/tony"
     default_queue = "default"
 
+    def final_cost(self, app_id: str) -> None:
+        """The RM's final count: none here (the result's own figures stay)."""
+        return None
+
     def __init__(self) -> None:
         self.killed: list[str] = []
 
