@@ -23,8 +23,7 @@ a retry re-attaches to a still-running application instead of submitting a
 second one, or resumes from the run's last checkpoint on HDFS. With
 ``warm_start`` (default on) a run that has no checkpoint yet starts from the
 day before's weights. Each published model emits an event on the ``digits``
-model asset, which schedules ``tony_score_new_model``. A run still not done
-4 hours after it was queued is reported by a deadline alert.
+model asset, which schedules ``tony_score_new_model``.
 """
 
 from __future__ import annotations
@@ -35,10 +34,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.definitions.callback import AsyncCallback
-from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
-from airflow_provider_tony.alerts import log_missed_deadline
 from airflow_provider_tony.assets import data_asset, model_asset
 from airflow_provider_tony.operators.tony import TonyOperator
 
@@ -65,13 +61,6 @@ with DAG(
     },
     tags=["tony", "training"],
     doc_md=__doc__,
-    # Tomorrow's model has to be there in the morning: a run not done 4 hours after it was queued
-    # is reported (the triggerer's log here; point the callback at a pager or a chat channel).
-    deadline=DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(hours=4),
-        callback=AsyncCallback(log_missed_deadline, kwargs={"what": "tonight's retrain"}),
-    ),
     params={"warm_start": Param(True, type="boolean", title="Warm start from yesterday's checkpoint")},
 ) as dag:
 
