@@ -1,0 +1,46 @@
+"""The example DAGs parse and carry what the README says of them (no cluster: a DagBag of ``dags/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import os
+
+    os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
+    from airflow.dag_processing.dagbag import DagBag
+
+    found = DagBag(str(DAGS))
+    assert found.import_errors == {}, found.import_errors
+    return found
+
+
+def test_every_example_dag_parses(bag: Any) -> None:
+    assert set(bag.dag_ids) >= {
+        "tony_digits_partition",
+        "tony_hparam_sweep",
+        "tony_nightly_retrain",
+        "tony_retrain_on_landing",
+        "tony_score_new_model",
+        "tony_train_on_demand",
+    }
+
+
+def test_the_landing_dag_is_scheduled_on_a_watched_asset(bag: Any) -> None:
+    from airflow_provider_tony.triggers.hdfs_partition import HdfsPartitionTrigger
+
+    dag = bag.dags["tony_retrain_on_landing"]
+    (asset,) = dag.timetable.asset_condition.objects
+    (watcher,) = asset.watchers
+    assert isinstance(watcher.trigger, HdfsPartitionTrigger) and watcher.trigger.path == "data/digits-landed/dt=*"
+
+
+def test_the_sweep_names_its_trials(bag: Any) -> None:
+    assert bag.dags["tony_hparam_sweep"].get_task("train").map_index_template == "{{ task.job['name'] }}"
