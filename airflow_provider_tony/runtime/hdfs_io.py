@@ -35,9 +35,15 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
         from airflow_provider_tony.runtime.token_refresh import TokenSource
         from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
 
+        from airflow_provider_tony.runtime.token_refresh import TokenFileReader, read_token_file
+
         refreshing = env.get(C.ENV_TOKENS_REFRESHED) == "1"
-        fetch = None if kv is None or not refreshing else (lambda: kv.get(C.KV_HDFS_TOKEN))
-        return DelegationTokenClient(url, TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
+        sources: list[TokenSource] = []  # the reader reads with the token its source sends now
+        fetch = None
+        if kv is not None and refreshing:
+            fetch = TokenFileReader(kv.get, lambda path: read_token_file(url, sources[0].in_use, path))
+        sources.append(TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
+        return DelegationTokenClient(url, sources[0])
     from hdfs import InsecureClient
 
     return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)
