@@ -32,10 +32,8 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
         return None
     if env.get(C.ENV_WEBHDFS_AUTH) == C.WEBHDFS_AUTH_DELEGATION:
         from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token
-        from airflow_provider_tony.runtime.token_refresh import TokenSource
+        from airflow_provider_tony.runtime.token_refresh import TokenFileReader, TokenSource, read_token_file
         from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
-
-        from airflow_provider_tony.runtime.token_refresh import TokenFileReader, read_token_file
 
         refreshing = env.get(C.ENV_TOKENS_REFRESHED) == "1"
         sources: list[TokenSource] = []  # the reader reads with the token its source sends now

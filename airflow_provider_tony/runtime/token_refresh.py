@@ -257,7 +257,8 @@ class TokenFileReader:
         except Exception as exc:  # noqa: BLE001 - the token in use goes on; the next poll tries again
             from airflow_provider_tony.runtime.webhdfs_token import redact
 
-            log.warning("could not read the AM's HDFS token %d: %s", pointer.seq, redact(f"{type(exc).__name__}: {exc}"))
+            text = redact(f"{type(exc).__name__}: {exc}")
+            log.warning("could not read the AM's HDFS token %d: %s", pointer.seq, text)
             return None
         self._taken = pointer.seq
         return data

@@ -200,3 +200,6 @@ def test_job_files_named_like_our_modules_never_run_in_the_am_or_the_executor(
     result = tony_client.wait(app_id, poll_interval=0.5)
     assert result.succeeded, result.diagnostics
     assert result.am_state is not None and result.am_state.tasks["worker:0"].exit_code == 0
+    # Issue 35.7: the AM removes the application's staging folder at the end.
+    wait_until(lambda: tony_client.report(app_id).state == "FINISHED", 120, f"{app_id} to finish")
+    assert tony_client.hdfs().status(f".skein/{app_id}", strict=False) is None, "the staging folder was left"

@@ -252,9 +252,16 @@ def test_the_pointer_round_trips_names_no_token_and_refuses_odd_paths() -> None:
     pointer = TokenPointer(path="/user/tony/.skein/app_1/tony-hdfs-token-3", seq=3)
     assert TokenPointer.from_json(pointer.to_json()) == pointer
     assert json.loads(pointer.to_json()) == {"path": pointer.path, "seq": 3}, "a path and a number, nothing more"
-    for bad in ({"path": ".skein/app_1/t", "seq": 1}, {"path": "/user/x/../bob/t", "seq": 1},
-                {"path": "/a/./t", "seq": 1}, {"path": "/a\n/t", "seq": 1}, {"path": "/" + "a" * 1001, "seq": 1},
-                {"path": "/a/t", "seq": -1}, {"path": "/a/t", "seq": "x"}, {"path": 7, "seq": 1}):
+    for bad in (
+        {"path": ".skein/app_1/t", "seq": 1},
+        {"path": "/user/x/../bob/t", "seq": 1},
+        {"path": "/a/./t", "seq": 1},
+        {"path": "/a\n/t", "seq": 1},
+        {"path": "/" + "a" * 1001, "seq": 1},
+        {"path": "/a/t", "seq": -1},
+        {"path": "/a/t", "seq": "x"},
+        {"path": 7, "seq": 1},
+    ):
         with pytest.raises(SpecError, match="TokenPointer"):
             TokenPointer.from_dict(bad)
 
