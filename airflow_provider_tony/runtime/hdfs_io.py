@@ -41,6 +41,7 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
         if kv is not None and refreshing:
             fetch = TokenFileReader(kv.get, lambda path: read_token_file(url, sources[0].in_use, path))
         sources.append(TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
+        sources[0].start_polling()  # None without fetch
         return DelegationTokenClient(url, sources[0])
     from hdfs import InsecureClient
 

@@ -156,6 +156,9 @@ class TokenSource:
         self._url_string = initial.url_string()
         dates = identifier_dates(initial.identifier)
         self._end = dates.max_date if dates is not None else None
+        # The application's own token, renewed by the ResourceManager up to its maximum date: what the
+        # next token's file is read with when the one in use has passed its end between two polls.
+        self._own = (self._url_string, self._end)
         self._seq = -1  # the application's own token: any published one is newer
         self._fetch = fetch
         self._poll_s = poll_s
@@ -170,8 +173,44 @@ class TokenSource:
 
     @property
     def in_use(self) -> str:
-        """The token sent now, without looking for a newer one (what reads the next one's file sends)."""
+        """The token to read the next token's file with, without looking for a newer one: the one sent
+        now, or the application's own when that one has passed its end and the own one has not."""
+        end, (own, own_end) = self._end, self._own
+        now = self._clock()
+        if end is not None and now >= end and (own_end is None or now < own_end):
+            return own
         return self._url_string
+
+    def poll(self) -> None:
+        """Look for a newer published token now (what :meth:`start_polling`'s thread calls)."""
+        if self._fetch is None:
+            return
+        with self._lock:
+            self._last_poll = self._clock()
+            self._take(self._fetch())
+
+    def start_polling(self, interval: float = EXECUTOR_POLL_S) -> threading.Thread | None:
+        """A daemon thread that polls every ``interval`` seconds, whether or not the job makes WebHDFS calls.
+
+        A token from the AM is renewed once, so it ends a quarter of its lifetime
+        after the AM publishes the next one; the next one's file must be read
+        with a token that still works, and a task that uploads rarely would
+        otherwise look only after its token had died. None without ``fetch``.
+        """
+        if self._fetch is None:
+            return None
+
+        def run() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.poll()
+                except Exception as exc:  # noqa: BLE001 - the next poll tries again
+                    log.warning("looking for a fresh HDFS token failed: %s", type(exc).__name__)
+
+        stop = threading.Event()
+        thread = threading.Thread(target=run, name="tony-token-poll", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def end(self) -> float | None:

@@ -521,3 +521,31 @@ def test_refresh_without_a_keytab_is_refused_before_submit(tmp_path: Path) -> No
     assert str(tmp_path) not in str(err.value)
     with pytest.raises(SpecError, match="kerberos.refresh_tokens: 'yes' is not true or false"):
         JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "kerberos": {"refresh_tokens": "yes"}})
+
+
+def test_the_next_file_is_read_with_a_token_that_still_works_and_without_a_call_of_the_job() -> None:
+    """A token from the AM ends a quarter of its life after the next one is published: polling does not wait
+    for the job's next WebHDFS call, and past the end of the token in use the application's own reads it."""
+    own, first = token(T0, T0 + 240, b"own"), token(T0, T0 + 300, b"first")
+    clock, kv, used = Clock(T0 + 1), {}, []
+    files = {"/s/t0": DelegationToken(token=first.url_string(), seq=0, expires=T0 + 60).to_json()}
+
+    def read(path: str) -> bytes:
+        used.append(source.in_use)
+        return files[path]
+
+    source = tr.TokenSource(own, tr.TokenFileReader(kv.get, read), refreshing=True, poll_s=600, clock=clock)
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t0", seq=0).to_json()
+    thread = source.start_polling(interval=0.01)
+    assert thread is not None and thread.daemon
+    from tests._util import wait_until
+
+    wait_until(lambda: source.seq == 0, 10, "the poller to take token 0 without any request")
+    assert used == [own.url_string()]
+    second = token(T0 + 50, T0 + 300, b"second")
+    files["/s/t1"] = DelegationToken(token=second.url_string(), seq=1, expires=T0 + 120).to_json()
+    clock.now = T0 + 61  # token 0 has ended (no renewal): the application's own token reads the next file
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t1", seq=1).to_json()
+    wait_until(lambda: source.seq == 1, 10, "the poller to take token 1")
+    assert used == [own.url_string(), own.url_string()] and source.current() == second.url_string()
+    assert tr.TokenSource(own, None).start_polling() is None
