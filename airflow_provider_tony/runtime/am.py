@@ -129,6 +129,7 @@ class ApplicationMaster:
         self.held_exits: dict[str, float] = {}
         # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
         self.retired_services: set[str] = set()
+        self.refresher: token_refresh.TokenRefresher | None = None  # kerberos.refresh_tokens
 
     # ---------------------------------------------------------------- the job page
 
@@ -161,6 +162,12 @@ class ApplicationMaster:
     def render_page(self) -> str:
         return render_page(self.job_history(), now_wall=time.time())
 
+    def hdfs(self) -> Any | None:
+        """The AM's WebHDFS client: with the refresher's newest token when the job refreshes tokens."""
+        url = os.environ.get(C.ENV_WEBHDFS_URL)
+        fresh = self.refresher.client(url) if self.refresher is not None and url else None
+        return fresh if fresh is not None else hdfs_io.client_from_env(kv=self.app.kv)
+
     def write_history(self) -> None:
         """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
         paths = history_paths(
@@ -168,7 +175,7 @@ class ApplicationMaster:
             self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
             os.environ.get(C.ENV_HISTORY_DIR),
         )
-        client = hdfs_io.client_from_env(kv=self.app.kv) if paths else None
+        client = self.hdfs() if paths else None
         if client is None:
             return
         try:
@@ -185,7 +192,7 @@ class ApplicationMaster:
         Java AM deletes it too, but only on an orderly shutdown; this does not
         wait for that. A failure is logged: ``tony gc`` removes what is left.
         """
-        client = hdfs_io.client_from_env(kv=self.app.kv) if self.app_id else None
+        client = self.hdfs() if self.app_id else None
         if client is None:
             return
         try:
@@ -561,7 +568,7 @@ def main() -> int:
     try:
         # kerberos.refresh_tokens: a daemon thread, None otherwise. Before the loop, so before the
         # cluster spec is handed out: the keytab's staged copy must be gone before any job code runs.
-        token_refresh.start_for_am(app)
+        am.refresher = token_refresh.start_for_am(app)
         verdict = am.run()
     except KeytabCopyLeft as exc:
         verdict = Verdict(False, str(exc), retryable=False)

@@ -425,6 +425,7 @@ class TokenRefresher(threading.Thread):
         self.clock = clock
         self.stop_event = threading.Event()
         self.refreshed = 0  # tokens published so far
+        self.latest: DelegationToken | None = None  # the newest one published (the AM's own WebHDFS calls use it)
         self.failures = 0  # failed tries in a row
 
     def refresh_once(self) -> float:
@@ -445,6 +446,7 @@ class TokenRefresher(threading.Thread):
             return delay
         self.failures = 0
         self.refreshed += 1
+        self.latest = msg
         now = self.clock()
         due = next_refresh(now, msg.expires, msg.max_date)
         end = token_end(msg.expires, msg.max_date)
@@ -463,6 +465,12 @@ class TokenRefresher(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def client(self, url: str) -> Any | None:
+        """A WebHDFS client with the newest published token (None before the first): past the
+        application's own token's maximum date, the AM's last calls (history, cleanup) need it."""
+        latest = self.latest
+        return None if latest is None else _token_client(url)(latest.token)
 
 
 def remove_staged_copies(client: Any, app_id: str, keytab: str) -> int:
