@@ -9,7 +9,7 @@ shuts the application down with a final status and diagnostics. skein ends
 the application when this process exits, so it always calls ``shutdown``
 itself first.
 
-    python -m airflow_provider_tony.runtime.am
+    python -I -u -c <boot> tony_runtime.zip airflow_provider_tony.runtime.am   (yarn/appspec.py)
 """
 
 from __future__ import annotations
