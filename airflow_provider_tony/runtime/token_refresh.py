@@ -70,7 +70,7 @@ RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 300.0
 #: When WebHDFS tells neither an expiry nor a maximum date, refresh this often.
 FALLBACK_REFRESH_S = 3600.0
-#: How often an executor looks for a newer published token (only when it makes a WebHDFS call).
+#: How often an executor looks for a newer published token (its poller thread, and on a WebHDFS call).
 EXECUTOR_POLL_S = 10.0
 
 
