@@ -278,7 +278,8 @@ def _gc_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="DAYS",
         help="remove old runs' checkpoint folders, .damaged- copies, history files, staged src/ and envs/ "
-        "archives and TensorBoard events folders (tensorboard/<app>) not used for this many days",
+        "archives and TensorBoard events folders (tensorboard/<app>) not used for this many days (the "
+        "staging folders ~/.skein/<app> of ended applications go whatever their age)",
     )
     parser.add_argument(
         "--keep-runs",
@@ -332,8 +333,17 @@ def gc(args: argparse.Namespace) -> int:
             print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)
         if not args.dry_run:
             retention.remove(hdfs, removals)
+        # Staging folders of ended applications (~/.skein/<app>): per user, whatever the base path.
+        max_age_s = args.max_age_days * 86400 if args.max_age_days is not None else None
+        staged = client.ended_staging(max_age_s=max_age_s)
+        for app_id, why in staged:
+            print(f"{'would remove' if args.dry_run else 'removing'} ~/.skein/{app_id}: {why}", flush=True)
+            if not args.dry_run:
+                client.remove_staging(app_id)
     kept = len(items) - len(removals)
     print(f"{len(removals)} {'to remove' if args.dry_run else 'removed'}, {kept} kept under {base}")
+    if staged:
+        print(f"{len(staged)} staging folder(s) of ended applications {'to remove' if args.dry_run else 'removed'}")
     return 0
 
 

@@ -9,7 +9,7 @@ shuts the application down with a final status and diagnostics. skein ends
 the application when this process exits, so it always calls ``shutdown``
 itself first.
 
-    python -m airflow_provider_tony.runtime.am
+    python -I -u -c <boot> tony_runtime.zip airflow_provider_tony.runtime.am   (yarn/appspec.py)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hdfs_io, priority, token_refresh
-from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.errors import KeytabCopyLeft, SpecError
 from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.history import (
     MetricHistory,
@@ -129,6 +129,7 @@ class ApplicationMaster:
         self.held_exits: dict[str, float] = {}
         # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
         self.retired_services: set[str] = set()
+        self.refresher: token_refresh.TokenRefresher | None = None  # kerberos.refresh_tokens
 
     # ---------------------------------------------------------------- the job page
 
@@ -161,6 +162,12 @@ class ApplicationMaster:
     def render_page(self) -> str:
         return render_page(self.job_history(), now_wall=time.time())
 
+    def hdfs(self) -> Any | None:
+        """The AM's WebHDFS client: with the refresher's newest token when the job refreshes tokens."""
+        url = os.environ.get(C.ENV_WEBHDFS_URL)
+        fresh = self.refresher.client(url) if self.refresher is not None and url else None
+        return fresh if fresh is not None else hdfs_io.client_from_env(kv=self.app.kv)
+
     def write_history(self) -> None:
         """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
         paths = history_paths(
@@ -168,7 +175,7 @@ class ApplicationMaster:
             self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
             os.environ.get(C.ENV_HISTORY_DIR),
         )
-        client = hdfs_io.client_from_env(kv=self.app.kv) if paths else None
+        client = self.hdfs() if paths else None
         if client is None:
             return
         try:
@@ -176,6 +183,23 @@ class ApplicationMaster:
                 log.info("history written to %s", path)
         except Exception as exc:  # noqa: BLE001 - the verdict matters more than its record
             log.warning("could not write the history to HDFS (%s): %s", ", ".join(paths), exc)
+
+    def remove_staging(self) -> None:
+        """Delete the job's staging folder ``~/.skein/<app>`` on HDFS: nothing needs it once the job is decided.
+
+        It holds what YARN localised (skein's files, scripts, the job's local
+        files) and, with ``kerberos.refresh_tokens``, the token files. skein's
+        Java AM deletes it too, but only on an orderly shutdown; this does not
+        wait for that. A failure is logged: ``tony gc`` removes what is left.
+        """
+        client = self.hdfs() if self.app_id else None
+        if client is None:
+            return
+        try:
+            if client.delete(f".skein/{self.app_id}", recursive=True):
+                log.info("removed the staging folder ~/.skein/%s", self.app_id)
+        except Exception as exc:  # noqa: BLE001 - the verdict matters more than the cleanup
+            log.warning("could not remove the staging folder ~/.skein/%s: %s", self.app_id, type(exc).__name__)
 
     # ---------------------------------------------------------------- input
 
@@ -518,6 +542,7 @@ class ApplicationMaster:
         deadline = time.monotonic() + FINAL_LINGER_S
         while time.monotonic() < deadline and not self.acknowledged():
             time.sleep(0.2)
+        self.remove_staging()
         self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
 
 
@@ -540,9 +565,14 @@ def main() -> int:
         return 0
     am = ApplicationMaster(app, spec, app_id)
     am.start_web()
-    token_refresh.start_for_am(app)  # kerberos.refresh_tokens: a daemon thread, None otherwise
     try:
+        # kerberos.refresh_tokens: a daemon thread, None otherwise. Before the loop, so before the
+        # cluster spec is handed out: the keytab's staged copy must be gone before any job code runs.
+        am.refresher = token_refresh.start_for_am(app)
         verdict = am.run()
+    except KeytabCopyLeft as exc:
+        verdict = Verdict(False, str(exc), retryable=False)
+        am.tracker.verdict = verdict
     except Exception as exc:
         log.exception("application master failed")
         verdict = Verdict(False, f"application master error: {type(exc).__name__}: {exc}", retryable=True)

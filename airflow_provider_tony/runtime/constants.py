@@ -69,10 +69,14 @@ KV_DRAINED_PREFIX = "tony/drained/"
 DRAIN_POLL_S = 1.0
 DRAIN_UPLOAD_S = 50.0
 DRAIN_TIMEOUT_S = 60.0
-# The newest HDFS delegation token the AM obtained from the job's keytab (a
-# DelegationToken message). Outside KV_PREFIX on purpose: the AM reads the whole
-# tony/ prefix every tick, and a secret has no business in that read.
-KV_HDFS_TOKEN = "tony-secret/hdfs-token"  # noqa: S105 - a key's name, not a secret
+# Where the newest HDFS delegation token the AM obtained from the job's keytab is (a
+# TokenPointer message: an HDFS path and a sequence number, never the token, because
+# skein's web UI lists every value of the store to viewers of the application). The
+# token itself is a DelegationToken message in a 0600 file of the job user's staging
+# folder, ~/.skein/<app>/<TOKEN_FILE_PREFIX><seq>. Outside KV_PREFIX: the AM reads the
+# whole tony/ prefix every tick and has no use for it.
+KV_TOKEN_POINTER = "tony-token/pointer"  # noqa: S105 - a key's name, not a secret
+TOKEN_FILE_PREFIX = "tony-hdfs-token-"  # noqa: S105 - a file name's prefix
 # Per-task keys of one gang: the AM clears them (and the cluster spec) when it restarts the gang.
 KV_GANG_PREFIXES = (KV_REGISTER_PREFIX, KV_HEARTBEAT_PREFIX, KV_EXIT_PREFIX, KV_DRAINED_PREFIX)
 

@@ -56,6 +56,14 @@ class RenameFailed(ClusterError):
         super().__init__(f"could not rename {src} to {dst} on HDFS: {cause}")
 
 
+class KeytabCopyLeft(ClusterError):
+    """The AM could not remove the keytab's staged copy from HDFS (``kerberos.refresh_tokens``).
+
+    The copy is readable with the job's HDFS token, so the AM ends the job
+    before it hands out the cluster spec, before any job code runs.
+    """
+
+
 class ClusterUnreachable(ClusterError):
     """The ResourceManager did not answer (down, restarting, failing over): worth asking again."""
 

@@ -32,12 +32,17 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
         return None
     if env.get(C.ENV_WEBHDFS_AUTH) == C.WEBHDFS_AUTH_DELEGATION:
         from airflow_provider_tony.runtime.hadoop_tokens import hdfs_delegation_token
-        from airflow_provider_tony.runtime.token_refresh import TokenSource
+        from airflow_provider_tony.runtime.token_refresh import TokenFileReader, TokenSource, read_token_file
         from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
 
         refreshing = env.get(C.ENV_TOKENS_REFRESHED) == "1"
-        fetch = None if kv is None or not refreshing else (lambda: kv.get(C.KV_HDFS_TOKEN))
-        return DelegationTokenClient(url, TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
+        sources: list[TokenSource] = []  # the reader reads with the token its source sends now
+        fetch = None
+        if kv is not None and refreshing:
+            fetch = TokenFileReader(kv.get, lambda path: read_token_file(url, sources[0].in_use, path))
+        sources.append(TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
+        sources[0].start_polling()  # None without fetch
+        return DelegationTokenClient(url, sources[0])
     from hdfs import InsecureClient
 
     return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)

@@ -16,7 +16,8 @@ message                written by                read by
 ``EventRecord``        executor                  AM (its event list)
 ``ClusterDocument``    AM                        executors (TF_CONFIG, GPUs)
 ``Slot``               AM                        a restarted gang's executors (who they are)
-``DelegationToken``    AM (token_refresh.py)     executors (their WebHDFS client)
+``TokenPointer``       AM (token_refresh.py)     executors (where to read the token)
+``DelegationToken``    AM (a 0600 HDFS file)     executors (their WebHDFS client)
 ``RestartRecord``      AM                        clients (inside the state document)
 ``Failure``            AM                        clients (the verdict's root cause)
 ``TaskSummary``        AM                        clients (inside the state document)
@@ -58,6 +59,7 @@ __all__ = [
     "ClusterDocument",
     "Cost",
     "DelegationToken",
+    "TokenPointer",
     "Drain",
     "Drained",
     "EventRecord",
@@ -559,9 +561,10 @@ class Failure(Message):
 class DelegationToken(Message):
     """An HDFS delegation token the AM obtained from the job's keytab, for the executors' WebHDFS clients.
 
-    ``token`` is a secret (Hadoop's URL string): it travels only under
-    ``constants.KV_HDFS_TOKEN``, never in the state document, an event or a
-    log, and the ``repr`` leaves it out. Dates are seconds since the epoch.
+    ``token`` is a secret (Hadoop's URL string): it is written only to a 0600
+    HDFS file of the job's user (see :class:`TokenPointer`), never to the
+    key-value store, the state document, an event or a log, and the ``repr``
+    leaves it out. Dates are seconds since the epoch.
     """
 
     token: str = field(default="", repr=False)
@@ -573,6 +576,37 @@ class DelegationToken(Message):
     def validate(self) -> None:
         self.token = str(self.token or "")
         self.seq = int(self.seq)
+
+
+#: The longest HDFS path a TokenPointer may name.
+MAX_POINTER_PATH_CHARS = 1000
+
+
+@dataclass
+class TokenPointer(Message):
+    """Where the AM wrote its newest :class:`DelegationToken`: the only part of a refresh in the key-value store.
+
+    skein's web UI lists every value of that store (``<rm>/proxy/<app>/kv``) to
+    anyone with view rights on the application, so the token itself lives in a
+    0600 file of the job user's staging folder (``~/.skein/<app>/``), which an
+    executor reads over WebHDFS with the token it holds. ``path`` is absolute
+    and has no ``.``/``..`` component; ``seq`` is the token's ``seq``.
+    """
+
+    path: str = ""
+    seq: int = 0
+
+    def validate(self) -> None:
+        path = self.path if isinstance(self.path, str) else ""
+        if not path.startswith("/") or len(path) > MAX_POINTER_PATH_CHARS or not path.isprintable():
+            raise SpecError("TokenPointer.path", f"{_text(path, 80)!r} is not an absolute HDFS path; ignored")
+        if any(part in (".", "..") for part in path.split("/")):
+            raise SpecError("TokenPointer.path", f"{_text(path, 80)!r} has a '.' or '..' component; ignored")
+        self.path = path
+        seq = _int_or_none(self.seq)
+        if seq is None or seq < 0:
+            raise SpecError("TokenPointer.seq", f"{_text(self.seq, 40)!r} is not a token's sequence number; ignored")
+        self.seq = seq
 
 
 @dataclass

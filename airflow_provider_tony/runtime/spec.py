@@ -40,7 +40,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar, get_args, get_type_hints
 import yaml
 
 from airflow_provider_tony.runtime import jobyaml
-from airflow_provider_tony.runtime.constants import MAX_TASKS
+from airflow_provider_tony.runtime.constants import AM_KEYTAB_ALIAS, MAX_TASKS, RUNTIME_ZIP, SRC_ALIAS
 from airflow_provider_tony.runtime.errors import SpecError
 
 __all__ = [
@@ -70,6 +70,8 @@ __all__ = [
 
 #: Name under which a packed Python environment is unpacked in every container.
 ARCHIVE_ALIAS = "environment"
+#: Names in a container's working directory that are the runtime's: a shipped file may not take one.
+_RESERVED_FILE_NAMES = frozenset({RUNTIME_ZIP, ARCHIVE_ALIAS, SRC_ALIAS, AM_KEYTAB_ALIAS})
 
 #: Roles in the order task ids are listed; any other role follows alphabetically.
 #: Chief first so that ``task_ids()[0]`` is the task that decides success.
@@ -1128,6 +1130,12 @@ class JobSpec(Model):
                 where,
                 f"{dest!r} has a directory part; YARN ships files by "
                 "plain name: use a name like 'train.py' (ship a directory as an archive)",
+            )
+            _check(
+                dest_norm not in _RESERVED_FILE_NAMES and not dest_norm.startswith(".skein"),
+                where,
+                f"{dest!r} is a name the runtime ships under itself (the runtime zip, the environment, the "
+                "source tree, the AM's keytab, skein's files); rename the shipped file",
             )
             files[dest_norm] = _location(src, where, "give a local absolute path or hdfs:// URL as the source")
         return files

@@ -13,8 +13,14 @@ the AM container only (never to task containers), and the AM
   new token (``GETDELEGATIONTOKEN``, SPNEGO) with itself as renewer, and
   renews it once (``RENEWDELEGATIONTOKEN``), which makes WebHDFS tell when
   the token expires unless renewed again;
-* publishes it to the executors through the key-value store
-  (:class:`~airflow_provider_tony.runtime.messages.DelegationToken`);
+* writes it (a :class:`~airflow_provider_tony.runtime.messages.DelegationToken`)
+  to a file of mode 0600 in the job user's staging folder on HDFS
+  (``~/.skein/<app>/tony-hdfs-token-<seq>``, written under a temporary name,
+  then renamed) and puts only a pointer to it
+  (:class:`~airflow_provider_tony.runtime.messages.TokenPointer`) in the
+  key-value store: skein's web UI lists that store's values to anyone with view
+  rights on the application (``<rm>/proxy/<app>/kv``), and a token there would
+  be the job user's HDFS access for each of them;
 * obtains the next one after :data:`REFRESH_RATIO` of the time left before
   the earlier of that expiry and the token's maximum date (read from the
   token's own identifier), like Spark's ``renewalRatio``. With Hadoop's
@@ -22,7 +28,8 @@ the AM container only (never to task containers), and the AM
 
 The executors' WebHDFS client asks :class:`TokenSource` for its token on
 every request: the application's own token (from the container's token file)
-until the AM publishes one, then the newest published. When the token in use
+until the AM publishes one, then the newest published, read from the file the
+pointer names with the token the executor holds (:class:`TokenFileReader`). When the token in use
 has passed its end and no fresher one came (the keytab no longer logs in,
 the KDC or NameNode is down), requests fail with a message naming the cause;
 the checkpoint uploader retries them, and if no token comes within the job's
@@ -48,9 +55,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError, TokenFileError
+from airflow_provider_tony.runtime.errors import ClusterError, KeytabCopyLeft, SpecError, TokenFileError
 from airflow_provider_tony.runtime.hadoop_tokens import Token, _Reader
-from airflow_provider_tony.runtime.messages import DelegationToken, EventRecord
+from airflow_provider_tony.runtime.messages import DelegationToken, EventRecord, TokenPointer
 
 log = logging.getLogger("tony.tokens")
 
@@ -63,7 +70,7 @@ RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 300.0
 #: When WebHDFS tells neither an expiry nor a maximum date, refresh this often.
 FALLBACK_REFRESH_S = 3600.0
-#: How often an executor looks for a newer published token (only when it makes a WebHDFS call).
+#: How often an executor looks for a newer published token (its poller thread, and on a WebHDFS call).
 EXECUTOR_POLL_S = 10.0
 
 
@@ -149,6 +156,9 @@ class TokenSource:
         self._url_string = initial.url_string()
         dates = identifier_dates(initial.identifier)
         self._end = dates.max_date if dates is not None else None
+        # The application's own token, renewed by the ResourceManager up to its maximum date: what the
+        # next token's file is read with when the one in use has passed its end between two polls.
+        self._own = (self._url_string, self._end)
         self._seq = -1  # the application's own token: any published one is newer
         self._fetch = fetch
         self._poll_s = poll_s
@@ -160,6 +170,47 @@ class TokenSource:
     def seq(self) -> int:
         """The published token in use (-1: the application's own)."""
         return self._seq
+
+    @property
+    def in_use(self) -> str:
+        """The token to read the next token's file with, without looking for a newer one: the one sent
+        now, or the application's own when that one has passed its end and the own one has not."""
+        end, (own, own_end) = self._end, self._own
+        now = self._clock()
+        if end is not None and now >= end and (own_end is None or now < own_end):
+            return own
+        return self._url_string
+
+    def poll(self) -> None:
+        """Look for a newer published token now (what :meth:`start_polling`'s thread calls)."""
+        if self._fetch is None:
+            return
+        with self._lock:
+            self._last_poll = self._clock()
+            self._take(self._fetch())
+
+    def start_polling(self, interval: float = EXECUTOR_POLL_S) -> threading.Thread | None:
+        """A daemon thread that polls every ``interval`` seconds, whether or not the job makes WebHDFS calls.
+
+        A token from the AM is renewed once, so it ends a quarter of its lifetime
+        after the AM publishes the next one; the next one's file must be read
+        with a token that still works, and a task that uploads rarely would
+        otherwise look only after its token had died. None without ``fetch``.
+        """
+        if self._fetch is None:
+            return None
+
+        def run() -> None:
+            while not stop.wait(interval):
+                try:
+                    self.poll()
+                except Exception as exc:  # noqa: BLE001 - the next poll tries again
+                    log.warning("looking for a fresh HDFS token failed: %s", type(exc).__name__)
+
+        stop = threading.Event()
+        thread = threading.Thread(target=run, name="tony-token-poll", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def end(self) -> float | None:
@@ -209,6 +260,56 @@ class TokenSource:
             msg.seq,
             _utc(self._end) if self._end is not None else "unknown",
         )
+
+
+MAX_TOKEN_FILE_BYTES = 64 * 1024  # a DelegationToken message is a few hundred bytes
+
+
+class TokenFileReader:
+    """A :class:`TokenSource`'s ``fetch`` for a refreshing job: the pointer from the store, then its file.
+
+    ``get`` reads the key-value store's :data:`~constants.KV_TOKEN_POINTER`;
+    ``read(path)`` returns the token file's bytes (over WebHDFS, with the token
+    the executor sends now). A pointer already taken is not read again; a
+    malformed pointer or a failed read is logged (without the token) and tried
+    again at the next poll.
+    """
+
+    def __init__(self, get: Callable[[str], bytes | None], read: Callable[[str], bytes]) -> None:
+        self._get = get
+        self._read = read
+        self._taken = -1
+
+    def __call__(self) -> bytes | None:
+        raw = self._get(C.KV_TOKEN_POINTER)
+        if raw is None:
+            return None
+        try:
+            pointer = TokenPointer.from_json(raw, max_bytes=MAX_TOKEN_FILE_BYTES)
+        except SpecError as exc:
+            log.warning("ignoring the AM's token pointer: %s", exc)
+            return None
+        if pointer.seq <= self._taken:
+            return None
+        try:
+            data = self._read(pointer.path)
+        except Exception as exc:  # noqa: BLE001 - the token in use goes on; the next poll tries again
+            from airflow_provider_tony.runtime.webhdfs_token import redact
+
+            text = redact(f"{type(exc).__name__}: {exc}")
+            log.warning("could not read the AM's HDFS token %d: %s", pointer.seq, text)
+            return None
+        self._taken = pointer.seq
+        return data
+
+
+def read_token_file(url: str, using: str, path: str) -> bytes:
+    """The token file at ``path`` over WebHDFS, authenticated with the token string ``using``."""
+    from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
+
+    client = DelegationTokenClient(url, Token.from_url_string(using))
+    with client.read(path, length=MAX_TOKEN_FILE_BYTES) as reader:
+        return bytes(reader.read())
 
 
 # ---------------------------------------------------------------- the AM's side
@@ -302,8 +403,8 @@ class WebHdfsTokens:
 class TokenRefresher(threading.Thread):
     """The AM's thread that keeps a fresh HDFS token published for the executors.
 
-    ``obtain`` returns a new token message; ``publish`` stores it (the
-    key-value store); ``event`` adds a line to the job's events (dates and
+    ``obtain`` returns a new token message; ``publish`` hands it over
+    (:class:`TokenFileWriter`); ``event`` adds a line to the job's events (dates and
     counts only, never the token). The first token is obtained at once, so a
     keytab that does not log in shows in the events at the start of the job,
     not days later.
@@ -324,6 +425,7 @@ class TokenRefresher(threading.Thread):
         self.clock = clock
         self.stop_event = threading.Event()
         self.refreshed = 0  # tokens published so far
+        self.latest: DelegationToken | None = None  # the newest one published (the AM's own WebHDFS calls use it)
         self.failures = 0  # failed tries in a row
 
     def refresh_once(self) -> float:
@@ -344,6 +446,7 @@ class TokenRefresher(threading.Thread):
             return delay
         self.failures = 0
         self.refreshed += 1
+        self.latest = msg
         now = self.clock()
         due = next_refresh(now, msg.expires, msg.max_date)
         end = token_end(msg.expires, msg.max_date)
@@ -362,6 +465,12 @@ class TokenRefresher(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
+
+    def client(self, url: str) -> Any | None:
+        """A WebHDFS client with the newest published token (None before the first): past the
+        application's own token's maximum date, the AM's last calls (history, cleanup) need it."""
+        latest = self.latest
+        return None if latest is None else _token_client(url)(latest.token)
 
 
 def remove_staged_copies(client: Any, app_id: str, keytab: str) -> int:
@@ -390,12 +499,57 @@ def remove_staged_copies(client: Any, app_id: str, keytab: str) -> int:
     return removed
 
 
+class TokenFileWriter:
+    """The AM's ``publish``: each token into a 0600 file of the staging folder, then the pointer in the store.
+
+    ``client_for(token)`` is a WebHDFS client authenticated with that token
+    string (the fresh token itself: the application's own may be past its
+    end); ``folder`` is the staging folder's absolute path; ``put`` writes a
+    key of the store. The file is written under a temporary name and renamed,
+    so an executor never reads half a token; the file two tokens back is
+    deleted (the one before stays for an executor still reading it).
+    """
+
+    def __init__(self, client_for: Callable[[str], Any], folder: str, put: Callable[[str, bytes], None]) -> None:
+        self.client_for = client_for
+        self.folder = folder.rstrip("/")
+        self.put = put
+
+    def path(self, seq: int) -> str:
+        return f"{self.folder}/{C.TOKEN_FILE_PREFIX}{seq}"
+
+    def __call__(self, msg: DelegationToken) -> None:
+        client = self.client_for(msg.token)
+        final = self.path(msg.seq)
+        tmp = f"{final}.tmp"
+        client.write(tmp, msg.to_json(), overwrite=True, permission="600")
+        client.rename(tmp, final)
+        self.put(C.KV_TOKEN_POINTER, TokenPointer(path=final, seq=msg.seq).to_json())
+        if msg.seq >= 2:
+            try:
+                client.delete(self.path(msg.seq - 2))
+            except Exception as exc:  # noqa: BLE001 - the staging folder goes at the end anyway
+                log.warning("could not delete an earlier token file: %s", type(exc).__name__)
+
+
+def _token_client(url: str) -> Callable[[str], Any]:
+    def client_for(token: str) -> Any:
+        from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
+
+        return DelegationTokenClient(url, Token.from_url_string(token))
+
+    return client_for
+
+
 def start_for_am(app: Any, env: dict[str, str] | None = None, hdfs: Any = None) -> TokenRefresher | None:
     """The AM's hook: start a refresher when the job shipped a keytab, else do nothing (None).
 
     Before it returns (so before the AM publishes the cluster spec and any
     task runs user code) the keytab's staged copy on HDFS is deleted with
-    ``hdfs`` (the AM's WebHDFS client unless given).
+    ``hdfs`` (the AM's WebHDFS client unless given); when that fails it raises
+    :class:`KeytabCopyLeft` and the AM ends the job before handing out the
+    cluster spec: a copy left readable by every container of the job is worse
+    than a failed try.
     """
     env = dict(os.environ) if env is None else env
     found = keytab_principal(env)
@@ -408,30 +562,36 @@ def start_for_am(app: Any, env: dict[str, str] | None = None, hdfs: Any = None) 
         return None
     tokens = WebHdfsTokens(url, principal, keytab)
 
-    def publish(msg: DelegationToken) -> None:
-        app.kv[C.KV_HDFS_TOKEN] = msg.to_json()
-
     def event(text: str) -> None:
         app.kv[f"{C.KV_EVENT_PREFIX}am/{time.time():.6f}"] = EventRecord(message=text).to_json()
 
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
-    if app_id:
-        try:
-            if hdfs is None:
-                from airflow_provider_tony.runtime.hdfs_io import client_from_env
+    if not app_id:
+        log.error("kerberos.refresh_tokens is on but the AM does not know its application id; tokens are not refreshed")
+        return None
+    try:
+        if hdfs is None:
+            from airflow_provider_tony.runtime.hdfs_io import client_from_env
 
-                hdfs = client_from_env(env, kv=app.kv)
-            removed = remove_staged_copies(hdfs, app_id, keytab)
-            what = "removed the keytab's staged copy from HDFS" if removed else "found no staged copy of the keytab"
-            event(f"AM {what}")
-        except Exception as exc:  # noqa: BLE001 - the job runs on; the event says what is left behind
-            from airflow_provider_tony.runtime.webhdfs_token import redact
+            hdfs = client_from_env(env, kv=app.kv)
+        removed = remove_staged_copies(hdfs, app_id, keytab)
+        folder = str(hdfs.resolve(f".skein/{app_id}"))
+    except Exception as exc:  # noqa: BLE001 - every failure here leaves the copy
+        from airflow_provider_tony.runtime.webhdfs_token import redact
 
-            text = redact(f"{type(exc).__name__}: {exc}")
-            log.warning("could not remove the keytab's staged copy from HDFS: %s", text)
-            event(f"AM could not remove the keytab's staged copy from HDFS (delete ~/.skein/{app_id}): {text}")
+        text = redact(f"{type(exc).__name__}: {exc}")
+        log.error("could not remove the keytab's staged copy from HDFS: %s", text)
+        event(f"AM could not remove the keytab's staged copy from HDFS (delete ~/.skein/{app_id}): {text}")
+        raise KeytabCopyLeft(
+            f"the application master could not remove the keytab's staged copy from HDFS ({text}); the job "
+            f"was stopped before any of its code ran: delete ~/.skein/{app_id} on HDFS, then run the job again"
+        ) from None
+    event("AM removed the keytab's staged copy from HDFS" if removed else "AM found no staged copy of the keytab")
 
-    refresher = TokenRefresher(tokens.obtain, publish, event)
+    def put(key: str, value: bytes) -> None:
+        app.kv[key] = value
+
+    refresher = TokenRefresher(tokens.obtain, TokenFileWriter(_token_client(url), folder, put), event)
     refresher.start()
     log.info("refreshing the job's HDFS delegation token as %s", principal)
     return refresher

@@ -1,9 +1,16 @@
 """Turn a validated ``JobSpec`` into a skein ``ApplicationSpec``.
 
 The master runs the tony AM and each role is a skein service running the task
-executor. The runtime travels as a zip beside the job (``tony_runtime.zip`` on
-PYTHONPATH), so containers need neither this package nor Airflow installed:
-only Python with skein (and hdfs for checkpoints).
+executor. The runtime travels as a zip beside the job (``tony_runtime.zip``), so
+containers need neither this package nor Airflow installed: only Python with
+skein (and hdfs for checkpoints).
+
+The AM and the executors start in Python's isolated mode (``python -I``: no
+working directory, ``PYTHONPATH`` or user site on ``sys.path``) through a
+one-line boot that puts the runtime zip first and runs the module: a job file
+named ``skein.py``, ``sitecustomize.py`` or ``airflow_provider_tony`` in the
+working directory is never imported by our processes, and the AM's container
+(which may hold the connection's keytab) is given none of the job's files.
 """
 
 from __future__ import annotations
@@ -123,12 +130,33 @@ def runtime_zip_path() -> Path:
     return path
 
 
-def _launch_script(python: str, module: str) -> str:
-    """A two-line bash script; only quoted paths of ours go in it, never user input."""
-    return (
-        f'export PYTHONPATH="$PWD/{C.RUNTIME_ZIP}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
-        f"exec {shlex.quote(python)} -u -m {module}\n"
-    )
+#: What ``python -I -c`` runs: the runtime zip (argv 1) first on ``sys.path``, then the module (argv 2)
+#: as ``__main__``. Isolated mode leaves the working directory (where YARN links the job's files),
+#: ``PYTHONPATH`` and the user site off ``sys.path``, so nothing of the job's is imported before ours.
+BOOT_CODE = (
+    "import sys;z,m=sys.argv[1:3];del sys.argv[1:3];sys.path.insert(0,z);"
+    'import runpy;runpy.run_module(m,run_name="__main__",alter_sys=True)'
+)
+AM_MODULE = "airflow_provider_tony.runtime.am"
+EXECUTOR_MODULE = "airflow_provider_tony.runtime.executor"
+
+
+def _launch_script(python: str, module: str, *, user_path: bool) -> str:
+    """A bash script of ours: only quoted paths and constants go in it, never user input.
+
+    ``user_path``: export ``PYTHONPATH`` with the runtime zip for the processes the
+    executor starts (the job's code may import the runtime's helpers); the
+    executor itself ignores it, being isolated.
+    """
+    export = f'export PYTHONPATH="$PWD/{C.RUNTIME_ZIP}${{PYTHONPATH:+:$PYTHONPATH}}"\n' if user_path else ""
+    boot = shlex.quote(BOOT_CODE)
+    return f'{export}exec {shlex.quote(python)} -I -u -c {boot} "$PWD/{C.RUNTIME_ZIP}" {module}\n'
+
+
+def am_files(files: Mapping[str, skein.File]) -> dict[str, skein.File]:
+    """What the AM's container localises: the runtime zip, and the environment archive when that is
+    the job's interpreter; never the job's ``files``, scripts or source tree (skein adds its own)."""
+    return {k: v for k, v in files.items() if k in (C.RUNTIME_ZIP, ARCHIVE_ALIAS)}
 
 
 def _file(source: str, archive: bool = False) -> skein.File:
@@ -233,7 +261,7 @@ def build_application_spec(
     files = job_files(spec, python_archive_source, source_archive, runtime_source)
     plan = placement_plan if placement_plan is not None else plan_placement(spec, None)
     services = {}
-    script = _launch_script(python, "airflow_provider_tony.runtime.executor")
+    script = _launch_script(python, EXECUTOR_MODULE, user_path=True)
     for name, role in spec.roles.items():
         placement = role.placement
 
@@ -278,9 +306,9 @@ def build_application_spec(
         acls=acls,
         master=skein.Master(
             resources=skein.Resources(memory=f"{spec.am_memory} MiB", vcores=spec.am_vcores),
-            files={k: v for k, v in files.items() if k != C.SRC_ALIAS},  # the AM runs no user code
+            files=am_files(files),  # the AM runs no user code and is given none
             env={"JAVA_TOOL_OPTIONS": java_tool_options(), **env},  # skein's AM JVM: see yarn/jvm.py
-            script=_launch_script(python, "airflow_provider_tony.runtime.am"),
+            script=_launch_script(python, AM_MODULE, user_path=False),
         ),
         services=services,
     )

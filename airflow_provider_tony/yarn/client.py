@@ -34,6 +34,7 @@ from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobH
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
+from airflow_provider_tony.yarn import staging
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
@@ -752,9 +753,46 @@ class TonyClient:
             pass
 
     def kill(self, app_id: str) -> None:
-        """Kill through the RM's REST API (``PUT .../state``); YARN finishes it in the background."""
+        """Kill through the RM's REST API (``PUT .../state``); YARN finishes it in the background.
+
+        The application's staging folder goes too: a killed AM never removes
+        it, and it may hold the keytab's copy (``kerberos.refresh_tokens``).
+        """
         with _cluster_errors(f"could not kill {app_id}"):
             kill_application(self.cluster, self.urls, app_id)
+        self.remove_staging(app_id)
+
+    def remove_staging(self, app_id: str) -> bool:
+        """Delete ``~/.skein/<app_id>`` on HDFS (nothing needs it once the application is ended or killed).
+
+        False when there is no WebHDFS or the delete failed (logged: ``tony gc`` removes what is left).
+        """
+        try:
+            folder = staging.staging_folder(app_id)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        if not self.webhdfs_url:
+            return False
+        try:
+            self.webhdfs.delete(folder, recursive=True)
+        except Exception as exc:  # noqa: BLE001 - the kill itself succeeded
+            log.warning("could not remove the staging folder ~/%s: %s", folder, exc)
+            return False
+        return True
+
+    def ended_staging(self, *, max_age_s: float | None) -> list[tuple[str, str]]:
+        """Which folders of ``~/.skein`` belong to ended applications (``yarn/staging.py``), each with why."""
+        try:
+            listing = self.webhdfs.list(staging.STAGING_ROOT, status=True)
+        except NotFound:
+            return []
+        folders = staging.folders_of(listing)
+        if not any(f.is_dir and staging.APP_ID.fullmatch(f.name) for f in folders):
+            return []
+        query = f"apps?user={urllib.parse.quote(self.yarn_user)}"
+        apps = (self._rm_get(query).get("apps") or {}).get("app") or []
+        states = {str(a.get("id")): str(a.get("state") or "") for a in apps if isinstance(a, dict)}
+        return staging.select(folders, states, now=time.time(), max_age_s=max_age_s)
 
     @property
     def yarn_user(self) -> str:

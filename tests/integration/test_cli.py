@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -170,10 +171,12 @@ def test_submit_detached_then_kill_with_no_jdk(tmp_path: Path, app_tag: str, pyt
     submit_detached_then_kill(tmp_path, app_tag, python_exe)
 
 
-def submit_detached_then_kill(tmp_path: Path, tag: str, python: str) -> None:
+def submit_detached_then_kill(tmp_path: Path, tag: str, python: str) -> str:
     """``tony submit --detach`` then ``tony kill``: both over the RM's REST API, with no java anywhere (tony()).
 
-    test_secure runs it again on the Kerberized cluster."""
+    The kill removes the application's staging folder (``~/.skein/<app>``): a killed
+    AM never does. test_secure runs it again on the Kerberized cluster. Returns the
+    killed application's id."""
     job = write_job(tmp_path, tag, python, args=["sleep", "--seconds", "600"])
     submitted = tony("submit", str(job), "--detach")
     assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
@@ -185,7 +188,53 @@ def submit_detached_then_kill(tmp_path: Path, tag: str, python: str) -> None:
 
     with TonyClient.from_env() as client:
         report = wait_until(lambda: (r := client.report(app_id)).state == "KILLED" and r, 120, f"{app_id} killed")
-    assert report.final_status == "KILLED"
+        assert report.final_status == "KILLED"
+        assert client.hdfs().status(f".skein/{app_id}", strict=False) is None, "the staging folder outlived the kill"
+    return app_id
+
+
+def test_gc_removes_the_staging_folders_of_ended_applications_only(cluster, tmp_path: Path, app_tag: str) -> None:
+    """``tony gc`` on the real HDFS and RM: ``~/.skein/<app>`` of a killed application (planted again after
+    the kill removed it) goes, one the RM does not know goes only when older than ``--max-age-days``,
+    and anything not named like an application stays."""
+    import time
+    import uuid
+
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    killed = submit_detached_then_kill(tmp_path, app_tag, sys.executable)
+    cluster_ts = killed.split("_")[1]
+    unknown_old, unknown_new = f"application_{cluster_ts}_99998", f"application_{cluster_ts}_99999"
+    other = f"pytest-gc-not-an-app-{uuid.uuid4().hex[:8]}"
+    with TonyClient.from_env() as client:
+        hdfs = client.hdfs()
+        planted = {killed: True, unknown_old: True, unknown_new: False, other: False}  # name: removed?
+        try:
+            for name in planted:
+                hdfs.write(f".skein/{name}/.skein.sh", data=b"true", overwrite=True)
+            old_ms = int((time.time() - 40 * 86400) * 1000)
+            hdfs.set_times(f".skein/{unknown_old}", access_time=old_ms, modification_time=old_ms)
+            dry = tony(
+                "gc",
+                "--base-path",
+                f"/tmp/pytest-gc-empty-{uuid.uuid4().hex[:8]}",
+                "--max-age-days",
+                "30",
+                "--dry-run",
+                timeout=120,
+            )
+            assert dry.returncode == 0, dry.stdout + dry.stderr
+            assert f"would remove ~/.skein/{killed}: the application is killed" in dry.stdout, dry.stdout
+            assert all(hdfs.status(f".skein/{n}", strict=False) for n in planted), "a dry run removes nothing"
+            done = tony(
+                "gc", "--base-path", f"/tmp/pytest-gc-empty-{uuid.uuid4().hex[:8]}", "--max-age-days", "30", timeout=120
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            for name, removed in planted.items():
+                assert (hdfs.status(f".skein/{name}", strict=False) is None) == removed, (name, done.stdout)
+        finally:
+            for name in planted:
+                hdfs.delete(f".skein/{name}", recursive=True)
 
 
 def test_gc_removes_planted_old_runs_and_nothing_else(cluster, tmp_path: Path) -> None:
@@ -224,7 +273,8 @@ def test_gc_removes_planted_old_runs_and_nothing_else(cluster, tmp_path: Path) -
 
         dry = tony("gc", "--base-path", base, "--max-age-days", "30", "--dry-run", timeout=120)
         assert dry.returncode == 0, dry.stdout + dry.stderr
-        listed = {line.split()[2].rstrip(":") for line in dry.stdout.splitlines() if line.startswith("would remove")}
+        lines = [line for line in dry.stdout.splitlines() if "~/.skein/" not in line]  # staging: the test below
+        listed = {line.split()[2].rstrip(":") for line in lines if line.startswith("would remove")}
         assert listed == expected, dry.stdout
         assert all(hdfs.status(p, strict=False) for p in planted), "a dry run removes nothing"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -243,7 +244,10 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
     The application's own token dies at its maximum date, however often the
     ResourceManager renews it; the AM logs in from the keytab shipped to it
     alone and hands the executors fresh tokens. Without the refresh, uploads
-    after that date are refused and the job fails (retryable) instead.
+    after that date are refused and the job fails (retryable) instead. The
+    tokens travel in 0600 files of the staging folder: skein's key-value page
+    (``<rm>/proxy/<app>/kv``, open to every viewer of the application) shows a
+    pointer, never a token (issue 35.2).
     """
     max_s = int(_hdfs_site("dfs.namenode.delegation.token.max-lifetime") or 604_800_000) / 1000
     if max_s > 300:
@@ -275,6 +279,7 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
     app_id = krb.submit(spec, extra_tags=[tag])
     # The application's token was obtained before the RM accepted the application: it is dead by then.
     first_token_dead = krb._rm_get(f"apps/{app_id}")["app"]["startedTime"] / 1000 + max_s
+    kv_page, token_files = _kv_page_once_a_token_is_published(krb, app_id)
     result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
     assert result.succeeded, result.diagnostics
     hdfs = krb.hdfs()
@@ -286,14 +291,15 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
     refreshed = [e for e in state.events if "refreshed the HDFS delegation token from the keytab" in e]
     assert len(refreshed) >= 2, state.events
     assert not any("could not refresh" in e for e in state.events), state.events
-    # skein staged the keytab on HDFS for YARN to localise; the AM deleted that copy.
+    # skein staged the keytab on HDFS for YARN to localise; the AM deleted that copy (checked while it
+    # ran, in _kv_page_once_a_token_is_published: the whole folder is gone at the end).
     assert "AM removed the keytab's staged copy from HDFS" in state.events, state.events
-    keytab = Path(os.environ["TONY_KERBEROS_KEYTAB"]).read_bytes()
-    staged = [f"{d}/{f}" for d, _, files in hdfs.walk(f".skein/{app_id}") for f in files]
-    assert staged, "skein's staging folder is where it was looked for"
-    for path in staged:
-        with hdfs.read(path) as reader:
-            assert reader.read() != keytab, f"a copy of the keytab is left on HDFS: {path}"
+    # Nor any token the AM wrote (checked on the page fetched while the job ran).
+    for path, url_string in token_files.items():
+        assert url_string not in kv_page and url_string[:40] not in kv_page, f"the token of {path} is on the kv page"
+    # The AM removed its staging folder, token files and all, at the end.
+    wait_until(lambda: krb.report(app_id).state == "FINISHED", 120, f"{app_id} to finish")
+    assert hdfs.status(f".skein/{app_id}", strict=False) is None, "the staging folder (token files) was left"
     # Neither the token nor the keytab's location in what clients see.
     doc = json.dumps(state.to_dict())
     assert "delegation=" not in doc and "token=" not in doc and os.environ["TONY_KERBEROS_KEYTAB"] not in doc
@@ -302,6 +308,80 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
         f"{len(refreshed)} tokens from the keytab, {len(after)} uploads after the first token died "
         f"(the last {after[-1]:.0f}s after)"
     )
+
+
+def _kv_page_once_a_token_is_published(krb: Any, app_id: str) -> tuple[str, dict[str, str]]:
+    """skein's key-value page of the running job over SPNEGO, once the AM's first token pointer is in it,
+    and the token in each file the staging folder holds then (read as the job's user).
+
+    On the way: each token file is mode 0600; no file of the staging folder is a copy of the keytab any more."""
+    from airflow_provider_tony.runtime.messages import DelegationToken
+
+    url = f"{krb.rm_url.rstrip('/')}/proxy/{app_id}/kv"
+
+    def page() -> str | None:
+        try:
+            response = krb.http.get(url, follow_redirects=True)
+        except httpx.HTTPError:
+            return None
+        published = "tony-token/pointer" in response.text or "tony-secret" in response.text  # the latter: before
+        return response.text if response.status_code == 200 and published else None
+
+    text = wait_until(page, 300, f"the AM's token pointer on {url}")
+    # What a viewer of the application reads there: a pointer, no token, no secret key.
+    keys = re.findall(r"<td>(tony[^<]{0,80})</td>", text)  # the keys only: a failure must not print a token
+    assert "tony-secret" not in text and "HDFS_DELEGATION_TOKEN" not in text, f"a token on the kv page, keys {keys}"
+    assert "tony-token/pointer" in text and "delegation=" not in text
+    hdfs = krb.hdfs()
+    keytab = Path(os.environ["TONY_KERBEROS_KEYTAB"]).read_bytes()
+    staged = [f"{d}/{f}" for d, _, files in hdfs.walk(f".skein/{app_id}") for f in files]
+    tokens: dict[str, str] = {}
+    for path in staged:
+        with hdfs.read(path) as reader:
+            data = reader.read()
+        assert data != keytab, f"a copy of the keytab is left on HDFS: {path}"
+        if path.rsplit("/", 1)[1].startswith("tony-hdfs-token-"):
+            assert hdfs.status(path)["permission"] == "600", path
+            tokens[path] = DelegationToken.from_json(data).token
+    assert tokens, f"no token file in the staging folder: {staged}"
+    # (The local cluster runs with dfs.permissions.enabled=false, so the mode is checked, not a refusal.)
+    return text, tokens
+
+
+def test_a_keytab_copy_the_am_cannot_remove_fails_the_job_before_any_job_code(krb, tag, tmp_path) -> None:
+    """Issue 35.7: when the AM cannot delete the keytab's staged copy (here: its WebHDFS address is dead),
+    the job fails with that reason before the cluster spec is handed out; the worker never runs."""
+    from airflow_provider_tony.runtime import constants as C
+
+    script = tmp_path / "leave_mark.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")  # the only node is this machine
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-secure-keytab-left",
+            "roles": {"worker": {"memory": "512 MiB", "script": str(script)}},
+            "python": {"interpreter": sys.executable},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 60,
+            "kerberos": {"refresh_tokens": True},
+        }
+    )
+    app_spec = krb.build(krb.stage(krb.check(spec)), extra_tags=[tag])
+    with socket.socket() as s:  # a port nobody listens on: the AM's WebHDFS calls are refused
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    app_spec.master.env[C.ENV_WEBHDFS_URL] = dead
+    app_id = krb.submitter().submit(app_spec)
+    try:
+        result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
+        assert not result.succeeded
+        assert "could not remove the keytab's staged copy from HDFS" in result.diagnostics, result.diagnostics
+        assert f"delete ~/.skein/{app_id}" in result.diagnostics
+        assert os.environ["TONY_KERBEROS_KEYTAB"] not in result.diagnostics
+        assert not (tmp_path / "ran").exists(), "the job's code ran although the keytab's copy was left"
+        task = result.am_state.tasks["worker:0"] if result.am_state is not None else None
+        assert task is None or task.exit_code is None, task
+    finally:
+        assert krb.remove_staging(app_id), "the staging folder with the copy the AM could not remove"
 
 
 def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:

@@ -153,3 +153,53 @@ def test_an_upload_planted_in_our_cache_by_another_hdfs_user_is_replaced(cluster
         assert status["owner"] != "mallory" and status["length"] == archive.stat().st_size
         with ours.hdfs().read(remote) as reader:
             assert reader.read() == archive.read_bytes()
+
+
+HOSTILE_MODULE = """import os, sys
+if "TONY_TASK_ID" not in os.environ:  # the AM or the executor (ours), not the job's own process
+    sys.stderr.write("a job file ran in a process of the runtime\\n")
+    os._exit(97)
+"""
+CHECK_FILES = """import os, sys
+missing = [n for n in ("skein.py", "sitecustomize.py", "airflow_provider_tony.py") if not os.path.exists(n)]
+sys.exit(5 if missing else 0)
+"""
+
+
+def test_job_files_named_like_our_modules_never_run_in_the_am_or_the_executor(
+    tony_client, python_exe: str, app_tag: str, tmp_path: Path
+) -> None:
+    """Issue 35.1: ``skein.py``, ``sitecustomize.py`` and an ``airflow_provider_tony`` shadow in ``files:``.
+
+    Each exits its process with 97 when imported outside the job's own process.
+    Before, the AM (started with ``-m``, its working directory first on ``sys.path``
+    and every job file linked there) imported the job's ``skein.py`` before any
+    provider code, beside the keytab: the application failed. Now the AM is given
+    none of them and both our processes start isolated; the job's script still
+    finds them in its working directory.
+    """
+    files = {}
+    for name in ("skein.py", "sitecustomize.py", "airflow_provider_tony.py"):
+        (tmp_path / name).write_text(HOSTILE_MODULE)
+        files[name] = str(tmp_path / name)
+    script = tmp_path / "check_files.py"
+    script.write_text(CHECK_FILES)
+    spec = JobSpec.from_dict(
+        {
+            "name": "pytest-hostile-files",
+            "tags": [app_tag],
+            "python": {"interpreter": python_exe},
+            "files": files,
+            "roles": {"worker": {"instances": 1, "memory": "256 MiB", "script": str(script)}},
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 30,
+            "registration_timeout": 120,
+        }
+    )
+    app_id = tony_client.submit(spec)
+    result = tony_client.wait(app_id, poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    assert result.am_state is not None and result.am_state.tasks["worker:0"].exit_code == 0
+    # Issue 35.7: the AM removes the application's staging folder at the end.
+    wait_until(lambda: tony_client.report(app_id).state == "FINISHED", 120, f"{app_id} to finish")
+    assert tony_client.hdfs().status(f".skein/{app_id}", strict=False) is None, "the staging folder was left"

@@ -20,9 +20,9 @@ import pytest
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import token_refresh as tr
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError
+from airflow_provider_tony.runtime.errors import ClusterError, KeytabCopyLeft, SpecError
 from airflow_provider_tony.runtime.hadoop_tokens import Token, _text, _vint
-from airflow_provider_tony.runtime.messages import DelegationToken
+from airflow_provider_tony.runtime.messages import DelegationToken, TokenPointer
 from airflow_provider_tony.runtime.spec import JobSpec
 
 T0 = 1_800_000_000.0  # a wall-clock instant, seconds
@@ -222,24 +222,142 @@ def test_the_executors_client_sends_the_newest_token_and_stops_at_the_end(webhdf
     assert len(handler.calls) == 2, "a dead token is not even sent"
 
 
-def test_client_from_env_reads_the_store_only_for_a_refreshing_job(tmp_path: Path) -> None:
+def test_client_from_env_reads_the_pointed_file_only_for_a_refreshing_job(tmp_path: Path, webhdfs) -> None:
+    """The executor's client: the pointer from the store, the token from the file it names, read with its own."""
     from airflow_provider_tony.runtime.hdfs_io import client_from_env
     from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
     from tests.unit.test_kerberos import _writable
 
-    own = token(T0, T0 + 240)
+    url, handler = webhdfs
+    own, fresh = token(T0, T0 + 240, b"own"), token(T0, T0 + 500, b"fresh")
     tokens = tmp_path / "container_tokens"
     tokens.write_bytes(_writable(own))
     env = {
-        C.ENV_WEBHDFS_URL: "http://nn:9870",
+        C.ENV_WEBHDFS_URL: url,
         C.ENV_WEBHDFS_AUTH: C.WEBHDFS_AUTH_DELEGATION,
         "HADOOP_TOKEN_FILE_LOCATION": str(tokens),
     }
-    kv = {C.KV_HDFS_TOKEN: DelegationToken(token=token(T0, T0 + 500).url_string(), seq=0).to_json()}
+    handler.answers["OPEN"] = DelegationToken(token=fresh.url_string(), seq=0).to_dict()
+    kv = {C.KV_TOKEN_POINTER: TokenPointer(path="/user/tony/.skein/app_1/tony-hdfs-token-0", seq=0).to_json()}
     plain = client_from_env(env, kv=kv)
     assert isinstance(plain, DelegationTokenClient) and plain._source._fetch is None
     refreshing = client_from_env({**env, C.ENV_TOKENS_REFRESHED: "1"}, kv=kv)
-    assert refreshing.token() == token(T0, T0 + 500).url_string()
+    assert refreshing.token() == fresh.url_string()
+    ((method, query),) = handler.calls
+    assert method == "GET" and query["op"] == ["OPEN"] and query["delegation"] == [own.url_string()]
+    assert refreshing.token() == fresh.url_string() and len(handler.calls) == 1, "one pointer, one read"
+
+
+def test_the_pointer_round_trips_names_no_token_and_refuses_odd_paths() -> None:
+    pointer = TokenPointer(path="/user/tony/.skein/app_1/tony-hdfs-token-3", seq=3)
+    assert TokenPointer.from_json(pointer.to_json()) == pointer
+    assert json.loads(pointer.to_json()) == {"path": pointer.path, "seq": 3}, "a path and a number, nothing more"
+    for bad in (
+        {"path": ".skein/app_1/t", "seq": 1},
+        {"path": "/user/x/../bob/t", "seq": 1},
+        {"path": "/a/./t", "seq": 1},
+        {"path": "/a\n/t", "seq": 1},
+        {"path": "/" + "a" * 1001, "seq": 1},
+        {"path": "/a/t", "seq": -1},
+        {"path": "/a/t", "seq": "x"},
+        {"path": 7, "seq": 1},
+    ):
+        with pytest.raises(SpecError, match="TokenPointer"):
+            TokenPointer.from_dict(bad)
+
+
+class TokenFolder:
+    """The part of ``hdfs.Client`` the AM's token writer uses, over a dict: records the token each call used."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, tuple[bytes, str | None]] = {}
+        self.calls: list[tuple[str, str, str]] = []
+        self.token = ""
+
+    def write(self, path: str, data: bytes, overwrite: bool = False, permission: str | None = None) -> None:
+        self.calls.append(("write", path, self.token))
+        self.files[path] = (data, permission)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.calls.append(("rename", src, self.token))
+        assert dst not in self.files
+        self.files[dst] = self.files.pop(src)
+
+    def delete(self, path: str) -> bool:
+        self.calls.append(("delete", path, self.token))
+        return self.files.pop(path, None) is not None
+
+
+def test_the_am_writes_each_token_to_a_private_file_and_only_a_pointer_to_the_store() -> None:
+    folder, kv = TokenFolder(), {}
+
+    def client_for(tok: str) -> TokenFolder:
+        folder.token = tok
+        return folder
+
+    writer = tr.TokenFileWriter(client_for, "/user/tony/.skein/app_1/", kv.__setitem__)
+    for seq in range(4):
+        writer(DelegationToken(token=f"tok-{seq}", seq=seq, expires=T0 + seq))
+        path = f"/user/tony/.skein/app_1/{C.TOKEN_FILE_PREFIX}{seq}"
+        data, mode = folder.files[path]
+        assert mode == "600" and DelegationToken.from_json(data).token == f"tok-{seq}"
+        assert TokenPointer.from_json(kv[C.KV_TOKEN_POINTER]) == TokenPointer(path=path, seq=seq)
+        assert b"tok-" not in b"".join(kv.values()), "no token in the store"
+    # Written under a temporary name, then renamed; with the fresh token itself; two back deleted.
+    assert folder.calls[:2] == [("write", f"{path[:-1]}0.tmp", "tok-0"), ("rename", f"{path[:-1]}0.tmp", "tok-0")]
+    assert sorted(folder.files) == [f"/user/tony/.skein/app_1/{C.TOKEN_FILE_PREFIX}{n}" for n in (2, 3)]
+
+
+def test_the_reader_reads_each_pointer_once_and_retries_a_failed_read() -> None:
+    kv: dict[str, bytes] = {}
+    reads: list[str] = []
+    answers: list[Any] = [OSError("refused"), b"token-0", b"token-1"]
+
+    def read(path: str) -> bytes:
+        reads.append(path)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    reader = tr.TokenFileReader(kv.get, read)
+    assert reader() is None and reads == [], "no pointer yet: no read"
+    kv[C.KV_TOKEN_POINTER] = b'{"path": "relative/t", "seq": 0}'
+    assert reader() is None and reads == [], "a malformed pointer is not followed"
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t0", seq=0).to_json()
+    assert reader() is None, "a failed read gives nothing"
+    assert reader() == b"token-0", "and is tried again"
+    assert reader() is None and reads == ["/s/t0", "/s/t0"], "a pointer already taken is not read again"
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t1", seq=1).to_json()
+    assert reader() == b"token-1"
+
+
+class KvApp:
+    def __init__(self) -> None:
+        self.kv: dict[str, bytes] = {}
+
+
+class UnreachableHdfs:
+    def walk(self, root: str) -> Any:
+        raise ConnectionError(f"http://nn:1/webhdfs/v1/{root}?op=LISTSTATUS&delegation=SECRETTOKEN refused")
+
+
+def test_a_keytab_copy_the_am_cannot_remove_stops_the_job(tmp_path: Path, monkeypatch) -> None:
+    """Issue 35.7: not an event and on with the job, but ``KeytabCopyLeft`` before any thread starts."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / C.AM_KEYTAB_ALIAS).write_bytes(b"\x05\x02the-key")
+    env = {
+        C.ENV_WEBHDFS_URL: "http://nn:1",
+        C.ENV_AM_PRINCIPAL: "tony@TONY.LOCAL",
+        C.ENV_SKEIN_APPLICATION_ID: "application_1_0007",
+    }
+    app = KvApp()
+    with pytest.raises(KeytabCopyLeft, match=r"stopped before any of its code ran: delete ~/.skein/application_1_0007"):
+        tr.start_for_am(app, env, hdfs=UnreachableHdfs())
+    text = json.dumps({k: v.decode() for k, v in app.kv.items()})
+    assert "could not remove the keytab's staged copy" in text
+    assert "SECRETTOKEN" not in text and str(tmp_path) not in text
+    assert C.KV_TOKEN_POINTER not in app.kv
 
 
 # ---------------------------------------------------------------- the AM's side
@@ -403,3 +521,31 @@ def test_refresh_without_a_keytab_is_refused_before_submit(tmp_path: Path) -> No
     assert str(tmp_path) not in str(err.value)
     with pytest.raises(SpecError, match="kerberos.refresh_tokens: 'yes' is not true or false"):
         JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "kerberos": {"refresh_tokens": "yes"}})
+
+
+def test_the_next_file_is_read_with_a_token_that_still_works_and_without_a_call_of_the_job() -> None:
+    """A token from the AM ends a quarter of its life after the next one is published: polling does not wait
+    for the job's next WebHDFS call, and past the end of the token in use the application's own reads it."""
+    own, first = token(T0, T0 + 240, b"own"), token(T0, T0 + 300, b"first")
+    clock, kv, used = Clock(T0 + 1), {}, []
+    files = {"/s/t0": DelegationToken(token=first.url_string(), seq=0, expires=T0 + 60).to_json()}
+
+    def read(path: str) -> bytes:
+        used.append(source.in_use)
+        return files[path]
+
+    source = tr.TokenSource(own, tr.TokenFileReader(kv.get, read), refreshing=True, poll_s=600, clock=clock)
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t0", seq=0).to_json()
+    thread = source.start_polling(interval=0.01)
+    assert thread is not None and thread.daemon
+    from tests._util import wait_until
+
+    wait_until(lambda: source.seq == 0, 10, "the poller to take token 0 without any request")
+    assert used == [own.url_string()]
+    second = token(T0 + 50, T0 + 300, b"second")
+    files["/s/t1"] = DelegationToken(token=second.url_string(), seq=1, expires=T0 + 120).to_json()
+    clock.now = T0 + 61  # token 0 has ended (no renewal): the application's own token reads the next file
+    kv[C.KV_TOKEN_POINTER] = TokenPointer(path="/s/t1", seq=1).to_json()
+    wait_until(lambda: source.seq == 1, 10, "the poller to take token 1")
+    assert used == [own.url_string(), own.url_string()] and source.current() == second.url_string()
+    assert tr.TokenSource(own, None).start_polling() is None
