@@ -37,7 +37,8 @@ KILLED_EXCEEDED_PMEM = -104
 KILLED_EXCEEDED_VMEM = -103
 
 _BEYOND = re.compile(
-    r"running (?:\d+B )?beyond (?:the '?(?P<type3>physical|virtual)'? memory limit|(?P<type2>physical|virtual) memory limits)",
+    r"running (?:\d+B )?beyond "
+    r"(?:the '?(?P<type3>physical|virtual)'? memory limit|(?P<type2>physical|virtual) memory limits)",
     re.IGNORECASE,
 )
 #: Hadoop's ``TraditionalBinaryPrefix.long2String``: one decimal, binary multiples (its "MB" is MiB).

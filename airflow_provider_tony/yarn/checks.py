@@ -88,7 +88,6 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
     places containers by memory alone and over-commits vcores, so more vcores
     than the cluster has is a warning, not an impossible job.
     """
-    warnings: list[str] = []
 
     def fits(value: int, maximum: int, field_: str, unit: str, knob: str) -> None:
         _check(
@@ -140,6 +139,12 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
         "queue",
         f"{spec.queue!r} is not a queue of this cluster; use one of {', '.join(map(repr, cluster.queues))}",
     )
+    return _check_totals(spec, cluster)
+
+
+def _check_totals(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
+    """The whole job against the whole cluster: memory always refuses, vcores only where they are scheduled."""
+    warnings: list[str] = []
     # TensorFlow needs every task up at once, so a job larger than the whole
     # cluster would wait for registration_timeout and then fail.
     need_mb = spec.am_memory + sum(r.instances * r.memory for r in spec.roles.values())
@@ -151,9 +156,7 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
         f" {cluster.total_memory_mb} MiB; lower instances or memory",
     )
     if cluster.total_vcores and need_vc > cluster.total_vcores:
-        message = (
-            f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has {cluster.total_vcores}"
-        )
+        message = f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has {cluster.total_vcores}"
         schedules = cluster.schedules_vcores
         _check(
             schedules is not True,

@@ -37,10 +37,10 @@ from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
+    RESOURCE_CALCULATOR_KEY,
     ClusterInfo,
     check_inputs,
     cluster_info_from_rm,
-    RESOURCE_CALCULATOR_KEY,
     validate_against_cluster,
     validate_local_files,
 )
