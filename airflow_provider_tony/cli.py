@@ -1,7 +1,7 @@
 """The ``tony`` command: run, inspect and check TonY jobs outside Airflow.
 
     tony validate JOB.yaml [--cluster]   # offline checks; --cluster adds the cluster's limits
-    tony submit JOB.yaml                 # submit and follow to the end; exit 0 only on success
+    tony submit JOB.yaml                 # submit and follow to the end; exit 0 only on success, 75 retryable
     tony status APP_ID [--html]          # the AM state document as JSON (or the job page), live or from HDFS
     tony logs APP_ID [--task worker:0]   # the containers' logs, from the NodeManagers
     tony kill APP_ID
@@ -33,7 +33,7 @@ from yaml.reader import ReaderError
 
 from airflow_provider_tony import __version__
 from airflow_provider_tony.runtime import jobyaml
-from airflow_provider_tony.runtime.errors import SpecError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
 from airflow_provider_tony.yarn.logformat import shown
@@ -42,11 +42,16 @@ from airflow_provider_tony.yarn.source import paths_beside_job_file
 if TYPE_CHECKING:
     from airflow_provider_tony.yarn.client import TonyClient
 
-#: Exit codes: the job failed; bad input or the cluster refused (argparse uses 2 too); the job
-#: trained but its model failed the quality gate (not published); Ctrl-C.
+#: Exit codes, for cron, CI and other schedulers: the job failed for a reason a retry cannot
+#: change (the training code's own failure, a container killed for its memory, a deadline);
+#: bad input or the cluster refused the job (argparse uses 2 too); the job trained but its model
+#: failed the quality gate (not published); a failure a later try may not meet (a lost node or
+#: container, a preemption's last straw, a hung AM, the ResourceManager unreachable, a late
+#: input): 75, sysexits.h's EX_TEMPFAIL, "try again later"; Ctrl-C.
 EXIT_JOB_FAILED = 1
 EXIT_ERROR = 2
 EXIT_GATE_FAILED = 3
+EXIT_RETRYABLE = 75
 EXIT_INTERRUPTED = 130
 
 Arguments = Callable[[argparse.ArgumentParser], None]
@@ -248,7 +253,7 @@ def submit(args: argparse.Namespace) -> int:
         if cost is not None:
             print(f"cost: {cost.line()}", flush=True)
         if not result.succeeded:
-            return EXIT_JOB_FAILED
+            return EXIT_RETRYABLE if result.retryable else EXIT_JOB_FAILED
         if spec.quality_gate.enabled:
             return _judge(client, spec, app_id)
     return 0
@@ -506,16 +511,42 @@ def build_parser(prog: str = "tony") -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = "tony") -> int:
-    """Run one subcommand; the exit code is 0, ``EXIT_JOB_FAILED``, ``EXIT_ERROR`` or ``EXIT_INTERRUPTED``."""
+    """Run one subcommand; the exit code is 0 or one of the ``EXIT_`` codes above (``exit_code_of``)."""
     args = build_parser(prog).parse_args(argv)
     try:
         return COMMANDS[args.command].run(args)
     except (TonyError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return exit_code_of(exc)
 
 
-__all__ = ["COMMANDS", "Command", "JobFileError", "build_parser", "command", "load_job", "main", "read_job_file"]
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of an error raised before or around a job: 75 where asking again may work.
+
+    The ResourceManager not answering (down, restarting, failing over) and a
+    missing input the job marks ``retryable_if_missing`` (a late partition) are
+    worth another try later; anything else is bad input or a refusal (2).
+    """
+    if isinstance(exc, ClusterUnreachable) or (isinstance(exc, InputMissing) and exc.retryable):
+        return EXIT_RETRYABLE
+    return EXIT_ERROR
+
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_ERROR",
+    "EXIT_GATE_FAILED",
+    "EXIT_JOB_FAILED",
+    "EXIT_RETRYABLE",
+    "Command",
+    "JobFileError",
+    "build_parser",
+    "command",
+    "exit_code_of",
+    "load_job",
+    "main",
+    "read_job_file",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -158,7 +158,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--memory", default="384 MiB", help="per worker container")
+    ap.add_argument("--memory", default="1 GiB", help="per worker container")
     ap.add_argument("--pex", default=str(Path(sys.prefix) / "tf-yarn-env.pex"), help="local pex cache")
     ap.add_argument("--local-env", action="store_true", help="hand skein the local pex (uploaded on each submit)")
     ap.add_argument("--warm-pex-root", action="store_true", help="one PEX_ROOT for all runs (unpacked once)")

@@ -84,7 +84,7 @@ def on_demand_dag(dag_id: str, doc: str, **mode: Any) -> DAG:
                         "args": ["--steps", str(steps * int(params["epochs"])), *common],
                     },
                     "worker": {"instances": int(params["workers"]), "memory": "1 GiB", "script": script},
-                    "ps": {"memory": "768 MiB", "script": script},
+                    "ps": {"memory": "1 GiB", "script": script},
                 }
             else:
                 roles = {
@@ -104,7 +104,7 @@ def on_demand_dag(dag_id: str, doc: str, **mode: Any) -> DAG:
                     }
                 }
             if params.get("tensorboard"):  # linked from the task page ("TensorBoard") while it serves
-                roles["tensorboard"] = {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"}
+                roles["tensorboard"] = {"memory": "1 GiB", "module": "airflow_provider_tony.runtime.tensorboard"}
             return {"name": "on-demand-digits", "roles": roles, "heartbeat_timeout": 60, "deadline": 3600}
 
         TonyOperator(task_id="train", job=build_job(), poll_interval=2.0, **mode)

@@ -56,6 +56,11 @@ XCOM_SUMMARY_DIAGNOSTICS = 4000
 MAX_STATUS_CHARS = 40
 #: The XCom key of the quality gate's verdict (also in the result when the model passed).
 XCOM_QUALITY_GATE = "quality_gate"
+#: The XCom key of a failed job's typed root cause (``runtime.messages.Failure``: kind, task, retryable,
+#: and for ``out_of_memory`` the peak, the request and the field to raise), pushed before the task fails.
+XCOM_FAILURE = "failure"
+#: ``Failure.kind`` of a container YARN killed for its memory (``runtime.failure.FailureKind.OUT_OF_MEMORY``).
+OUT_OF_MEMORY = "out_of_memory"
 
 
 class QualityGateFailed(AirflowFailException):
@@ -331,7 +336,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             base_dir=self._dag_folder(),
             defaults={"name": f"{ti.dag_id}.{ti.task_id}", "queue": self.hook.default_queue},
         )
-        return spec.with_overrides(
+        spec = spec.with_overrides(
             name=self.name,
             env=self.env,
             python=self.python,
@@ -339,6 +344,46 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             checkpoint_dir=self.checkpoint_dir or spec.checkpoint.dir or self.default_checkpoint_dir(context),
             warm_start_from=self.warm_start_from,
         )
+        if spec.memory_retry.enabled and int(getattr(ti, "try_number", 1) or 1) > 1:
+            spec = self._memory_grown(spec, context)
+        return spec
+
+    def _memory_grown(self, spec: JobSpec, context: Context) -> JobSpec:
+        """``memory_retry``: after the previous try's container was killed for memory, this try asks for more.
+
+        The previous try is this task run's newest failed application (found by
+        its identity tags); its failure comes from the AM's stored history, so it
+        holds the request that was killed (already grown by an earlier retry) and
+        the role to grow. Anything else (another failure, no history) submits the
+        job as written.
+        """
+        try:
+            apps = self.hook.find_by_tags(self.identity_tags(context), active_only=False)
+            previous = next((a for a in apps if not a.active and a.final_status == "FAILED"), None)
+            failure = self.ended_result(previous.app_id).failure if previous is not None else None
+        except TonyError as exc:
+            self.log.warning("memory_retry: could not read the previous try's failure (%s); asking as written", exc)
+            return spec
+        if previous is None or failure is None or failure.kind != OUT_OF_MEMORY:
+            return spec
+        role = (failure.fix_field or "").removeprefix("roles.").removesuffix(".memory")
+        killed = failure.requested_mib
+        grown = spec.memory_retry.next_request(killed) if killed else None
+        if role not in spec.roles or grown is None or grown <= spec.roles[role].memory:
+            return spec
+        self.log.warning(
+            "memory_retry: %s was killed for memory in %s (peak %s MiB of %s MiB requested); this try asks for "
+            "roles.%s.memory = %d MiB (factor %g, max %d MiB)",
+            failure.task_id,
+            previous.app_id,
+            failure.peak_mib,
+            killed,
+            role,
+            grown,
+            spec.memory_retry.factor,
+            spec.memory_retry.max,
+        )
+        return spec.with_memory(role, grown)
 
     def default_checkpoint_dir(self, context: Context) -> str:
         """Stable across the tries of one task run (HDFS names allow no ':')."""
@@ -440,7 +485,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             # execution_timeout, SIGTERM, a lost RM connection: the job must not outlive the task.
             self._kill_quietly(app_id)
             raise
-        self._finish(result)
+        self._finish(result, context)
         self._final = self._announce(context, self._judged(context, self.xcom_result(result)))
         return self._final
 
@@ -517,7 +562,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             except Exception as exc:  # noqa: BLE001 - describing the result must not change the outcome
                 self.log.warning("could not rebuild the job to describe its result: %s", exc)
         self._on_state(context, result.am_state)
-        self._finish(result)
+        self._finish(result, context)
         return self._announce(context, self._judged(context, self.xcom_result(result)))
 
     def on_kill(self) -> None:
@@ -533,7 +578,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         except Exception as exc:  # noqa: BLE001 - already gone is fine
             self.log.warning("could not kill %s: %s", app_id, exc)
 
-    def _finish(self, result: JobResult) -> None:
+    def _finish(self, result: JobResult, context: Context | None = None) -> None:
         self._result = result
         if result.cost is None or not result.cost.final:  # the ending report undercounts (see final_cost)
             try:
@@ -557,6 +602,13 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             f"{shown(result.diagnostics, MAX_DIAGNOSTICS_CHARS)}\n"
             f"Logs: yarn logs -applicationId {result.app_id}"
         )
+        failure = result.failure
+        if context is not None and failure is not None:
+            context["ti"].xcom_push(key=XCOM_FAILURE, value=failure.to_dict())
+        if failure is not None and failure.kind == OUT_OF_MEMORY:
+            message += "\n" + self._memory_advice(failure.fix_field, failure.requested_mib)
+            if self._memory_retry_left(failure.requested_mib):
+                raise AirflowException(message)
         if self.fail_fast_on_permanent and not result.retryable:
             raise AirflowFailException(
                 f"{message}\nNot retried: a retry would fail the same way (see the "
@@ -564,6 +616,29 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 "retryable_exit_codes to retry it)"
             )
         raise AirflowException(message)
+
+    def _memory_retry_left(self, requested_mib: int | None) -> bool:
+        spec = self._spec
+        return (
+            spec is not None and requested_mib is not None and spec.memory_retry.next_request(requested_mib) is not None
+        )
+
+    def _memory_advice(self, fix_field: str | None, requested_mib: int | None) -> str:
+        """What an out-of-memory failure's message ends with: the field to raise, or what the retry asks for."""
+        field_ = fix_field or "the role's memory"
+        spec = self._spec
+        if spec is None or not spec.memory_retry.enabled or requested_mib is None:
+            return (
+                f"Out of memory: raise {field_} (it asked for {requested_mib} MiB), or set memory_retry "
+                "(factor, max) for the next try to ask for more"
+            )
+        grown = spec.memory_retry.next_request(requested_mib)
+        if grown is None:
+            return (
+                f"Out of memory at memory_retry.max ({spec.memory_retry.max} MiB): not retried; raise {field_} "
+                "and memory_retry.max, or lower the job's memory use"
+            )
+        return f"Out of memory: retried by memory_retry, the next try asks for {field_} = {grown} MiB"
 
     def _copy_failed_logs(self, result: JobResult) -> None:
         """Copy the failed containers' logs into the task log, where the cluster serves them."""
@@ -748,4 +823,4 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         }
 
 
-__all__ = ["XCOM_QUALITY_GATE", "XCOM_TENSORBOARD_URL", "QualityGateFailed", "TonyOperator"]
+__all__ = ["XCOM_FAILURE", "XCOM_QUALITY_GATE", "XCOM_TENSORBOARD_URL", "QualityGateFailed", "TonyOperator"]

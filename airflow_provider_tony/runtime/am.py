@@ -52,7 +52,7 @@ from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
-from airflow_provider_tony.runtime.yarn_exit import is_preempted
+from airflow_provider_tony.runtime.yarn_exit import is_preempted, memory_kill
 
 log = logging.getLogger("tony.am")
 _M = TypeVar("_M", bound=Message)
@@ -284,7 +284,21 @@ class ApplicationMaster:
             message = f"container {container.yarn_container_id} {container.state}: {container.exit_message}"
             raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
             record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
-            if record is not None and not is_preempted(container.exit_message):
+            kill = memory_kill(container.exit_message)
+            if kill is not None:  # YARN's word, whatever the executor reported (the SIGTERM's 143)
+                self.held_exits.pop(task_id, None)
+                if record is not None:
+                    self.keep_points(task_id, record.points)
+                self.tracker.memory_killed(
+                    task_id,
+                    kill,
+                    record.exit_code if record is not None else None,
+                    now,
+                    usage=record.usage if record is not None else None,
+                    stderr_tail=record.stderr_tail if record is not None else None,
+                )
+                log.warning("%s: %s", task_id, " ".join(str(container.exit_message).split())[:400])
+            elif record is not None and not is_preempted(container.exit_message):
                 self.apply_exit(task_id, record, now, container_ended=True)
             else:  # no record, or YARN preempted it: YARN's word is the fact, not the executor's 143
                 held = self.held_exits.pop(task_id, None)

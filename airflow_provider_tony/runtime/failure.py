@@ -27,6 +27,7 @@ class FailureKind(str, enum.Enum):
 
     LOST = "lost"  # no exit record: container or node lost, or heartbeats stopped
     PREEMPTED = "preempted"  # YARN took the container back for another queue
+    OUT_OF_MEMORY = "out_of_memory"  # YARN killed the container over its memory request (exit -104)
     SIGNAL = "signal"  # the user process was killed by a signal (OOM kill 137, SIGTERM 143)
     RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
     PEER = "peer"  # TensorFlow reported that a peer failed: a consequence, not a cause
@@ -35,12 +36,14 @@ class FailureKind(str, enum.Enum):
 
     @property
     def retryable(self) -> bool:
-        return self is not FailureKind.CODE
+        """A container killed for memory would be killed again with the same request: not retryable
+        (the JobSpec's ``memory_retry`` lets the operator retry it with a larger one)."""
+        return self not in (FailureKind.CODE, FailureKind.OUT_OF_MEMORY)
 
     @property
     def loss(self) -> bool:
         """The task itself went away: its peers' failures are its consequences."""
-        return self in (FailureKind.LOST, FailureKind.PREEMPTED, FailureKind.SIGNAL)
+        return self in (FailureKind.LOST, FailureKind.PREEMPTED, FailureKind.SIGNAL, FailureKind.OUT_OF_MEMORY)
 
 
 #: TensorFlow's errors when a peer of a collective, a parameter server or the

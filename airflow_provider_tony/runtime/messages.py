@@ -547,6 +547,11 @@ class Failure(Message):
     exit_code: int | None = None
     message: str = ""
     consequences: list[str] = field(default_factory=list)
+    # An ``out_of_memory`` failure: what the task used (YARN's figure when it killed the container),
+    # what its role asked for, and the JobSpec field to raise (``roles.<role>.memory``).
+    peak_mib: int | None = None
+    requested_mib: int | None = None
+    fix_field: str | None = None
 
     def validate(self) -> None:
         self.kind = _text(self.kind, 40)
@@ -555,6 +560,9 @@ class Failure(Message):
         self.exit_code = _int_or_none(self.exit_code)
         self.message = _text(self.message, MAX_DIAGNOSTICS_CHARS)
         self.consequences = [_text(t, MAX_NAME_CHARS) for t in _sequence(self.consequences, "consequences")[:MAX_TASKS]]
+        self.peak_mib = _int_or_none(self.peak_mib)
+        self.requested_mib = _int_or_none(self.requested_mib)
+        self.fix_field = None if self.fix_field is None else _text(self.fix_field, MAX_NAME_CHARS + 16)
 
 
 @dataclass

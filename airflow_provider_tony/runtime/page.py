@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_PAGE
-from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress, TaskSummary
+from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress, StateDocument, TaskSummary
 
 __all__ = ["render_page"]
 
@@ -241,6 +241,24 @@ def _gate_section(verdict: GateResult | None) -> str:
     )
 
 
+def _failure_section(state: StateDocument | None) -> str:
+    """The typed root cause of a failed job: its kind, task, and for ``out_of_memory`` the figures and the field."""
+    failure = state.failure if state is not None else None
+    if failure is None or not failure.kind:
+        return ""
+    parts = [f'<span class="state" style="background:{_STATE_COLOURS["FAILED"]}">{_e(failure.kind)}</span>']
+    if failure.task_id:
+        parts.append(f"task {_e(failure.task_id)}")
+    if failure.peak_mib is not None or failure.requested_mib is not None:
+        peak = "-" if failure.peak_mib is None else f"{failure.peak_mib} MiB"
+        asked = "-" if failure.requested_mib is None else f"{failure.requested_mib} MiB"
+        parts.append(f"peak {_e(peak)} of {_e(asked)} requested")
+    if failure.fix_field:
+        parts.append(f"raise <code>{_e(failure.fix_field)}</code>")
+    parts.append("retryable" if failure.retryable else "not retryable")
+    return f'<p id="failure">{" &middot; ".join(parts)}</p>'
+
+
 def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s: int | None = 5) -> str:
     """The whole page. ``refresh_s`` reloads it while the job runs (None for a final, static copy)."""
     state = history.state
@@ -269,7 +287,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f" &middot; Airflow try {_e(history.attempt)}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
         f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
-        f"{diagnostics}{_gate_section(history.gate)}<h2>Tasks</h2>{_tasks_table(history)}"
+        f"{diagnostics}{_failure_section(state)}{_gate_section(history.gate)}<h2>Tasks</h2>{_tasks_table(history)}"
         f"<h2>Metrics</h2>{charts}"
         f"<h2>Events</h2>{_list(state.events if state else [], 'no events yet')}"
         "</body></html>"

@@ -58,6 +58,7 @@ __all__ = [
     "MAX_TASKS",
     "Model",
     "PythonEnv",
+    "MemoryRetry",
     "QualityGate",
     "RetentionSpec",
     "RoleSpec",
@@ -762,6 +763,60 @@ class QualityGate(Model):
         return self.metric is not None
 
 
+#: The largest ``memory_retry.factor``: a request grown more per try is a guess, not a retry.
+MAX_MEMORY_RETRY_FACTOR = 8.0
+
+
+@dataclass
+class MemoryRetry(Model):
+    """Opt-in: after YARN killed a task's container for its memory, the next Airflow try asks for more.
+
+    A container killed for memory (``out_of_memory``) fails the job without a
+    retry by default: the same request would be killed again. With ``factor``
+    set, the operator's next try gives the killed task's role
+    ``memory * factor`` MiB (rounded up, at most ``max``) and is retried; once
+    the request has reached ``max`` an out-of-memory failure is final again.
+    In-application restarts (``max_restarts``) are never spent on it.
+    """
+
+    factor: float | None = None
+    """Multiply the killed role's memory by this for the next Airflow try (more than 1, at most 8); null (the
+    default) turns the retry off."""
+    max: MiB | None = None
+    """The most memory a try may ask for one task of that role (an int of MiB or a size string); required with
+    ``factor``, and not below the memory of every role."""
+
+    def validate(self) -> None:
+        if self.factor is None:
+            _check(self.max is None, "max", "is set without factor; give factor (like 1.5) too, or remove max")
+            return
+        factor = self.factor
+        fix = f"give a number above 1 and at most {MAX_MEMORY_RETRY_FACTOR:g}, like 1.5 or 2"
+        ok = not isinstance(factor, bool) and isinstance(factor, (int, float)) and math.isfinite(factor)
+        _check(ok, "factor", f"{shown(factor)} is not a number; {fix}")
+        _check(1 < factor <= MAX_MEMORY_RETRY_FACTOR, "factor", f"{factor!r} is out of range; {fix}")
+        self.factor = float(factor)
+        _check(
+            self.max is not None,
+            "max",
+            "is missing; give the most memory a retry may ask for, like '8 GiB' (the cluster's maximum container"
+            " size at most)",
+        )
+        assert self.max is not None
+        self.max = parse_memory_mib(self.max, "max")
+
+    @property
+    def enabled(self) -> bool:
+        return self.factor is not None
+
+    def next_request(self, requested_mib: int) -> int | None:
+        """What the next try asks for after ``requested_mib`` was killed: None when it cannot grow (off, or at max)."""
+        if self.factor is None or self.max is None:
+            return None
+        grown = min(math.ceil(requested_mib * self.factor), self.max)
+        return grown if grown > requested_mib else None
+
+
 @dataclass
 class RetentionSpec(Model):
     """What the operator prunes of its own task's earlier runs after a run succeeded (``tony gc`` does all tasks).
@@ -977,6 +1032,9 @@ class JobSpec(Model):
     """Publish the model only when its evaluation metric is at least as good as the last published model's."""
     retention: RetentionSpec = field(default_factory=RetentionSpec)
     """How many of this task's earlier runs' checkpoint folders the operator keeps after a run succeeded."""
+    memory_retry: MemoryRetry = field(default_factory=MemoryRetry)
+    """Opt-in: after a container was killed for its memory, the next Airflow try asks for more (``factor``, capped
+    at ``max``); off by default, when such a failure is not retried."""
 
     _NESTED: ClassVar[dict[str, type[Model]]] = {
         "python": PythonEnv,
@@ -985,6 +1043,7 @@ class JobSpec(Model):
         "kerberos": KerberosSpec,
         "quality_gate": QualityGate,
         "retention": RetentionSpec,
+        "memory_retry": MemoryRetry,
     }
 
     # -- validation --------------------------------------------------------- #
@@ -1011,6 +1070,7 @@ class JobSpec(Model):
         self._validate_tracking()
         self.inputs = self._validated_inputs()
         self._validate_gate()
+        self._validate_memory_retry()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
         self.max_restarts = _int(
@@ -1206,6 +1266,25 @@ class JobSpec(Model):
             f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
             f" 'chief'; remove {decider!r} from untracked_roles",
         )
+
+    def _validate_memory_retry(self) -> None:
+        cap = self.memory_retry.max
+        if cap is None or not self.roles:
+            return
+        smallest = min(self.roles, key=lambda name: self.roles[name].memory)
+        _check(
+            cap >= self.roles[smallest].memory,
+            "memory_retry.max",
+            f"{cap} MiB is below every role's memory (the smallest is roles.{smallest}.memory,"
+            f" {self.roles[smallest].memory} MiB): no retry could ask for more; raise max",
+        )
+
+    def with_memory(self, role: str, memory_mib: int) -> JobSpec:
+        """This job with ``roles.<role>.memory`` set to ``memory_mib`` (the operator's memory retry), validated."""
+        _check(role in self.roles, f"roles.{role}", f"is not a role of this job ({', '.join(self.role_names())})")
+        roles = dict(self.roles)
+        roles[role] = dataclasses.replace(self.roles[role], memory=memory_mib)
+        return dataclasses.replace(self, roles=roles)
 
     def _validate_gate(self) -> None:
         """A gate judges a published model, and best-N retention needs the metric it ranks by."""

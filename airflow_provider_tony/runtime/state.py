@@ -40,6 +40,7 @@ from airflow_provider_tony.runtime.messages import (
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, parse_task_id
 from airflow_provider_tony.runtime.usage import notes as usage_notes
+from airflow_provider_tony.runtime.yarn_exit import MemoryKill
 
 # Roles whose address every TensorFlow member needs, so rendezvous waits for
 # them even when untracked (a ps is untracked but must be in the cluster).
@@ -61,6 +62,10 @@ class Verdict:
     cause: FailureKind | None = None  # what happened to that task
     consequences: list[str] = field(default_factory=list)  # tasks that failed because of it
     exit_code: int | None = None  # the root cause's exit code, if it exited
+    # An out_of_memory cause: YARN's figure of what it used, its role's request, the field to raise.
+    peak_mib: int | None = None
+    requested_mib: int | None = None
+    fix_field: str | None = None
 
     @property
     def final_status(self) -> str:
@@ -77,6 +82,9 @@ class Verdict:
             exit_code=self.exit_code,
             message=self.diagnostics,
             consequences=list(self.consequences),
+            peak_mib=self.peak_mib,
+            requested_mib=self.requested_mib,
+            fix_field=self.fix_field,
         )
 
 
@@ -111,6 +119,7 @@ class Task:
     kind: FailureKind | None = None
     failed_at: float | None = None
     failed_seq: int = 0  # order of observation, for failures seen in the same tick
+    memory_kill: MemoryKill | None = None  # YARN killed its container for memory (kind OUT_OF_MEMORY)
 
     def summary(self, now: float) -> TaskSummary:
         return TaskSummary(
@@ -373,6 +382,50 @@ class JobTracker:
         task.message = message or "container ended without reporting an exit code"
         self.events.append(f"{task_id} container ended: {task.message}")
 
+    def memory_killed(
+        self,
+        task_id: str,
+        kill: MemoryKill,
+        exit_code: int | None,
+        now: float,
+        usage: Usage | None = None,
+        stderr_tail: list[str] | None = None,
+    ) -> None:
+        """YARN killed the task's container over its memory request (its diagnostics said so).
+
+        YARN's word wins over the executor's exit record (the SIGTERM's 143, a
+        signal death): the same request would be killed again, so the failure is
+        ``OUT_OF_MEMORY``, not retryable and no in-application restart.
+        """
+        task = self.tasks.get(task_id)
+        if task is None or task.state.finished:
+            return
+        task.state = TaskState.FAILED
+        task.kind = FailureKind.OUT_OF_MEMORY
+        task.memory_kill = kill
+        task.exit_code = exit_code
+        if usage is not None:
+            self._used(task, usage)
+        if stderr_tail is not None:
+            task.stderr_tail = list(stderr_tail)
+        self._failed(task, now)
+        task.message = self._memory_text(task)
+        self.events.append(f"{task_id} killed by YARN for memory: {task.message}")
+
+    def _memory_text(self, task: Task) -> str:
+        kill = task.memory_kill
+        role = self.spec.roles.get(task.role)
+        requested = role.memory if role is not None else None
+        used = "" if kill is None or kill.used_mib is None else f"{kill.used_mib} MiB"
+        limit = "" if kill is None or kill.limit_mib is None else f"{kill.limit_mib} MiB"
+        which = kill.memory if kill is not None else "physical"
+        text = f"its container went over its {which} memory limit"
+        if used and limit:
+            text = f"it used {used} of {which} memory, over its container's limit of {limit}"
+        if requested is not None:
+            text += f" (roles.{task.role}.memory asks for {requested} MiB)"
+        return text
+
     def stopped(self, task_id: str) -> None:
         """The AM stopped a task still running at the verdict: STOPPED after a success, KILLED after a failure.
 
@@ -628,7 +681,22 @@ class JobTracker:
     def _failure_verdict(self, root: Task, others: list[Task]) -> Verdict:
         # Every failed or lost task has its kind (set where it failed); CODE is the conservative default.
         kind = root.kind or FailureKind.CODE
-        if root.state is TaskState.LOST:
+        memory: dict[str, Any] = {}
+        if kind is FailureKind.OUT_OF_MEMORY:
+            fix = f"roles.{root.role}.memory"
+            role = self.spec.roles.get(root.role)
+            kill = root.memory_kill
+            memory = {
+                "peak_mib": kill.used_mib if kill is not None else None,
+                "requested_mib": role.memory if role is not None else None,
+                "fix_field": fix,
+            }
+            text = (
+                f"{root.task_id} out of memory: YARN killed its container on {root.host or 'its node'}: "
+                f"{root.message}; not retried with the same request: raise {fix} (or set memory_retry for "
+                "the next Airflow try to ask for more)"
+            )
+        elif root.state is TaskState.LOST:
             text = f"{root.task_id} lost: {root.message}"
         else:
             where = root.host or "an unregistered container"
@@ -651,6 +719,7 @@ class JobTracker:
             cause=kind,
             consequences=[t.task_id for t in others],
             exit_code=root.exit_code,
+            **memory,
         )
 
     def _decide(self, now: float) -> Verdict | None:

@@ -21,6 +21,8 @@ from airflow_provider_tony.runtime.inputs import InputFile, check_cap, check_sha
 from airflow_provider_tony.runtime.spec import JobSpec
 
 __all__ = [
+    "DOMINANT_CALCULATOR",
+    "RESOURCE_CALCULATOR_KEY",
     "ClusterInfo",
     "check_inputs",
     "cluster_info_from_rm",
@@ -56,14 +58,35 @@ class ClusterInfo:
     node_labels: list[str] = field(default_factory=list)
     #: Running nodes' host names and their labels; empty when unknown.
     hosts: dict[str, list[str]] = field(default_factory=dict)
+    #: The Capacity Scheduler's ``yarn.scheduler.capacity.resource-calculator`` (a class name), from the
+    #: conf dir's capacity-scheduler.xml or the RM; None when neither tells.
+    resource_calculator: str | None = None
+
+    @property
+    def schedules_vcores(self) -> bool | None:
+        """Whether the scheduler places containers by vcores too: True with the DominantResourceCalculator,
+        False with any other (the DefaultResourceCalculator counts memory alone), None when unknown."""
+        if self.resource_calculator is None:
+            return None
+        return self.resource_calculator.rsplit(".", 1)[-1] == DOMINANT_CALCULATOR
 
 
-def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
-    """Reject requests YARN could never satisfy, before submitting.
+#: The calculator that counts vcores (and other resources) beside memory; Hadoop's default
+#: (``DefaultResourceCalculator``) places containers by memory alone.
+DOMINANT_CALCULATOR = "DominantResourceCalculator"
+RESOURCE_CALCULATOR_KEY = "yarn.scheduler.capacity.resource-calculator"
+
+
+def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
+    """Reject requests YARN could never satisfy, before submitting; return the warnings.
 
     Why: YARN does not fail an impossible request, it leaves the application
     ACCEPTED or the containers pending until some timeout; checking here
-    turns a silent hang into a message that says what to change.
+    turns a silent hang into a message that says what to change. The job's
+    vcores against the cluster's total refuse only where the scheduler counts
+    them (``DominantResourceCalculator``): under the default calculator YARN
+    places containers by memory alone and over-commits vcores, so more vcores
+    than the cluster has is a warning, not an impossible job.
     """
 
     def fits(value: int, maximum: int, field_: str, unit: str, knob: str) -> None:
@@ -116,6 +139,12 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
         "queue",
         f"{spec.queue!r} is not a queue of this cluster; use one of {', '.join(map(repr, cluster.queues))}",
     )
+    return _check_totals(spec, cluster)
+
+
+def _check_totals(spec: JobSpec, cluster: ClusterInfo) -> list[str]:
+    """The whole job against the whole cluster: memory always refuses, vcores only where they are scheduled."""
+    warnings: list[str] = []
     # TensorFlow needs every task up at once, so a job larger than the whole
     # cluster would wait for registration_timeout and then fail.
     need_mb = spec.am_memory + sum(r.instances * r.memory for r in spec.roles.values())
@@ -126,12 +155,22 @@ def validate_against_cluster(spec: JobSpec, cluster: ClusterInfo) -> None:
         f"the job needs {need_mb} MiB in total (all tasks + AM) but the cluster has"
         f" {cluster.total_memory_mb} MiB; lower instances or memory",
     )
-    _check(
-        not cluster.total_vcores or need_vc <= cluster.total_vcores,
-        "roles",
-        f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has"
-        f" {cluster.total_vcores}; lower instances or vcores",
-    )
+    if cluster.total_vcores and need_vc > cluster.total_vcores:
+        message = f"the job needs {need_vc} vcores in total (all tasks + AM) but the cluster has {cluster.total_vcores}"
+        schedules = cluster.schedules_vcores
+        _check(
+            schedules is not True,
+            "roles",
+            f"{message}, and its scheduler counts vcores ({DOMINANT_CALCULATOR}); lower instances or vcores",
+        )
+        why = (
+            "its scheduler places containers by memory alone"
+            if schedules is False
+            else f"its scheduler's {RESOURCE_CALCULATOR_KEY} is unknown here (no capacity-scheduler.xml in the conf"
+            " dir); if it is the DominantResourceCalculator the job will wait for registration_timeout"
+        )
+        warnings.append(f"roles: {message}; submitted anyway: {why}, the tasks share the cores")
+    return warnings
 
 
 def check_inputs(spec: JobSpec, client: Any) -> dict[str, list[InputFile]]:
@@ -221,6 +260,7 @@ def cluster_info_from_rm(
     metrics: dict[str, Any],
     labels: dict[str, Any] | None,
     nodes: dict[str, Any] | None = None,
+    resource_calculator: str | None = None,
 ) -> ClusterInfo:
     """``ClusterInfo`` from the ResourceManager's REST answers.
 
@@ -228,6 +268,9 @@ def cluster_info_from_rm(
     :param metrics: ``/ws/v1/cluster/metrics``'s ``clusterMetrics``.
     :param labels: ``/ws/v1/cluster/get-node-labels`` (its key differs across Hadoop versions).
     :param nodes: ``/ws/v1/cluster/nodes?states=RUNNING`` (for placement), or None when not read.
+    :param resource_calculator: the calculator named by the conf dir's capacity-scheduler.xml, if any;
+        else the scheduler's answer when it names one (``resourceCalculator``; Hadoop 3.4's Capacity
+        Scheduler does not), else unknown.
     """
     leaves: list[str] = []
 
@@ -253,7 +296,17 @@ def cluster_info_from_rm(
         total_vcores=int(metrics.get("totalVirtualCores", 0)),
         node_labels=[lbl["name"] if isinstance(lbl, dict) else str(lbl) for lbl in found],
         hosts=_running_hosts(nodes),
+        resource_calculator=resource_calculator or _calculator_of(scheduler),
     )
+
+
+def _calculator_of(scheduler: dict[str, Any]) -> str | None:
+    """The resource calculator the scheduler's REST answer names, if it names one."""
+    for key in ("resourceCalculator", "resourceCalculatorClass", "resource-calculator"):
+        value = scheduler.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _running_hosts(nodes: dict[str, Any] | None) -> dict[str, list[str]]:

@@ -38,6 +38,7 @@ from airflow_provider_tony.yarn import staging
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
+    RESOURCE_CALCULATOR_KEY,
     ClusterInfo,
     check_inputs,
     cluster_info_from_rm,
@@ -305,6 +306,9 @@ class TonyClient:
             self._rm_get("metrics")["clusterMetrics"],
             self._rm_get("get-node-labels"),
             self._rm_get("nodes?states=RUNNING"),
+            resource_calculator=_read_site(
+                self.cluster_env.conf_dir(), "capacity-scheduler.xml", RESOURCE_CALCULATOR_KEY
+            ),
         )
 
     def describe(self) -> str:
@@ -355,7 +359,8 @@ class TonyClient:
         validate_local_files(spec)
         tree = src.validate_source(spec)
         info = self.cluster_info()
-        validate_against_cluster(spec, info)
+        for warning in validate_against_cluster(spec, info):
+            log.warning("%s", warning)
         inputs_env = self.check_inputs(spec)
         return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
 

@@ -111,7 +111,7 @@ def test_submit_with_a_tensorboard_role_and_no_checkpoint_dir_shows_scalars(
                 "script": str(DIGITS),
                 "args": ["--epochs", "3", "--steps-per-epoch", "10", "--linger", "120"],
             },
-            "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+            "tensorboard": {"memory": "1 GiB", "module": "airflow_provider_tony.runtime.tensorboard"},
         },
         "heartbeat_timeout": 60,
     }

@@ -133,7 +133,7 @@ def test_parameter_server_chief_decides_and_servers_are_stopped(
         {
             "chief": {"memory": "1 GiB", "script": script, "args": ["--steps", "60", *DIGITS_INPUTS]},
             "worker": {"instances": 2, "memory": "1 GiB", "script": script, "args": DIGITS_INPUTS},
-            "ps": {"memory": "768 MiB", "script": script},
+            "ps": {"memory": "1 GiB", "script": script},
         },
         heartbeat_interval=1,
         heartbeat_timeout=30,

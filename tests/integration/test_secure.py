@@ -407,7 +407,7 @@ def test_model_publish_and_tensorboard_sync(krb, tag, ckpt) -> None:
                     "args": ["--epochs", "2", "--steps-per-epoch", "10", "--linger", "60"]
                     + ["--input", "digits_train", "--eval-input", "digits_eval"],
                 },
-                "tensorboard": {"memory": "512 MiB", "module": "airflow_provider_tony.runtime.tensorboard"},
+                "tensorboard": {"memory": "1 GiB", "module": "airflow_provider_tony.runtime.tensorboard"},
             },
             "python": {"interpreter": sys.executable},
             "heartbeat_timeout": 60,

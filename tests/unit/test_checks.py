@@ -14,6 +14,7 @@ import pytest
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import (
+    DOMINANT_CALCULATOR,
     ClusterInfo,
     cluster_info_from_rm,
     validate_against_cluster,
@@ -82,7 +83,6 @@ CLUSTER_INVALID: list[tuple[str, Callable[[dict[str, Any]], object], str, list[s
     ("queue", lambda d: d.update(queue="nope"), "queue", ["'nope'", "'default'", "'gpu'"]),
     ("node-label", _set_role("worker", node_label="slow"), "roles.worker.node_label", ["'slow'", "'fast'"]),
     ("total-memory", _set_role("worker", instances=9, memory=8192), "roles", ["74240 MiB", "65536"]),
-    ("total-vcores", _set_role("worker", instances=9, vcores=8), "roles", ["73 vcores", "64"]),
 ]
 
 
@@ -93,6 +93,56 @@ def test_cluster_check_rejects(mutate: Callable[[dict[str, Any]], object], field
     assert info.value.field == field
     for text in texts:
         assert text in str(info.value)
+
+
+DOMINANT = f"org.apache.hadoop.yarn.util.resource.{DOMINANT_CALCULATOR}"
+DEFAULT = "org.apache.hadoop.yarn.util.resource.DefaultResourceCalculator"
+#: 40 workers of 1 vcore (+ the AM's) on a 16-vcore cluster with memory to spare.
+MANY_VCORES = _set_role("worker", instances=40, memory=256, vcores=1)
+
+
+def test_total_vcores_refuse_where_the_scheduler_counts_them() -> None:
+    with pytest.raises(SpecError) as info:
+        validate_against_cluster(_spec(MANY_VCORES), _cluster(total_vcores=16, resource_calculator=DOMINANT))
+    assert info.value.field == "roles"
+    assert "41 vcores" in str(info.value) and "16" in str(info.value) and DOMINANT_CALCULATOR in str(info.value)
+
+
+@pytest.mark.parametrize("calculator", [DEFAULT, None], ids=["default-calculator", "unknown"])
+def test_total_vcores_only_warn_where_containers_are_placed_by_memory(calculator: str | None) -> None:
+    warnings = validate_against_cluster(_spec(MANY_VCORES), _cluster(total_vcores=16, resource_calculator=calculator))
+    assert len(warnings) == 1 and "41 vcores" in warnings[0] and "submitted anyway" in warnings[0]
+    assert ("memory alone" in warnings[0]) == (calculator == DEFAULT)
+    # Memory is counted by every calculator: the total memory still refuses.
+    with pytest.raises(SpecError, match="MiB in total"):
+        validate_against_cluster(
+            _spec(_set_role("worker", instances=40, memory=2048)), _cluster(resource_calculator=calculator)
+        )
+
+
+def test_a_job_within_the_vcores_has_no_warning() -> None:
+    assert validate_against_cluster(_spec(), _cluster(resource_calculator=DOMINANT)) == []
+
+
+def test_the_calculator_comes_from_the_conf_dir_else_the_schedulers_answer() -> None:
+    scheduler = {"maximumAllocation": {"memory": 1024, "vCores": 1}}
+    assert cluster_info_from_rm(scheduler, {}, None).schedules_vcores is None
+    assert cluster_info_from_rm(scheduler, {}, None, resource_calculator=DOMINANT).schedules_vcores is True
+    assert cluster_info_from_rm(scheduler, {}, None, resource_calculator=DEFAULT).schedules_vcores is False
+    told = {**scheduler, "resourceCalculator": DOMINANT}
+    assert cluster_info_from_rm(told, {}, None).schedules_vcores is True
+    assert cluster_info_from_rm(told, {}, None, resource_calculator=DEFAULT).schedules_vcores is False
+
+
+def test_the_client_reads_the_calculator_from_capacity_scheduler_xml(tmp_path: Path) -> None:
+    from airflow_provider_tony.yarn.checks import RESOURCE_CALCULATOR_KEY
+    from airflow_provider_tony.yarn.client import _read_site
+
+    (tmp_path / "capacity-scheduler.xml").write_text(
+        f"<configuration><property><name>{RESOURCE_CALCULATOR_KEY}</name><value>{DOMINANT}</value></property>"
+        "</configuration>"
+    )
+    assert _read_site(str(tmp_path), "capacity-scheduler.xml", RESOURCE_CALCULATOR_KEY) == DOMINANT
 
 
 # --------------------------------------------------------------------------- #

@@ -191,3 +191,75 @@ def test_a_yaml_syntax_error_is_no_traceback_from_the_installed_command(tmp_path
     assert proc.returncode == cli.EXIT_ERROR, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: {path}:3:1: not valid YAML"), proc.stderr
+
+
+# --------------------------------------------------------------------------- #
+# tony submit's exit code: what cron, CI and other schedulers read
+# --------------------------------------------------------------------------- #
+class _EndsWith:
+    """A stand-in client whose job ends with ``result`` (or whose submit raises ``error``)."""
+
+    def __init__(self, result: object = None, error: Exception | None = None) -> None:
+        self.result, self.error = result, error
+
+    def submit(self, spec: object, extra_tags: object = ()) -> str:
+        if self.error is not None:
+            raise self.error
+        return "application_1_0001"
+
+    def wait(self, app_id: str, **kwargs: object) -> object:
+        return self.result
+
+    def __enter__(self) -> _EndsWith:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _ended(kind: str, retryable: bool) -> object:
+    from airflow_provider_tony.runtime.messages import Failure
+    from airflow_provider_tony.yarn.follower import JobResult
+
+    failure = Failure(kind=kind, retryable=retryable, task_id="worker:1", message=f"worker:1 {kind}")
+    return JobResult("application_1_0001", "FINISHED", "FAILED", f"worker:1 {kind}", None, None, failure=failure)
+
+
+@pytest.mark.parametrize(
+    ("kind", "retryable", "code"),
+    [("lost", True, 75), ("hung_am", True, 75), ("code", False, 1), ("out_of_memory", False, 1)],
+)
+def test_submit_exits_75_for_a_retryable_failure_and_1_for_a_final_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, retryable: bool, code: int
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    monkeypatch.setattr(cli, "_client", lambda: _EndsWith(_ended(kind, retryable)))
+    assert cli.main(["submit", str(_job(tmp_path, script=str(script)))]) == code
+    assert (cli.EXIT_RETRYABLE, cli.EXIT_JOB_FAILED, cli.EXIT_ERROR, cli.EXIT_GATE_FAILED) == (75, 1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ("unreachable", 75),
+        ("late input", 75),
+        ("missing input, not retryable", 2),
+        ("refused", 2),
+    ],
+)
+def test_errors_before_the_job_exit_75_only_where_asking_again_may_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str, code: int
+) -> None:
+    from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, SpecError
+
+    raised = {
+        "unreachable": ClusterUnreachable("the ResourceManager at http://rm:8088 did not answer"),
+        "late input": InputMissing("inputs.day", "/data/dt=1", "no such folder", retryable=True),
+        "missing input, not retryable": InputMissing("inputs.day", "/data/dt=1", "no such folder", retryable=False),
+        "refused": SpecError("roles.worker.memory", "above the cluster's maximum"),
+    }[error]
+    script = tmp_path / "train.py"
+    script.write_text("")
+    monkeypatch.setattr(cli, "_client", lambda: _EndsWith(error=raised))
+    assert cli.main(["submit", str(_job(tmp_path, script=str(script)))]) == code

@@ -234,3 +234,23 @@ def test_no_launcher_module_grows_back_into_a_monolith() -> None:
     sizes = {p.name: len(p.read_text().splitlines()) for p in (REPO / "devcluster").glob("*.py")}
     assert {"dc_layout.py", "dc_configs.py", "dc_processes.py", "dc_readiness.py", "dc_kerberos.py"} <= set(sizes)
     assert not {name: n for name, n in sizes.items() if n > 400}
+
+
+@pytest.mark.parametrize(
+    ("nodemanagers", "secure"), [(1, False), (4, False), (1, True)], ids=["open", "chaos", "secure"]
+)
+def test_every_profile_enforces_memory_as_production_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodemanagers: int, secure: bool
+) -> None:
+    """Hadoop's physical-memory check on, vmem off, and memory.enforced off: with it on (Hadoop's
+    default) the NodeManager's own check is skipped in favour of cgroups, which are not used here."""
+    if secure:
+        monkeypatch.setenv("TONY_DEVCLUSTER_SECURE", "1")
+    lay = layout(tmp_path, monkeypatch, nodemanagers)
+    assert bool(getattr(lay, "secure", False)) is secure
+    dc.render_conf(lay)
+    for i in range(nodemanagers):
+        site = props(lay.nm_conf(i) / "yarn-site.xml")
+        assert site["yarn.nodemanager.pmem-check-enabled"] == "true"
+        assert site["yarn.nodemanager.vmem-check-enabled"] == "false"
+        assert site["yarn.nodemanager.resource.memory.enforced"] == "false"

@@ -133,6 +133,10 @@ def test_every_numeric_field_may_come_from_a_template() -> None:
         value: Any = number * 10 if kind is int else number * 10 + 0.5
         if path == "heartbeat_interval":
             value = 1.5
+        if path == "memory_retry.factor":  # at most 8
+            value = 1.5
+        if path == "memory_retry.max":  # not below every role's memory (1024 MiB by default)
+            value = 4096
         *parents, last = path.split(".")
         node = data
         for key in parents:

@@ -90,12 +90,15 @@ RESTART = RestartRecord(
     consequences=["worker:0", "worker:2"],
 )
 FAILURE = Failure(
-    kind="lost",
+    kind="out_of_memory",
     retryable=True,
     task_id="worker:1",
     exit_code=137,
-    message="worker:1 lost",
+    message="worker:1 out of memory",
     consequences=["worker:0"],
+    peak_mib=982,
+    requested_mib=512,
+    fix_field="roles.worker.memory",
 )
 FULL: list[Message] = [
     PROGRESS,

@@ -21,6 +21,7 @@ from airflow_provider_tony.runtime.spec import (
     InputSpec,
     JobSpec,
     KerberosSpec,
+    MemoryRetry,
     PythonEnv,
     QualityGate,
     RetentionSpec,
@@ -120,6 +121,7 @@ FULL: dict[str, Any] = {
         "tolerance": "1.5%",
     },
     "retention": {"max_age_days": 30.0, "keep_runs": 5},
+    "memory_retry": {"factor": 1.5, "max": 8192},
 }
 
 MINIMAL: dict[str, Any] = {"roles": {"worker": {"module": "trainer.main"}}}
@@ -160,6 +162,7 @@ def test_full_fixture_sets_every_field_to_a_non_default_value() -> None:
         (InputSpec, list(FULL["inputs"].values())),
         (QualityGate, [FULL["quality_gate"]]),
         (RetentionSpec, [FULL["retention"]]),
+        (MemoryRetry, [FULL["memory_retry"]]),
         (PythonEnv, [FULL["python"], {"interpreter": "/usr/bin/python3", "archive": None}]),
         (RoleSpec, list(FULL["roles"].values())),
     ):

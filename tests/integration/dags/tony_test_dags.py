@@ -104,3 +104,32 @@ with DAG(
     params={"label": "plain", "tag": "a", "workers": 1},
 ):
     TonyOperator(task_id="train", job="param_job.yaml", python=sys.executable, poll_interval=1.0)
+
+# issue 40: a worker YARN kills for its memory (tests/integration/test_memory.py). Both tasks have
+# retries=2; without memory_retry the kill fails the task on its first try, with it the second try
+# asks for twice the memory and the same script fits.
+HOG = str(Path(__file__).resolve().parent.parent / "jobs" / "hog.py")
+
+
+def hog_job(**extra: object) -> dict:
+    """Two MultiWorkerMirroredStrategy-style workers; worker:1 holds 700 MiB in a 512 MiB container."""
+    hog = {"instances": 2, "memory": "512 MiB", "script": HOG, "args": ["--index", "1", "--mib", "700"]}
+    return {
+        "roles": {"worker": hog},
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 10,
+        "success_policy": "all_workers",
+        **extra,
+    }
+
+
+with DAG(
+    "tony_test_memory",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=1)},
+):
+    TonyOperator(task_id="as_written", job=hog_job(), poll_interval=1.0)
+    TonyOperator(task_id="memory_retry", job=hog_job(memory_retry={"factor": 2, "max": "1 GiB"}), poll_interval=1.0)

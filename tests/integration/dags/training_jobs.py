@@ -58,7 +58,7 @@ def chaos_job(max_restarts: int, ckpt: str | None = None, **extra: Any) -> dict[
         ["--steps", str(CHAOS_STEPS), "--every", str(CHAOS_EVERY), "--sleep", str(CHAOS_SLEEP)],
         instances=CHAOS_WORKERS,
         placement="spread",
-        memory="768 MiB",
+        memory="1 GiB",
         heartbeat_interval=1.0,
         heartbeat_timeout=30,
         max_restarts=max_restarts,
