@@ -35,6 +35,7 @@ from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
+from airflow_provider_tony.yarn.am_node import AmNode, read_am_node
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
     ClusterInfo,
@@ -45,7 +46,15 @@ from airflow_provider_tony.yarn.checks import (
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.failover import Endpoints, split_addresses
-from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
+from airflow_provider_tony.yarn.follower import (
+    ACTIVE_YARN_STATES,
+    AM_UNREACHABLE_TIMEOUT_S,
+    AmUnreachable,
+    AppReport,
+    Follower,
+    JobResult,
+    follow_step,
+)
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
@@ -719,9 +728,21 @@ class TonyClient:
     def am_state(self, app_id: str) -> StateDocument | None:
         """The AM's state document over HTTP, or None while it is not (or no longer) served."""
         try:
-            return web.parse_state(self.http.get(web.state_url(self.rm_url, app_id)))
-        except (web.StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
+            return self.am_fetch(app_id)
+        except AmUnreachable:
             return None
+
+    def am_fetch(self, app_id: str) -> StateDocument | None:
+        """``am_state``, but raising ``AmUnreachable`` when the proxy cannot reach the AM (the follower's)."""
+        try:
+            response = self.http.get(web.state_url(self.rm_url, app_id))
+        except httpx.HTTPError:  # the RM itself did not answer: its report will say so
+            return None
+        return web.fetch_state(response)
+
+    def am_node(self, app_id: str) -> AmNode:
+        """Where the AM runs and whether its node is gone (``yarn/am_node.py``)."""
+        return read_am_node(self.http, self.rm_url, app_id)
 
     def ack_final(self, app_id: str) -> None:
         try:
@@ -894,11 +915,17 @@ class TonyClient:
         poll_interval: float = 2.0,
         startup_timeout: float = 600.0,
         am_stale_timeout: float = 60.0,
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         emit: Callable[[str], None] = print,
         on_state: Callable[[StateDocument], None] | None = None,
     ) -> JobResult:
         """Follow until the end, printing state changes and progress."""
-        follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
+        follower = Follower(
+            app_id,
+            startup_timeout=startup_timeout,
+            am_stale_timeout=am_stale_timeout,
+            am_unreachable_timeout=am_unreachable_timeout,
+        )
         while True:
             result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:

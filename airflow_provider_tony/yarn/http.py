@@ -37,8 +37,9 @@ from airflow_provider_tony.runtime.errors import (
 )
 from airflow_provider_tony.runtime.messages import MAX_DOCUMENT_BYTES, MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.web import page_url
+from airflow_provider_tony.yarn.am_node import AmNode, read_am_node_async
 from airflow_provider_tony.yarn.failover import AsyncFailoverTransport, Endpoints, FailoverTransport
-from airflow_provider_tony.yarn.follower import AppReport
+from airflow_provider_tony.yarn.follower import AmUnreachable, AppReport
 
 __all__ = [
     "AsyncFollowTransport",
@@ -155,6 +156,25 @@ def parse_app_report(data: Any, app_id: str, tracking_url: str) -> AppReport:
     )
 
 
+#: What the RM's proxy answers when it cannot reach (or get an answer from) the AM behind it.
+PROXY_UNREACHABLE_STATUSES = frozenset({500, 502, 503, 504})
+
+
+def fetch_state(response: httpx.Response) -> StateDocument | None:
+    """``parse_state``, except that the proxy's failure to reach the AM raises ``AmUnreachable``.
+
+    The follower tells an AM that cannot be reached (its node lost, its port
+    closed) from one that answers with nothing new: only the first makes it
+    look at the AM's node (``yarn/am_node.py``).
+    """
+    if response.status_code in PROXY_UNREACHABLE_STATUSES:
+        raise AmUnreachable(f"HTTP {response.status_code} from the proxy")
+    try:
+        return parse_state(response)
+    except StateUnavailable:
+        return None
+
+
 def parse_state(response: httpx.Response) -> StateDocument | None:
     """The state document from the AM's ``state`` route, None while it publishes none.
 
@@ -248,11 +268,15 @@ class AsyncFollowTransport:
             raise rm_error(self.rm_url, app_id, exc) from exc
         return read_report(response, self.rm_url, app_id)
 
-    async def am_state(self, app_id: str) -> StateDocument | None:
+    async def am_fetch(self, app_id: str) -> StateDocument | None:
         try:
-            return parse_state(await self.http.get(state_url(self.rm_url, app_id)))
-        except (StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
+            response = await self.http.get(state_url(self.rm_url, app_id))
+        except httpx.HTTPError:  # the RM itself did not answer: its report will say so
             return None
+        return fetch_state(response)
+
+    async def am_node(self, app_id: str) -> AmNode:
+        return await read_am_node_async(self.http, self.rm_url, app_id)
 
     async def ack_final(self, app_id: str) -> None:
         with contextlib.suppress(httpx.HTTPError):  # the AM stops on its own after a linger
