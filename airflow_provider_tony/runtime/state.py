@@ -612,7 +612,9 @@ class JobTracker:
         retryable), and failures that only blame a peer that was never seen
         lost are retryable (TensorFlow says the fault was elsewhere).
         """
-        losses = [t for t in failed if t.kind is not None and t.kind.loss]
+        # HDFS refusing a folder for good is the cause whatever else failed: every retry would meet it.
+        losses = [t for t in failed if t.kind is FailureKind.HDFS_REFUSED]
+        losses = losses or [t for t in failed if t.kind is not None and t.kind.loss]
         if not losses:
             losses = [t for t in failed if t.kind is FailureKind.RETRYABLE_EXIT]
         if losses:
