@@ -43,7 +43,7 @@ def refusal(exc: BaseException | None) -> str | None:
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         named = getattr(exc, "exception", None)
-        text = " ".join(str(exc).split())[:400]
+        text = " ".join(str(exc).split("\n\tat ", 1)[0].split())[:400]  # the message, not the Java stack
         if isinstance(named, str) and named in REFUSING_EXCEPTIONS:
             return f"{named}: {text}"
         found = _NAMES.search(text)

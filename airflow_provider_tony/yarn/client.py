@@ -30,6 +30,7 @@ import httpx
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
@@ -56,6 +57,7 @@ from airflow_provider_tony.yarn.follower import (
     follow_step,
 )
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
+from airflow_provider_tony.yarn.hdfs_room import Folder, check_room
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
@@ -363,6 +365,7 @@ class TonyClient:
         info = self.cluster_info()
         validate_against_cluster(spec, info)
         inputs_env = self.check_inputs(spec)
+        self.check_room(spec)
         return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
 
     def stage(self, checked: Checked) -> Staged:
@@ -396,6 +399,19 @@ class TonyClient:
             return {}
         with _cluster_errors("could not list the job's inputs on HDFS"):
             return inputs.seen_env(check_inputs(spec, self.webhdfs))
+
+    def check_room(self, spec: JobSpec) -> None:
+        """The job's user may write its HDFS folders and their quotas leave room (``yarn/hdfs_room.py``)."""
+        if not self.webhdfs_url:
+            return
+        folders = [Folder("the connection's base_path (job histories)", self.history_dir)]
+        if spec.checkpoint.dir:
+            folders.insert(0, Folder("checkpoint.dir", hdfs_path(spec.checkpoint.dir)))
+        else:
+            folders.append(Folder("the connection's base_path (TensorBoard events)", self.events_dir))
+        if spec.checkpoint.model_dir:
+            folders.insert(1, Folder("checkpoint.model_dir", hdfs_path(spec.checkpoint.model_dir)))
+        check_room(self.webhdfs, folders)
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
