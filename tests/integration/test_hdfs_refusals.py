@@ -7,8 +7,10 @@ binds a whole block times the replication per block allocated, so a quota of
 asks for that headroom. A quota that runs out while the job runs is met by the
 checkpoint uploader: the task exits 77 and the job fails ``hdfs_refused``, not
 retryable, naming the folder. (Write permission is checked the same way, with
-CHECKACCESS; with permissions off here the NameNode grants every access, so
-that refusal is unit-tested against its answer instead.)
+CHECKACCESS; both local profiles, the Kerberized one too, run with
+``dfs.permissions.enabled=false``, where the NameNode grants every access and
+lets every user write anywhere, so that refusal is unit-tested against the
+NameNode's answer instead: ``tests/unit/test_hdfs_room.py``.)
 """
 
 from __future__ import annotations
