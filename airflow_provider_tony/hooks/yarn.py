@@ -22,7 +22,7 @@ from airflow_provider_tony.runtime.messages import Cost, JobHistory, StateDocume
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv
-from airflow_provider_tony.yarn.follower import AppReport, JobResult
+from airflow_provider_tony.yarn.follower import AM_UNREACHABLE_TIMEOUT_S, AppReport, JobResult
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses
 from airflow_provider_tony.yarn.http import HttpSettings
 
@@ -167,6 +167,7 @@ class YarnHook(BaseHook):
         startup_timeout: float,
         am_stale_timeout: float,
         emit: Callable[[str], None],
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         on_state: Callable[[StateDocument], None] | None = None,
     ) -> JobResult:
         """Follow ``app_id`` to its end (``TonyClient.wait``)."""
@@ -175,6 +176,7 @@ class YarnHook(BaseHook):
             poll_interval=poll_interval,
             startup_timeout=startup_timeout,
             am_stale_timeout=am_stale_timeout,
+            am_unreachable_timeout=am_unreachable_timeout,
             emit=emit,
             on_state=on_state,
         )

@@ -41,7 +41,7 @@ from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, GateRe
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.spec import shown as shown_value
 from airflow_provider_tony.triggers.tony import TonyTrigger
-from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
+from airflow_provider_tony.yarn.follower import AM_UNREACHABLE_TIMEOUT_S, AppReport, JobResult, TonyEvent
 from airflow_provider_tony.yarn.logformat import log_groups, shown
 from airflow_provider_tony.yarn.source import paths_beside_job_file
 
@@ -122,6 +122,9 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
     :param poll_interval: seconds between looks at YARN and the AM state.
     :param am_stale_timeout: seconds without a new AM state document while YARN says RUNNING
         before the AM counts as hung (killed, task failed).
+    :param am_unreachable_timeout: seconds the RM's proxy may fail to reach the AM before its node
+        is looked at; a node the RM reports lost, or whose NodeManager refuses connections, fails
+        the try as ``am_node_lost`` (retryable) then, not after ``am_stale_timeout``.
     :param deferrable: wait in the triggerer instead of a worker slot.
     :param fail_fast_on_permanent: a failure the runtime does not mark retryable (the script exiting
         1-127 and not in the job's ``retryable_exit_codes``, the job's deadline) fails the task without
@@ -158,6 +161,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         yarn_conn_id: str = YarnHook.default_conn_name,
         poll_interval: float = 5.0,
         am_stale_timeout: float = 120.0,
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         fail_fast_on_permanent: bool = True,
         model_asset: Asset | None = None,
@@ -178,6 +182,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         self.yarn_conn_id = yarn_conn_id
         self.poll_interval = poll_interval
         self.am_stale_timeout = am_stale_timeout
+        self.am_unreachable_timeout = am_unreachable_timeout
         self.deferrable = deferrable
         self.fail_fast_on_permanent = fail_fast_on_permanent
         self._hook: YarnHook | None = None
@@ -477,6 +482,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 app_id,
                 poll_interval=self.poll_interval,
                 am_stale_timeout=self.am_stale_timeout,
+                am_unreachable_timeout=self.am_unreachable_timeout,
                 startup_timeout=spec.startup_timeout if spec else 600.0,
                 emit=self.log.info,
                 on_state=lambda doc: self._on_state(context, doc),
@@ -539,6 +545,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
                 poll_interval=self.poll_interval,
                 startup_timeout=self._spec.startup_timeout,
                 am_stale_timeout=self.am_stale_timeout,
+                am_unreachable_timeout=self.am_unreachable_timeout,
             ),
             method_name="execute_complete",
         )

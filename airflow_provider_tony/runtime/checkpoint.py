@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.errors import RenameFailed
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, upload_to_temporary, with_retries
+from airflow_provider_tony.runtime.hdfs_refusal import refusal, refused_line
 
 __all__ = [
     "MANIFEST",
@@ -498,6 +499,7 @@ class CheckpointSync(threading.Thread):
         self.uploaded_step = start_after_step
         self.pending_since: float | None = None
         self.last_error = ""
+        self.refused: str | None = None  # HDFS refused the folder for good (quota, permission): its line
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.failed = False
@@ -526,6 +528,9 @@ class CheckpointSync(threading.Thread):
                 )
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried on the next poll
                 self.last_error = f"{type(exc).__name__}: {exc}"
+                answer = refusal(exc)
+                if answer is not None:  # no later poll gets another answer: the task ends on it
+                    self.refused = refused_line(hdfs_path(self.remote_dir), answer)
                 log.warning("checkpoint step %d not uploaded yet: %s", ckpt.step, self.last_error)
                 return False
             self.uploaded_step = ckpt.step
@@ -543,6 +548,10 @@ class CheckpointSync(threading.Thread):
             except Exception as exc:  # noqa: BLE001 - a bad look at the folder must not end the uploads
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("checkpoint folder not read this time: %s", self.last_error)
+            if self.refused is not None and not self.failed:
+                self.failed = True
+                self.on_fatal(self.refused)
+                return
             if self.overdue() and not self.failed:
                 self.failed = True
                 self.on_fatal(
@@ -563,7 +572,7 @@ class CheckpointSync(threading.Thread):
         while True:
             if self.sync_once():
                 return True
-            if time.monotonic() + delay > deadline:
+            if self.refused is not None or time.monotonic() + delay > deadline:
                 return False
             time.sleep(delay)
             delay = min(delay * 2, 15.0)

@@ -39,6 +39,7 @@ from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.errors import InputTooLarge
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
+from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX, refusal, refused_line
 from airflow_provider_tony.runtime.messages import (
     ClusterDocument,
     Drain,
@@ -385,6 +386,7 @@ class UserProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
+        self.fail_code = C.TEMPFAIL_EXIT_CODE  # the exit of a stop of ours (``fail``)
         port_sock.close()  # released at the last moment: the user's server binds it next
         try:
             # keep_fds: the GPU leases, held by the training process too, so a
@@ -422,7 +424,13 @@ class UserProcess:
             self.proc.wait()
 
     def fail(self, message: str) -> None:
-        """Stop the user code for a reason of ours (e.g. checkpoints cannot be saved)."""
+        """Stop the user code for a reason of ours (e.g. checkpoints cannot be saved).
+
+        The exit is then 75 (retryable), or 77 when the reason is HDFS refusing
+        the folder for good (``runtime/hdfs_refusal.py``'s line).
+        """
+        if message.startswith(REFUSED_PREFIX):
+            self.fail_code = HDFS_REFUSED_EXIT_CODE
         self.extra.append(message)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -435,18 +443,26 @@ class UserProcess:
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         if self.extra and code in (0, 143):
-            code = C.TEMPFAIL_EXIT_CODE  # ours, and retryable
+            code = self.fail_code  # ours: retryable unless HDFS refused the folder
         return code, [*self.tail, *self.extra]
 
 
 def after_final_flush(
-    flushed: bool, code: int, tail: list[str], checkpoint_dir: str | None, error: str | None
+    flushed: bool,
+    code: int,
+    tail: list[str],
+    checkpoint_dir: str | None,
+    error: str | None,
+    refused: str | None = None,
 ) -> tuple[int, list[str]]:
     """The task's exit after its last checkpoint upload: a script that ended well but whose last
     checkpoint never reached HDFS did not succeed. 75 (retryable): the retry resumes from what is
-    on HDFS and saves again; a failed script keeps its own code."""
+    on HDFS and saves again; 77 when HDFS refused the folder (``refused``: its line), which a retry
+    cannot change; a failed script keeps its own code."""
     if flushed or code != 0:
         return code, tail
+    if refused:
+        return HDFS_REFUSED_EXIT_CODE, [*tail, refused]
     return C.TEMPFAIL_EXIT_CODE, [*tail, f"the last checkpoint could not be uploaded to {checkpoint_dir}: {error}"]
 
 
@@ -530,6 +546,9 @@ def export_model(
     try:
         remote = hdfs_io.publish(client, str(local), destination, upload_tag)
     except Exception as exc:  # noqa: BLE001 - becomes the task's failure
+        answer = refusal(exc)
+        if answer is not None:  # the model folder's quota or permissions: no retry changes them
+            return HDFS_REFUSED_EXIT_CODE, [*tail, refused_line(hdfs_io.hdfs_path(destination), answer)]
         return C.TEMPFAIL_EXIT_CODE, [*tail, f"model export to {destination} failed: {exc}"]
     if gated:
         report_event(app, task_id, f"{task_id} exported the model to {remote} for the quality gate to judge")
@@ -837,7 +856,8 @@ def finish_uploads(task: Task, uploads: Uploads, code: int, tail: list[str]) -> 
     window = task.spec.checkpoint.upload_failure_window
     window = window if code == 0 else min(30.0, window)
     flushed = uploads.sync.flush(timeout=window)
-    return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, uploads.sync.last_error)
+    sync = uploads.sync
+    return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, sync.last_error, sync.refused)
 
 
 def report_exit(task: Task, code: int, tail: list[str], used: Usage | None = None) -> None:

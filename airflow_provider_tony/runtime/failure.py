@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, SIGNAL_EXIT_CODES
+from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX
 
 
 class FailureKind(str, enum.Enum):
@@ -32,13 +33,15 @@ class FailureKind(str, enum.Enum):
     RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
     PEER = "peer"  # TensorFlow reported that a peer failed: a consequence, not a cause
     STALLED = "stalled"  # a tracked task's step stopped moving (progress_stall_timeout): a deadlock, likely
+    HDFS_REFUSED = "hdfs_refused"  # HDFS refused a write for good (quota, permission): exit 77, runtime/hdfs_refusal.py
     CODE = "code"  # the training code failed on its own (a traceback, bad arguments)
 
     @property
     def retryable(self) -> bool:
-        """A container killed for memory would be killed again with the same request: not retryable
-        (the JobSpec's ``memory_retry`` lets the operator retry it with a larger one)."""
-        return self not in (FailureKind.CODE, FailureKind.OUT_OF_MEMORY)
+        """A container killed for memory would be killed again with the same request, and HDFS's refusal
+        (quota, permission) answers the same to every retry: not retryable (the JobSpec's ``memory_retry``
+        lets the operator retry a memory kill with a larger request)."""
+        return self not in (FailureKind.CODE, FailureKind.OUT_OF_MEMORY, FailureKind.HDFS_REFUSED)
 
     @property
     def loss(self) -> bool:
@@ -89,11 +92,23 @@ def peer_failure(stderr_tail: Iterable[str]) -> str | None:
 
 
 def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterable[int] = ()) -> FailureKind:
-    """The kind of failure a non-zero exit code (with the task's stderr tail) is."""
+    """The kind of failure a non-zero exit code (with the task's stderr tail) is.
+
+    77 with the executor's refusal line in the tail is HDFS's refusal
+    (``runtime/hdfs_refusal.py``); a script's own 77 is its own failure, and
+    one the job lists among its ``retryable_exit_codes`` stays retryable.
+    """
+    tail = list(stderr_tail)
+    if (
+        code == HDFS_REFUSED_EXIT_CODE
+        and code not in set(extra_retryable)
+        and any(line.startswith(REFUSED_PREFIX) for line in tail)
+    ):
+        return FailureKind.HDFS_REFUSED
     if code < 0 or code in SIGNAL_EXIT_CODES:
         return FailureKind.SIGNAL
     if code in RETRYABLE_EXIT_CODES or code in set(extra_retryable):
         return FailureKind.RETRYABLE_EXIT
-    if peer_failure(stderr_tail) is not None:
+    if peer_failure(tail) is not None:
         return FailureKind.PEER
     return FailureKind.CODE

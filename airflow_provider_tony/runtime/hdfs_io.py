@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.hdfs_refusal import refusal
 
 log = logging.getLogger("tony.hdfs")
 T = TypeVar("T")
@@ -63,7 +64,7 @@ def with_retries(what: str, fn: Callable[[], T], attempts: int = 5, first_delay:
         try:
             return fn()
         except Exception as exc:
-            if attempt == attempts:
+            if attempt == attempts or refusal(exc) is not None:  # a quota or permission answer stays the same
                 raise
             log.warning("%s failed (attempt %d/%d): %s; retrying in %.1fs", what, attempt, attempts, exc, delay)
             time.sleep(delay)

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_provider_tony.runtime.blame import BLAMED_MISSED_BEATS, blamed
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK, SIGNAL_EXIT_CODES
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.gpu import assign_gpus
@@ -612,8 +613,44 @@ class JobTracker:
         """A task whose failure fails the gang: tracked, or a member of the TensorFlow cluster."""
         return task.tracked or task.role in TF_CLUSTER_ROLES
 
+    def _declare_blamed(self, now: float) -> None:
+        """Tasks that failed peers blame and that missed ``BLAMED_MISSED_BEATS`` beats are lost now.
+
+        The evidence is conclusive well before ``heartbeat_timeout``: a
+        survivor's TensorFlow error naming the peer (``runtime/blame.py``) and
+        the peer's own silence. Neither alone declares anything: a slow task
+        only misses beats, and a peer that still beats was not the fault.
+        """
+        spec = self.spec
+        blamers = [t for t in self.tasks.values() if t.state is TaskState.FAILED and t.kind is FailureKind.PEER]
+        if not blamers:
+            return
+        quiet = spec.heartbeat_interval * BLAMED_MISSED_BEATS
+        for task in self.tasks.values():
+            if task.state not in (TaskState.REGISTERED, TaskState.RUNNING) or task.last_heartbeat is None:
+                continue
+            silent = now - task.last_heartbeat
+            if silent < quiet or not self._fatal(task) or task.host is None:
+                continue
+            accusers = [
+                b for b in blamers if task.task_id in blamed([b.stderr_tail], {task.task_id: (task.host, task.port)})
+            ]
+            if not accusers:
+                continue
+            task.state = TaskState.LOST
+            task.kind = FailureKind.LOST
+            self._failed(task, now)
+            task.message = (
+                f"declared lost on {task.host}: {', '.join(a.task_id for a in accusers)} failed blaming it, "
+                f"and it has been silent for {silent:.1f}s (~{int(silent / spec.heartbeat_interval)} beats of "
+                f"{spec.heartbeat_interval:g}s; declared at {BLAMED_MISSED_BEATS} missed with blame, "
+                f"{spec.heartbeat_timeout:g}s without); its node or executor is gone"
+            )
+
     def _mark_silent(self, now: float) -> None:
-        """Tasks silent past ``heartbeat_timeout`` are lost (their executor is hung or their node gone)."""
+        """Tasks silent past ``heartbeat_timeout`` are lost (their executor is hung or their node gone);
+        sooner when failed peers blame them (``_declare_blamed``)."""
+        self._declare_blamed(now)
         spec = self.spec
         for task in self.tasks.values():
             if task.state not in (TaskState.REGISTERED, TaskState.RUNNING) or task.last_heartbeat is None:
@@ -665,7 +702,9 @@ class JobTracker:
         retryable), and failures that only blame a peer that was never seen
         lost are retryable (TensorFlow says the fault was elsewhere).
         """
-        losses = [t for t in failed if t.kind is not None and t.kind.loss]
+        # HDFS refusing a folder for good is the cause whatever else failed: every retry would meet it.
+        losses = [t for t in failed if t.kind is FailureKind.HDFS_REFUSED]
+        losses = losses or [t for t in failed if t.kind is not None and t.kind.loss]
         if not losses:
             losses = [t for t in failed if t.kind is FailureKind.RETRYABLE_EXIT]
         if losses:

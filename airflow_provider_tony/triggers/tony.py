@@ -19,7 +19,13 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.yarn import http as web
-from airflow_provider_tony.yarn.follower import RM_OUTAGE_TIMEOUT_S, Follower, TonyEvent, follow_step_async
+from airflow_provider_tony.yarn.follower import (
+    AM_UNREACHABLE_TIMEOUT_S,
+    RM_OUTAGE_TIMEOUT_S,
+    Follower,
+    TonyEvent,
+    follow_step_async,
+)
 
 
 def _cluster_of(conn_id: str) -> tuple[str, web.HttpSettings]:
@@ -63,6 +69,9 @@ class TonyTrigger(BaseTrigger):
     :param am_stale_timeout: seconds without a new AM state while RUNNING before it counts as hung.
     :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (restart, failover)
         before following gives up; the default keeps triggers serialized without it working.
+    :param am_unreachable_timeout: seconds the RM's proxy may fail to reach the AM before the AM's
+        node is looked at (a lost node ends the follow as ``am_node_lost``); serialised with the
+        rest, its default reading triggers serialised before it existed.
     :param started_at: wall-clock time (epoch seconds) following began; the start-up deadline
         counts from it. Serialised, so a trigger re-created after a triggerer restart keeps the
         deadline instead of granting a fresh ``startup_timeout`` (None: now).
@@ -82,6 +91,7 @@ class TonyTrigger(BaseTrigger):
         startup_timeout: float,
         am_stale_timeout: float,
         rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         started_at: float | None = None,
         last_heard_at: float | None = None,
     ) -> None:
@@ -92,6 +102,7 @@ class TonyTrigger(BaseTrigger):
         self.startup_timeout = float(startup_timeout)
         self.am_stale_timeout = float(am_stale_timeout)
         self.rm_outage_timeout = float(rm_outage_timeout)
+        self.am_unreachable_timeout = float(am_unreachable_timeout)
         # Wall clocks, not monotonic ones: they must mean the same on another triggerer host.
         self.started_at = time.time() if started_at is None else float(started_at)
         self.last_heard_at = None if last_heard_at is None else float(last_heard_at)
@@ -106,6 +117,7 @@ class TonyTrigger(BaseTrigger):
                 "startup_timeout": self.startup_timeout,
                 "am_stale_timeout": self.am_stale_timeout,
                 "rm_outage_timeout": self.rm_outage_timeout,
+                "am_unreachable_timeout": self.am_unreachable_timeout,
                 "started_at": self.started_at,
                 "last_heard_at": self.last_heard_at,
             },
@@ -124,6 +136,7 @@ class TonyTrigger(BaseTrigger):
             startup_timeout=self.startup_timeout,
             am_stale_timeout=self.am_stale_timeout,
             rm_outage_timeout=self.rm_outage_timeout,
+            am_unreachable_timeout=self.am_unreachable_timeout,
             queued_since=clocks.monotonic(self.started_at),
             heard_at=clocks.monotonic(self.last_heard_at),
         )

@@ -30,12 +30,14 @@ import httpx
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn import staging
 from airflow_provider_tony.yarn.am_keytab import ship_keytab_to_am
+from airflow_provider_tony.yarn.am_node import AmNode, read_am_node
 from airflow_provider_tony.yarn.appspec import build_application_spec, plan_placement, runtime_zip_path
 from airflow_provider_tony.yarn.checks import (
     RESOURCE_CALCULATOR_KEY,
@@ -47,8 +49,17 @@ from airflow_provider_tony.yarn.checks import (
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
 from airflow_provider_tony.yarn.failover import Endpoints, split_addresses
-from airflow_provider_tony.yarn.follower import ACTIVE_YARN_STATES, AppReport, Follower, JobResult, follow_step
+from airflow_provider_tony.yarn.follower import (
+    ACTIVE_YARN_STATES,
+    AM_UNREACHABLE_TIMEOUT_S,
+    AmUnreachable,
+    AppReport,
+    Follower,
+    JobResult,
+    follow_step,
+)
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
+from airflow_provider_tony.yarn.hdfs_room import Folder, check_room
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
@@ -362,6 +373,7 @@ class TonyClient:
         for warning in validate_against_cluster(spec, info):
             log.warning("%s", warning)
         inputs_env = self.check_inputs(spec)
+        self.check_room(spec)
         return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
 
     def stage(self, checked: Checked) -> Staged:
@@ -395,6 +407,19 @@ class TonyClient:
             return {}
         with _cluster_errors("could not list the job's inputs on HDFS"):
             return inputs.seen_env(check_inputs(spec, self.webhdfs))
+
+    def check_room(self, spec: JobSpec) -> None:
+        """The job's user may write its HDFS folders and their quotas leave room (``yarn/hdfs_room.py``)."""
+        if not self.webhdfs_url:
+            return
+        folders = [Folder("the connection's base_path (job histories)", self.history_dir)]
+        if spec.checkpoint.dir:
+            folders.insert(0, Folder("checkpoint.dir", hdfs_path(spec.checkpoint.dir)))
+        else:
+            folders.append(Folder("the connection's base_path (TensorBoard events)", self.events_dir))
+        if spec.checkpoint.model_dir:
+            folders.insert(1, Folder("checkpoint.model_dir", hdfs_path(spec.checkpoint.model_dir)))
+        check_room(self.webhdfs, folders)
 
     def stage_archive(self, archive: str) -> str:
         """Upload a local environment archive to HDFS once per content hash."""
@@ -747,9 +772,21 @@ class TonyClient:
     def am_state(self, app_id: str) -> StateDocument | None:
         """The AM's state document over HTTP, or None while it is not (or no longer) served."""
         try:
-            return web.parse_state(self.http.get(web.state_url(self.rm_url, app_id)))
-        except (web.StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
+            return self.am_fetch(app_id)
+        except AmUnreachable:
             return None
+
+    def am_fetch(self, app_id: str) -> StateDocument | None:
+        """``am_state``, but raising ``AmUnreachable`` when the proxy cannot reach the AM (the follower's)."""
+        try:
+            response = self.http.get(web.state_url(self.rm_url, app_id))
+        except httpx.HTTPError:  # the RM itself did not answer: its report will say so
+            return None
+        return web.fetch_state(response)
+
+    def am_node(self, app_id: str) -> AmNode:
+        """Where the AM runs and whether its node is gone (``yarn/am_node.py``)."""
+        return read_am_node(self.http, self.rm_url, app_id)
 
     def ack_final(self, app_id: str) -> None:
         try:
@@ -959,11 +996,17 @@ class TonyClient:
         poll_interval: float = 2.0,
         startup_timeout: float = 600.0,
         am_stale_timeout: float = 60.0,
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         emit: Callable[[str], None] = print,
         on_state: Callable[[StateDocument], None] | None = None,
     ) -> JobResult:
         """Follow until the end, printing state changes and progress."""
-        follower = Follower(app_id, startup_timeout=startup_timeout, am_stale_timeout=am_stale_timeout)
+        follower = Follower(
+            app_id,
+            startup_timeout=startup_timeout,
+            am_stale_timeout=am_stale_timeout,
+            am_unreachable_timeout=am_unreachable_timeout,
+        )
         while True:
             result = self.poll(follower, emit=emit, on_state=on_state)
             if result is not None:

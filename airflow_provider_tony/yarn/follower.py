@@ -28,10 +28,12 @@ from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Cost, Failure, Message, StateDocument
 from airflow_provider_tony.yarn import logformat
+from airflow_provider_tony.yarn.am_node import AmNode
 
 __all__ = [
     "ACTIVE_YARN_STATES",
     "Action",
+    "AmUnreachable",
     "AppReport",
     "AsyncTransport",
     "Follower",
@@ -80,7 +82,16 @@ class AppReport(Message):
 #: ``Failure.kind`` of the follower's own kills, and of an application YARN ended without the AM's account.
 KIND_STARTUP_TIMEOUT = "startup_timeout"
 KIND_HUNG_AM = "hung_am"
+KIND_AM_NODE_LOST = "am_node_lost"
 KIND_YARN = "yarn"
+
+
+class AmUnreachable(ClusterError):
+    """The RM's proxy answered, but could not reach the AM (a 5xx for its page): not a stale document.
+
+    Raised by a transport's ``am_fetch``; the look counts how long it lasts and
+    then asks where the AM runs (``Request.AM_NODE``).
+    """
 
 
 def yarn_diagnostics_failure(diagnostics: str) -> Failure:
@@ -151,12 +162,13 @@ class Action(str, enum.Enum):
     NONE = "none"  # look again after the poll interval
     KILL_STARTUP_TIMEOUT = "kill-startup-timeout"  # queued past startup_timeout: kill, then fail
     KILL_HUNG_AM = "kill-hung-am"  # RUNNING but the AM's document went stale: kill, then fail
+    KILL_AM_NODE_LOST = "kill-am-node-lost"  # the proxy cannot reach the AM and its node is gone: kill, then fail
     ACK = "ack"  # the AM published its verdict: tell it a client has read it, look again
     DONE = "done"  # the application ended: stop following
 
     @property
     def kills(self) -> bool:
-        return self in (Action.KILL_STARTUP_TIMEOUT, Action.KILL_HUNG_AM)
+        return self in (Action.KILL_STARTUP_TIMEOUT, Action.KILL_HUNG_AM, Action.KILL_AM_NODE_LOST)
 
 
 @dataclass
@@ -171,6 +183,10 @@ class Step:
 
 # An RM restart with work-preserving recovery, or a failover, takes seconds to a few minutes.
 RM_OUTAGE_TIMEOUT_S = 600.0
+#: Seconds the proxy may fail to reach a RUNNING application's AM before its node is looked at: longer
+#: than an AM's own start (its web server comes up seconds after YARN says RUNNING) would need to be
+#: checked often, short enough that a lost node is named within 30 s at a 5 s poll interval.
+AM_UNREACHABLE_TIMEOUT_S = 15.0
 
 
 class Follower:
@@ -187,6 +203,12 @@ class Follower:
     :param rm_outage_timeout: seconds the ResourceManager may stay unreachable (a restart, a
         failover) before following gives up with ``ClusterUnreachable``. The job keeps running
         meanwhile (work-preserving recovery); the outage counts toward neither timeout above.
+    :param am_unreachable_timeout: seconds the RM's proxy may answer that it cannot reach the AM
+        (``AmUnreachable``) before the AM container's node is looked at (``Request.AM_NODE``): a node
+        the RM reports lost, or whose NodeManager refuses connections, ends the follow at once with
+        ``am_node_lost`` (retryable), long before ``am_stale_timeout``, and on a production RM long
+        before the node's liveness expires. An AM that answers but publishes nothing new is
+        still judged by ``am_stale_timeout`` alone.
     :param queued_since: the start-up clock's start, on the clock ``now`` is read from, when a
         previous follower of the same application began it (a restarted trigger); None starts it
         at the first look that finds the application queued.
@@ -202,6 +224,7 @@ class Follower:
         am_stale_timeout: float,
         report_max_age: float = 60.0,
         rm_outage_timeout: float = RM_OUTAGE_TIMEOUT_S,
+        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
         queued_since: float | None = None,
         heard_at: float | None = None,
     ) -> None:
@@ -210,6 +233,9 @@ class Follower:
         self.am_stale_timeout = am_stale_timeout
         self.report_max_age = report_max_age
         self.rm_outage_timeout = rm_outage_timeout
+        self.am_unreachable_timeout = am_unreachable_timeout
+        self.am_unreachable_since: float | None = None  # the proxy began failing to reach the AM
+        self.am_unreachable_why = ""
         self.unreachable_since: float | None = None  # the RM stopped answering (None: it answers)
         self.last_state: str | None = None
         self.last_report: AppReport | None = None
@@ -264,6 +290,7 @@ class Follower:
             raise exc
         error = str(exc)
         step = Step()
+        self.am_unreachable_since = None  # the proxy is the RM's: whether the AM answers is unknown meanwhile
         if self.unreachable_since is None:
             self.unreachable_since = now
             step.lines.append(f"{error}; following on (the job keeps running), for up to {self.rm_outage_timeout:g}s")
@@ -273,8 +300,15 @@ class Follower:
             ) from exc
         return step
 
-    def observe(self, report: AppReport, document: StateDocument | None, now: float) -> Step:
-        """One look: ``document`` is the AM's state document, None when it could not be read."""
+    def observe(
+        self, report: AppReport, document: StateDocument | None, now: float, am_unreachable: str | None = None
+    ) -> Step:
+        """One look: ``document`` is the AM's state document, None when it could not be read.
+
+        ``am_unreachable`` is the proxy's answer when it could not reach the AM
+        (``AmUnreachable``): it starts (or keeps) the unreachable-AM clock that
+        ``node_check_due`` reads; any other look stops it.
+        """
         step = Step()
         if self.unreachable_since is not None:  # the RM answers again: the outage was nobody's fault
             outage = now - self.unreachable_since
@@ -301,7 +335,9 @@ class Follower:
                 )
             return step
         if report.state == "RUNNING":
+            self._track_reach(document, am_unreachable, now)
             return self._running(report, document, now, step)
+        self.am_unreachable_since = None
         # Ended. The final state document is the richest account; YARN's
         # diagnostics are the durable one.
         step.action = Action.DONE
@@ -318,7 +354,10 @@ class Follower:
         through (``unreachable``). The look ends by acknowledging a final
         document or killing, as ``observe`` decides, and returns its ``Step``.
         """
-        document = (yield Request.STATE) if self.wants_document_first else None
+        document: StateDocument | None = None
+        why: str | None = None
+        if self.wants_document_first:
+            document, why = yield from self._fetch()
         report = self.report_from_document(document, now)
         if report is None:
             try:
@@ -326,13 +365,60 @@ class Follower:
             except ClusterError as exc:
                 return self.unreachable(exc, now)  # raises unless it is an outage to wait out
             if report.state == "RUNNING" and not self.wants_document_first:  # just started running
-                document = yield Request.STATE
-        step = self.observe(report, document, now)
+                document, why = yield from self._fetch()
+        step = self.observe(report, document, now, why)
+        if self.node_check_due(step, now):
+            try:
+                node = yield Request.AM_NODE
+            except ClusterError as exc:  # the RM could not say: no verdict from a missing fact
+                step.lines.append(f"could not look at the AM's node: {exc}")
+            else:
+                self.judge_node(step, report, node, now)
         if step.action is Action.ACK:
             yield Request.ACK
         elif step.action.kills:
             yield Request.KILL
         return step
+
+    def _fetch(self) -> Generator[Request, Any, tuple[StateDocument | None, str | None]]:
+        """The AM's document, or why the proxy could not reach the AM (``AmUnreachable``)."""
+        try:
+            return (yield Request.STATE), None
+        except AmUnreachable as exc:
+            return None, str(exc)
+
+    def _track_reach(self, document: StateDocument | None, why: str | None, now: float) -> None:
+        if why is None or document is not None:
+            self.am_unreachable_since = None
+        elif self.am_unreachable_since is None:
+            self.am_unreachable_since, self.am_unreachable_why = now, why
+
+    def node_check_due(self, step: Step, now: float) -> bool:
+        """Whether to look at the AM's node: the proxy has failed to reach the AM long enough.
+
+        Asked only while the application runs and nothing else ended this look,
+        a hung-AM kill excepted: a lost node is the truer name for it.
+        """
+        return (
+            step.action in (Action.NONE, Action.KILL_HUNG_AM)
+            and self.am_unreachable_since is not None
+            and now - self.am_unreachable_since >= self.am_unreachable_timeout
+        )
+
+    def judge_node(self, step: Step, report: AppReport, node: AmNode, now: float) -> None:
+        """End the follow with ``am_node_lost`` when the AM's node is gone; otherwise leave ``step`` be."""
+        if not node.lost:
+            return
+        since = self.am_unreachable_since or 0.0
+        step.action = Action.KILL_AM_NODE_LOST
+        step.result = _killed(
+            report,
+            self.document,
+            KIND_AM_NODE_LOST,
+            f"the application master's node {node.node_id} was lost: {node.describe()}, and the "
+            f"ResourceManager's proxy could not reach the AM ({self.am_unreachable_why}) "
+            f"for {now - since:.0f}s; killed",
+        )
 
     def _running(self, report: AppReport, document: StateDocument | None, now: float, step: Step) -> Step:
         if self.fresh_at is None:
@@ -380,7 +466,9 @@ def _killed(report: AppReport, document: StateDocument | None, kind: str, messag
 class Request(str, enum.Enum):
     """What one look asks of the cluster; the answer is sent back into the look."""
 
-    STATE = "am_state"  # the AM's state document, None while it serves none
+    STATE = "am_fetch"  # the AM's state document, None while it serves none; AmUnreachable thrown in when the
+    # proxy answers that it cannot reach the AM
+    AM_NODE = "am_node"  # where the AM runs and whether that node is gone (``yarn/am_node.py``'s ``AmNode``)
     REPORT = "report"  # YARN's AppReport; a ClusterError is thrown in instead when YARN could not be asked
     ACK = "ack_final"  # tell the AM a client has read its final document (answer: None)
     KILL = "kill"  # kill the application (answer: None)
@@ -393,7 +481,8 @@ Look = Generator[Request, Any, Step]
 class Transport(Protocol):
     """The blocking I/O a look needs (``TonyClient`` is one); a method per ``Request``, named by its value."""
 
-    def am_state(self, app_id: str) -> StateDocument | None: ...
+    def am_fetch(self, app_id: str) -> StateDocument | None: ...
+    def am_node(self, app_id: str) -> AmNode: ...
     def report(self, app_id: str) -> AppReport: ...
     def ack_final(self, app_id: str) -> None: ...
     def kill(self, app_id: str) -> None: ...
@@ -402,7 +491,8 @@ class Transport(Protocol):
 class AsyncTransport(Protocol):
     """``Transport`` on an event loop (``yarn/http.py``'s ``AsyncFollowTransport``)."""
 
-    async def am_state(self, app_id: str) -> StateDocument | None: ...
+    async def am_fetch(self, app_id: str) -> StateDocument | None: ...
+    async def am_node(self, app_id: str) -> AmNode: ...
     async def report(self, app_id: str) -> AppReport: ...
     async def ack_final(self, app_id: str) -> None: ...
     async def kill(self, app_id: str) -> None: ...

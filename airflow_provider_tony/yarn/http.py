@@ -43,8 +43,9 @@ from airflow_provider_tony.runtime.messages import (
     StateDocument,
 )
 from airflow_provider_tony.runtime.web import page_url
+from airflow_provider_tony.yarn.am_node import AmNode, read_am_node_async
 from airflow_provider_tony.yarn.failover import AsyncFailoverTransport, Endpoints, FailoverTransport
-from airflow_provider_tony.yarn.follower import AppReport
+from airflow_provider_tony.yarn.follower import AmUnreachable, AppReport
 
 __all__ = [
     "AsyncFollowTransport",
@@ -203,6 +204,25 @@ def parse_cost(app: dict[str, Any]) -> Cost:
     )
 
 
+#: What the RM's proxy answers when it cannot reach (or get an answer from) the AM behind it.
+PROXY_UNREACHABLE_STATUSES = frozenset({500, 502, 503, 504})
+
+
+def fetch_state(response: httpx.Response) -> StateDocument | None:
+    """``parse_state``, except that the proxy's failure to reach the AM raises ``AmUnreachable``.
+
+    The follower tells an AM that cannot be reached (its node lost, its port
+    closed) from one that answers with nothing new: only the first makes it
+    look at the AM's node (``yarn/am_node.py``).
+    """
+    if response.status_code in PROXY_UNREACHABLE_STATUSES:
+        raise AmUnreachable(f"HTTP {response.status_code} from the proxy")
+    try:
+        return parse_state(response)
+    except StateUnavailable:
+        return None
+
+
 def parse_state(response: httpx.Response) -> StateDocument | None:
     """The state document from the AM's ``state`` route, None while it publishes none.
 
@@ -296,11 +316,15 @@ class AsyncFollowTransport:
             raise rm_error(self.rm_url, app_id, exc) from exc
         return read_report(response, self.rm_url, app_id)
 
-    async def am_state(self, app_id: str) -> StateDocument | None:
+    async def am_fetch(self, app_id: str) -> StateDocument | None:
         try:
-            return parse_state(await self.http.get(state_url(self.rm_url, app_id)))
-        except (StateUnavailable, httpx.HTTPError):  # not serving yet / already gone: not an error
+            response = await self.http.get(state_url(self.rm_url, app_id))
+        except httpx.HTTPError:  # the RM itself did not answer: its report will say so
             return None
+        return fetch_state(response)
+
+    async def am_node(self, app_id: str) -> AmNode:
+        return await read_am_node_async(self.http, self.rm_url, app_id)
 
     async def ack_final(self, app_id: str) -> None:
         with contextlib.suppress(httpx.HTTPError):  # the AM stops on its own after a linger

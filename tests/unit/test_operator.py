@@ -317,7 +317,9 @@ def test_fail_fast_off_leaves_every_failure_to_retries() -> None:
 
 
 def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_xcom() -> None:
-    op, hook, ctx = operator(succeeded(), deferrable=True, poll_interval=7.0, am_stale_timeout=90.0)
+    op, hook, ctx = operator(
+        succeeded(), deferrable=True, poll_interval=7.0, am_stale_timeout=90.0, am_unreachable_timeout=12.5
+    )
     before = time.time()
     with pytest.raises(TaskDeferred) as info:
         op.execute(ctx)
@@ -335,6 +337,7 @@ def test_deferral_hands_the_trigger_primitives_and_execute_complete_returns_the_
             "startup_timeout": 600.0,
             "am_stale_timeout": 90.0,
             "rm_outage_timeout": 600.0,
+            "am_unreachable_timeout": 12.5,
         },
     )
     assert hook.client.waited == [], "a deferred task does not poll in the worker"

@@ -111,7 +111,9 @@ async def events_of(trig: TonyTrigger) -> list[dict[str, Any]]:
 
 
 def test_serialize_round_trips_with_non_default_values() -> None:
-    original = trigger(poll_interval=7.25, started_at=1_700_000_000.5, last_heard_at=1_700_000_040.25)
+    original = trigger(
+        poll_interval=7.25, started_at=1_700_000_000.5, last_heard_at=1_700_000_040.25, am_unreachable_timeout=9.5
+    )
     path, kwargs = original.serialize()
     json.dumps(kwargs)  # the triggerer stores it: primitives only
     module, _, name = path.rpartition(".")
@@ -125,6 +127,7 @@ def test_serialize_round_trips_with_non_default_values() -> None:
         "startup_timeout": 321.0,
         "am_stale_timeout": 45.5,
         "rm_outage_timeout": 600.0,
+        "am_unreachable_timeout": 9.5,
         "started_at": 1_700_000_000.5,
         "last_heard_at": 1_700_000_040.25,
     }
