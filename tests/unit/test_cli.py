@@ -210,6 +210,9 @@ class _EndsWith:
     def wait(self, app_id: str, **kwargs: object) -> object:
         return self.result
 
+    def final_cost(self, app_id: str) -> None:
+        return None
+
     def __enter__(self) -> _EndsWith:
         return self
 
