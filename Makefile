@@ -18,6 +18,8 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 PORT_BASE := $(or $(TONY_DEVCLUSTER_PORT_BASE),19000)
 SECURE_PORT_BASE ?= $(shell echo $$(( $(PORT_BASE) + 600 )))
 CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 900 ))))
+# The HA profile (ZooKeeper, two RMs, two NameNodes; devcluster/dc_ha.py): 1200 above the base.
+HA_PORT_BASE ?= $(or $(TONY_HA_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 1200 ))))
 # `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs), the cluster of
 # `make test-secure`: its own home (.devcluster-secure, devcluster's default for the profile) and
 # ports (SECURE_PORT_BASE), the jar cache shared. A later plain `make cluster-up` or `make demo`
@@ -25,6 +27,13 @@ CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) +
 ifdef SECURE
 export TONY_DEVCLUSTER_SECURE := 1
 export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_PORT_BASE)
+export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
+endif
+# `make cluster-up HA=1`: the HA profile in .devcluster-ha on HA_PORT_BASE, the jar cache shared
+# (`make cluster-down HA=1` stops it; `devcluster.py failover rm|nn` kills the active one).
+ifdef HA
+export TONY_DEVCLUSTER_HA := 1
+export TONY_DEVCLUSTER_PORT_BASE := $(HA_PORT_BASE)
 export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
 
@@ -42,7 +51,7 @@ help:
 	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, HA=1: the HA cluster; each its own home and ports)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 # The Debian packages a fresh machine lacks (scripts/bootstrap.py): installed when make runs as
@@ -189,4 +198,5 @@ bench: venv cluster-up
 
 clean: airflow-down cluster-down
 	$(MAKE) --no-print-directory cluster-down SECURE=1
-	rm -rf .devcluster .devcluster-secure
+	$(MAKE) --no-print-directory cluster-down HA=1
+	rm -rf .devcluster .devcluster-secure .devcluster-ha
