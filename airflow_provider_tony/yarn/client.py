@@ -219,7 +219,8 @@ class TonyClient:
             self.http_settings,
             user=None if self._krb is not None else (os.environ.get("HADOOP_USER_NAME") or getpass.getuser()),
         )
-        self.urls = ClusterUrls(self.rm_url, webhdfs_url)
+        # URLs are built against the first address; the failover transport picks the active one.
+        self.urls = ClusterUrls(self.rm_url, self.webhdfs_url)
 
     @classmethod
     def from_env(cls) -> TonyClient:

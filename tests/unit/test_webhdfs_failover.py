@@ -235,3 +235,11 @@ def test_the_submitting_side_hands_the_containers_every_namenode() -> None:
 
     tony = TonyClient(rm_url="http://rm1:8088,http://rm2:8088", webhdfs_url=f"{NN1},{NN2}", webhdfs_user="alice")
     assert tony._container_env(1)[C.ENV_WEBHDFS_URL] == f"{NN1},{NN2}"
+
+
+def test_the_submitting_side_builds_webhdfs_urls_against_one_namenode() -> None:
+    """Found by the HA profile: the raw comma list went into every WebHDFS URL ('Invalid port')."""
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    tony = TonyClient(rm_url="http://rm1:8088,http://rm2:8088", webhdfs_url=f"{NN1},{NN2}", webhdfs_user="alice")
+    assert tony.urls.webhdfs("/a") == f"{NN1}/webhdfs/v1/a"
