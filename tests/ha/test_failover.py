@@ -109,6 +109,8 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
                 "training past its first checkpoints",
             )
             assert ha("failover", "rm") == "rm1"  # rm2, the active one, SIGKILLed
+            # mid-job: rm1 recovered the application from ZooKeeper and it still runs
+            assert client.report(app_id).state == "RUNNING"
             runner.join(timeout=900)
             assert output, "airflow dags test did not end"
             assert run_state(output[0]) == "success", output[0][-4000:]
