@@ -6,7 +6,7 @@
 Each round, with one real job running (one worker counting steps, a checkpoint every 10 steps):
 
 - **RM**: a thread asks the provider's client for the application's report every 0.2 s (what
-  the operator's follow loop does). The active RM is SIGKILLed (``devcluster.py failover rm``)
+  the operator's follow loop does). The active RM is SIGKILLed (from this process)
   and, at the same moment, Hadoop's Java client asks for the same report (``yarn application
   -status``: ``ApplicationCLI`` on the cluster's conf and jars, its failover proxy provider).
   Reported: from the kill to the provider's first report again, and how long the Java command
@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -101,9 +102,13 @@ def _job(ckpt: str, steps: int) -> Any:
     )
 
 
-def _failover(kind: str) -> subprocess.Popen[str]:
-    """``devcluster.py failover KIND`` in the background: it returns only once the other is active."""
-    return subprocess.Popen([*DEVCLUSTER, "failover", kind], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _kill_active(kind: str) -> float:
+    """SIGKILL the active RM (``rm``) or NameNode (``nn``) here and now; the moment it was sent."""
+    ident = _dc("active", kind)
+    name = f"resourcemanager-{ident}" if kind == "rm" else f"namenode-{ident}"
+    pid = int((Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "run" / f"{name}.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    return time.monotonic()
 
 
 def _wait(check: Any, timeout: float, what: str) -> Any:
@@ -136,12 +141,8 @@ def rm_round(client: Any, app_id: str) -> dict[str, float]:
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
     _wait(lambda: reports, 60, "a first report")
-    killer = subprocess.Popen(
-        [*DEVCLUSTER, "failover", "rm"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    killed = time.monotonic()
+    killed = _kill_active("rm")
     java_s, java_rc = _timed_java("org.apache.hadoop.yarn.client.cli.ApplicationCLI", "application", "-status", app_id)
-    killer.communicate(timeout=300)
     _wait(lambda: any(t > killed + 0.5 for t in reports), 300, "a report after the RM failover")
     stop.set()
     thread.join(timeout=10)
@@ -160,10 +161,7 @@ def nn_round(hdfs: Any, ckpt: str, tmp: Path) -> dict[str, float]:
     local.write_bytes(b"x" * 4096)
     target = f"/tmp/bench-ha-{uuid.uuid4().hex[:8]}"
     hdfs.makedirs(target)
-    killer = subprocess.Popen(
-        [*DEVCLUSTER, "failover", "nn"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    killed = time.monotonic()
+    killed = _kill_active("nn")
     java: dict[str, float] = {}
 
     def put() -> None:
@@ -177,7 +175,6 @@ def nn_round(hdfs: Any, ckpt: str, tmp: Path) -> dict[str, float]:
     _wait(lambda: remote_checkpoints(hdfs, ckpt)[-1] > before, 300, "a checkpoint after the NameNode failover")
     checkpoint_s = time.monotonic() - killed
     putter.join(timeout=300)
-    killer.communicate(timeout=300)
     hdfs.delete(target, recursive=True)
     _dc("up")  # the killed NameNode back, as standby
     return {"runtime_write_s": runtime_s, "next_checkpoint_s": checkpoint_s, **java}
@@ -192,6 +189,7 @@ def main() -> int:
     from airflow_provider_tony.runtime.webhdfs_failover import FailoverInsecureClient
     from airflow_provider_tony.yarn.client import TonyClient
 
+    _dc("up")  # both RMs and both NameNodes, whatever an earlier run left
     java_start_s, _ = _timed_java("org.apache.hadoop.util.VersionInfo")
     hdfs = FailoverInsecureClient(os.environ["TONY_WEBHDFS_URL"], user=os.environ["TONY_WEBHDFS_USER"])
     ckpt = f"/tmp/bench-ha-ckpt-{uuid.uuid4().hex[:8]}"
@@ -205,6 +203,7 @@ def main() -> int:
             for _ in range(args.rounds):
                 rounds.append({**rm_round(client, app_id), **nn_round(hdfs, ckpt, Path(tmp))})
         finally:
+            _dc("up")  # a round that stopped part way may have left one down
             client.kill(app_id)
             hdfs.delete(ckpt, recursive=True)
     keys = ["provider_report_s", "java_status_s", "runtime_write_s", "java_put_s", "next_checkpoint_s"]
