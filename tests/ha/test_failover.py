@@ -1,9 +1,10 @@
 """Failover on the HA profile: real ZooKeeper elections, real standbys, real TensorFlow.
 
-- rm1 dead before anything is submitted: ``tony submit`` and the operator (polling mode, through
-  ``airflow dags test``) submit through rm2; the active RM is then SIGKILLed while the operator
-  follows a MultiWorkerMirroredStrategy job with checkpoints: the same application finishes, the
-  task succeeds on its first (only) try, one submission.
+- rm1 dead before anything is submitted: ``tony submit`` and the operator (polling and
+  deferrable mode, through ``airflow dags test``) submit through rm2; the active RM is then
+  SIGKILLed while the operator (or its trigger) follows a MultiWorkerMirroredStrategy job with
+  checkpoints: the same application finishes, the task succeeds on its first (only) try, one
+  submission.
 - the active NameNode SIGKILLed mid-job: the containers' WebHDFS fails over, checkpoint uploads
   go on after the failover, the model is published, one application.
 
@@ -63,8 +64,9 @@ def mwms_job(ckpt: str, model_dir: str) -> JobSpec:
     return JobSpec.from_dict(job)
 
 
+@pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
 def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
-    cluster, airflow_env, app_tag, tmp_path
+    cluster, airflow_env, app_tag, tmp_path, deferrable: bool
 ) -> None:
     kill_rm1()
     # (a) the command line submits through rm2 (rm1, dead, is first in TONY_RM_URL)
@@ -89,15 +91,15 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
 
     output: list[str] = []
     runner = threading.Thread(
-        target=lambda: output.append(dags_test(env, "tony_ha_follow", dagfile=DAG_FILE, timeout=900)),
+        target=lambda: output.append(
+            dags_test(env, "tony_ha_follow", dagfile=DAG_FILE, deferrable=deferrable, timeout=900)
+        ),
         name="airflow-dags-test",
         daemon=True,
     )
     runner.start()
     try:
-        running = wait_until(
-            lambda: dag_apps("RUNNING") or None, 300, "the DAG's application to run"
-        )
+        running = wait_until(lambda: dag_apps("RUNNING") or None, 300, "the DAG's application to run")
         app_id = running[0]["id"]
         ha("up")  # rm1 back, as the standby
         from airflow_provider_tony.yarn.client import TonyClient
@@ -105,15 +107,18 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
         with TonyClient.from_env() as client:
             wait_until(
                 lambda: step_of(client.am_state(app_id), "worker:0") >= 2 * STRATEGY_EVERY or None,
-                300,
+                600,  # TensorFlow's start on a loaded 2-core machine takes minutes
                 "training past its first checkpoints",
             )
             assert ha("failover", "rm") == "rm1"  # rm2, the active one, SIGKILLed
-            # mid-job: rm1 recovered the application from ZooKeeper and it still runs
-            assert client.report(app_id).state == "RUNNING"
+            # mid-job: rm1 recovered the application from ZooKeeper (ACCEPTED until its AM, still
+            # running, registers again with rm1) and it runs on
+            wait_until(lambda: client.report(app_id).state == "RUNNING" or None, 120, "the AM to re-register with rm1")
             runner.join(timeout=900)
             assert output, "airflow dags test did not end"
             assert run_state(output[0]) == "success", output[0][-4000:]
+            # the mode really was the one asked for (the trigger follows in deferrable mode)
+            assert ("Pausing task as DEFERRED" in output[0] or "TonyTrigger" in output[0]) == deferrable
             result = result_of(output[0])
             assert result["application_id"] == app_id, result
             assert [a["id"] for a in dag_apps()] == [app_id], "a second submission"
