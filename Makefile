@@ -141,7 +141,7 @@ test-chaos: bootstrap-test venv
 
 # Failover on the HA profile (tests/ha: ZooKeeper, two RMs, two NameNodes; tests/ha/conftest.py
 # starts it once for the session in .devcluster-ha on HA_PORT_BASE, the jar cache shared); it
-# comes down here whatever happened. Three tests, about 6 minutes with the cluster's start-up.
+# comes down here whatever happened. Three tests, about 7 minutes with the cluster's start-up.
 HA_HOME ?= $(or $(TONY_HA_HOME),$(CURDIR)/.devcluster-ha)
 HA_ENV = TONY_HA_HOME="$(HA_HOME)" TONY_HA_PORT_BASE=$(HA_PORT_BASE) TONY_DEVCLUSTER_HA=1 \
 	TONY_DEVCLUSTER_HOME="$(HA_HOME)" TONY_DEVCLUSTER_PORT_BASE=$(HA_PORT_BASE) \
