@@ -18,6 +18,8 @@ CLUSTER_ENV = eval "$$($(DEVCLUSTER) env)"
 PORT_BASE := $(or $(TONY_DEVCLUSTER_PORT_BASE),19000)
 SECURE_PORT_BASE ?= $(shell echo $$(( $(PORT_BASE) + 600 )))
 CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 900 ))))
+# The HA profile (ZooKeeper, two RMs, two NameNodes; devcluster/dc_ha.py): 1200 above the base.
+HA_PORT_BASE ?= $(or $(TONY_HA_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 1200 ))))
 # `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs), the cluster of
 # `make test-secure`: its own home (.devcluster-secure, devcluster's default for the profile) and
 # ports (SECURE_PORT_BASE), the jar cache shared. A later plain `make cluster-up` or `make demo`
@@ -27,8 +29,15 @@ export TONY_DEVCLUSTER_SECURE := 1
 export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_PORT_BASE)
 export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
+# `make cluster-up HA=1`: the HA profile in .devcluster-ha on HA_PORT_BASE, the jar cache shared
+# (`make cluster-down HA=1` stops it; `devcluster.py failover rm|nn` kills the active one).
+ifdef HA
+export TONY_DEVCLUSTER_HA := 1
+export TONY_DEVCLUSTER_PORT_BASE := $(HA_PORT_BASE)
+export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
+endif
 
-.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos test-ha lint mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
@@ -38,11 +47,12 @@ help:
 	@echo "make bootstrap       the Debian packages make demo needs (bootstrap-test: make test's); run by both"
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a four-node cluster (make test runs them too)"
+	@echo "make test-ha         RM and NameNode failover on the HA cluster profile (make test runs them too, after chaos)"
 	@echo "make mutate          mutation testing of the outcome-deciding modules -> bench/results/mutation.{json,md}"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
-	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, its own home and ports)"
+	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, HA=1: the HA cluster; each its own home and ports)"
 	@echo "make airflow-up | airflow-down   Airflow services on PostgreSQL beside the cluster (UI on :19380)"
 
 # The Debian packages a fresh machine lacks (scripts/bootstrap.py): installed when make runs as
@@ -95,21 +105,23 @@ test: bootstrap-test venv
 	@rm -f $(PARTS)/*.json $(PARTS)/*.log; mkdir -p $(PARTS); rc=0; s=0; \
 	if [ "$(TEST_PARALLEL)" = 1 ]; then \
 	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
-	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
+	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc; \
+	    $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
-	  wait $$others; echo "--- the secure and chaos parts (beside the open part) ---"; cat $(PARTS)/others.log; \
-	  for part in secure chaos; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
+	  wait $$others; echo "--- the secure, chaos and HA parts (beside the open part) ---"; cat $(PARTS)/others.log; \
+	  for part in secure chaos ha; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
 	else \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
 	  $(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	  $(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	  $(MAKE) --no-print-directory test-ha || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	fi; \
-	$(PY) -m tests._summary open secure chaos; exit $$rc
+	$(PY) -m tests._summary open secure chaos ha; exit $$rc
 
 # The open suite (unit, integration, e2e) on the default cluster, which comes down afterwards
 # even when tests fail; pytest's exit code is kept.
 test-open: bootstrap-test venv cluster-up
-	@rc=0; ( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos \
+	@rc=0; ( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos --ignore=tests/ha \
 	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
 	$(DEVCLUSTER) down; exit $$rc
 
@@ -125,6 +137,18 @@ CHAOS_ENV = TONY_CHAOS_HOME="$(CHAOS_HOME)" TONY_CHAOS_PORT_BASE=$(CHAOS_PORT_BA
 test-chaos: bootstrap-test venv
 	@export $(CHAOS_ENV); rc=0; \
 	$(MUST_RUN) TONY_TEST_PART=chaos $(PY) -m pytest tests/chaos $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \
+	$(DEVCLUSTER) down; exit $$rc
+
+# Failover on the HA profile (tests/ha: ZooKeeper, two RMs, two NameNodes; tests/ha/conftest.py
+# starts it once for the session in .devcluster-ha on HA_PORT_BASE, the jar cache shared); it
+# comes down here whatever happened. Three tests, about 7 minutes with the cluster's start-up.
+HA_HOME ?= $(or $(TONY_HA_HOME),$(CURDIR)/.devcluster-ha)
+HA_ENV = TONY_HA_HOME="$(HA_HOME)" TONY_HA_PORT_BASE=$(HA_PORT_BASE) TONY_DEVCLUSTER_HA=1 \
+	TONY_DEVCLUSTER_HOME="$(HA_HOME)" TONY_DEVCLUSTER_PORT_BASE=$(HA_PORT_BASE) \
+	TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
+test-ha: bootstrap-test venv
+	@export $(HA_ENV); rc=0; \
+	$(MUST_RUN) TONY_TEST_PART=ha $(PY) -m pytest tests/ha $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \
 	$(DEVCLUSTER) down; exit $$rc
 
 # The secure profile in its own state dir and ports (SECURE_PORT_BASE), sharing
@@ -189,4 +213,5 @@ bench: venv cluster-up
 
 clean: airflow-down cluster-down
 	$(MAKE) --no-print-directory cluster-down SECURE=1
-	rm -rf .devcluster .devcluster-secure
+	$(MAKE) --no-print-directory cluster-down HA=1
+	rm -rf .devcluster .devcluster-secure .devcluster-ha

@@ -46,6 +46,19 @@ PORT_OFFSETS = {
     "nm_collector_port": 43,
     "nm_amrmproxy_port": 44,
     "kdc_port": 97,  # the secure profile's KDC only
+    # The HA profile's second NameNode and ResourceManager, ZooKeeper, the JournalNode and the ZKFCs.
+    "zk_port": 21,
+    "nn2_rpc_port": 22,
+    "jn_rpc_port": 23,
+    "jn_http_port": 24,
+    "zkfc1_port": 25,
+    "zkfc2_port": 26,
+    "nn2_http_port": 71,
+    "rm2_scheduler_port": 34,
+    "rm2_tracker_port": 35,
+    "rm2_port": 36,
+    "rm2_admin_port": 37,
+    "rm2_http_port": 89,
 }
 
 # Hadoop 3.4 on Java 17 needs these (Hadoop's own scripts add them since
@@ -90,6 +103,11 @@ class Daemon:
     heap_mb: int
     #: The NodeManager's index; None for the other daemons.
     node: int | None = None
+    #: The HA profile's daemons that need their own id (``dfs.ha.namenode.id``,
+    #: ``yarn.resourcemanager.ha.id``, ZooKeeper's zoo.cfg) read ``conf-<conf_sub>/``.
+    conf_sub: str = ""
+    #: Arguments after the main class (ZooKeeper's config file).
+    args: tuple[str, ...] = ()
 
 
 DAEMONS = (
@@ -101,6 +119,10 @@ DAEMONS = (
 
 
 SECURE_MARKER = "secure-profile"
+#: Left in a home that ``up`` started with the HA profile (``TONY_DEVCLUSTER_HA=1``).
+HA_MARKER = "ha-profile"
+#: The HA profile's port base when ``TONY_DEVCLUSTER_PORT_BASE`` is unset (the Makefile's is base + 1200).
+HA_DEFAULT_PORT_BASE = 20200
 
 
 def choose_profile(env: Mapping[str, str], repo: Path, command: str) -> tuple[Path, bool]:
@@ -133,6 +155,23 @@ def choose_profile(env: Mapping[str, str], repo: Path, command: str) -> tuple[Pa
     return home, requested or marked
 
 
+#: The HA profile's daemons, in start order: ZooKeeper and the JournalNode first (the NameNodes
+#: write their edits there, the ZKFCs and RMs elect through ZooKeeper), then HDFS, then YARN.
+#: Heaps are small: ten JVMs share a developer's machine.
+HA_DAEMONS = (
+    Daemon("zookeeper", "org.apache.zookeeper.server.ZooKeeperServerMain", 64, conf_sub="zk", args=("{conf}/zoo.cfg",)),
+    Daemon("journalnode", "org.apache.hadoop.hdfs.qjournal.server.JournalNode", 128),
+    Daemon("namenode-nn1", "org.apache.hadoop.hdfs.server.namenode.NameNode", 256, conf_sub="nn1"),
+    Daemon("namenode-nn2", "org.apache.hadoop.hdfs.server.namenode.NameNode", 256, conf_sub="nn2"),
+    Daemon("zkfc-nn1", "org.apache.hadoop.hdfs.tools.DFSZKFailoverController", 64, conf_sub="nn1"),
+    Daemon("zkfc-nn2", "org.apache.hadoop.hdfs.tools.DFSZKFailoverController", 64, conf_sub="nn2"),
+    Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 192),
+    Daemon("resourcemanager-rm1", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 384, conf_sub="rm1"),
+    Daemon("resourcemanager-rm2", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 384, conf_sub="rm2"),
+    Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384, node=0),
+)
+
+
 def nodemanager(index: int) -> Daemon:
     """NodeManager ``index``; 0 keeps the single-node cluster's name."""
     return Daemon("nodemanager" if index == 0 else f"nodemanager-{index}", NM_MAIN_CLASS, 384, node=index)
@@ -157,13 +196,32 @@ class Layout:
     secure: bool = False
     #: The capacity scheduler's preemption monitor (``TONY_DEVCLUSTER_PREEMPTION``, on by default).
     preemption: bool = True
+    #: The HA profile (``dc_ha.py``): ZooKeeper, two RMs, two NameNodes of one nameservice.
+    ha: bool = False
 
     @classmethod
     def from_env(cls, command: str = "status") -> Layout:
-        home, secure = choose_profile(os.environ, REPO, command)
+        env = dict(os.environ)
+        ha_requested = _truthy(env.get("TONY_DEVCLUSTER_HA", ""))
+        if ha_requested and "TONY_DEVCLUSTER_HOME" not in env:
+            env["TONY_DEVCLUSTER_HOME"] = str(REPO / ".devcluster-ha")
+        home, secure = choose_profile(env, REPO, command)
+        ha_marked = (home / HA_MARKER).exists()
+        if command == "up" and ha_marked and not ha_requested:
+            raise ClusterError(
+                f"{home} holds an HA cluster: start it with TONY_DEVCLUSTER_HA=1 (make cluster-up HA=1), "
+                f"or give the other cluster another TONY_DEVCLUSTER_HOME (or remove {home} after `down`)"
+            )
+        ha = ha_requested or ha_marked
+        if ha and secure:
+            raise ClusterError(
+                "TONY_DEVCLUSTER_HA with TONY_DEVCLUSTER_SECURE: the Kerberized HA profile is not built; "
+                "unset one of the two"
+            )
+        default_base = str(HA_DEFAULT_PORT_BASE) if ha else "19000"
         layout = cls(
             home=home,
-            port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", "19000")),
+            port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", default_base)),
             nm_memory_mb=int(os.environ.get("TONY_DEVCLUSTER_NM_MEMORY_MB", "14336")),
             nm_vcores=int(os.environ.get("TONY_DEVCLUSTER_NM_VCORES", "16")),
             nodemanagers=_int_env("TONY_DEVCLUSTER_NODEMANAGERS", "1"),
@@ -171,7 +229,13 @@ class Layout:
             nm_expiry_ms=_int_env("TONY_DEVCLUSTER_NM_EXPIRY_MS", "60000"),
             secure=secure,
             preemption=os.environ.get("TONY_DEVCLUSTER_PREEMPTION", "1").lower() not in ("0", "false", "no"),
+            ha=ha,
         )
+        if layout.ha and layout.nodemanagers != 1:
+            raise ClusterError(
+                f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers} with the HA profile: "
+                "the HA cluster runs one NodeManager; unset one of the two"
+            )
         if not 1 <= layout.nodemanagers <= MAX_NODEMANAGERS:
             raise ClusterError(
                 f"TONY_DEVCLUSTER_NODEMANAGERS={layout.nodemanagers}: the port layout "
@@ -204,6 +268,8 @@ class Layout:
 
     @property
     def daemons(self) -> tuple[Daemon, ...]:
+        if self.ha:
+            return HA_DAEMONS
         return DAEMONS + tuple(nodemanager(i) for i in range(1, self.nodemanagers))
 
     def nm_host(self, index: int) -> str:
@@ -242,6 +308,8 @@ class Layout:
         return f"http://{self.nm_host(index)}:{self.nm_port('nm_http_port', index)}"
 
     def daemon_conf(self, daemon: Daemon) -> Path:
+        if daemon.conf_sub:
+            return self.home / f"conf-{daemon.conf_sub}"
         return self.nm_conf(daemon.node) if daemon.node else self.conf
 
     def daemon_classpath(self, daemon: Daemon) -> str:
@@ -309,6 +377,10 @@ class Layout:
     @property
     def fs_default(self) -> str:
         return f"hdfs://127.0.0.1:{self.port('nn_rpc_port')}"
+
+
+def _truthy(raw: str) -> bool:
+    return raw.lower() in ("1", "true", "yes")
 
 
 def _int_env(name: str, default: str) -> int:

@@ -106,6 +106,7 @@ def start_daemon(layout: Layout, daemon: Daemon, jhome: Path) -> int:
         "-cp",
         layout.daemon_classpath(daemon),
         daemon.main_class,
+        *(arg.format(conf=layout.daemon_conf(daemon)) for arg in daemon.args),
     ]
     with open(log, "ab") as out:
         proc = subprocess.Popen(

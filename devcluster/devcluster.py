@@ -12,6 +12,7 @@ Standard library only: it runs before the project's virtualenv exists.
 
     python3 devcluster/devcluster.py up|down|status|env|jars
     python3 devcluster/devcluster.py stop-nm I [--lose] | start-nm I
+    TONY_DEVCLUSTER_HA=1 python3 devcluster/devcluster.py up | failover rm|nn [--graceful] | active rm|nn
 
 ``$TONY_DEVCLUSTER_NODEMANAGERS`` (default 1) starts that many NodeManagers
 (at most 4), NodeManager ``I`` on its own loopback address (``localhost``
@@ -34,6 +35,10 @@ on every web server, block access tokens, SASL data transfer and YARN ACLs
 ``up`` leaves in a secure home; a plain ``up`` of such a home is refused
 (see ``choose_profile``).
 
+``TONY_DEVCLUSTER_HA=1`` (``make cluster-up HA=1``) starts the HA profile (``dc_ha.py``):
+ZooKeeper, two ResourceManagers and two NameNodes of nameservice ``tony`` with automatic
+failover, in ``.devcluster-ha/`` (port base 20200 unless ``TONY_DEVCLUSTER_PORT_BASE`` says).
+
 This file is the command line (``up``, ``down``, ``status``, ``env``, the
 NodeManager faults); the rest is split by concern: ``dc_layout`` (homes,
 ports, daemons, the profile), ``dc_configs`` (the jars and the rendered
@@ -55,6 +60,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dc_ha
+import dc_ha_state
 import kdc
 from dc_configs import (
     fake_nvidia_smi,
@@ -65,6 +72,7 @@ from dc_configs import (
 from dc_kerberos import _kdc_pid, start_kdc
 from dc_layout import (
     DAEMONS,
+    HA_MARKER,
     MAX_NODEMANAGERS,
     NM_PORT_KEYS,
     NM_PORT_STRIDE,
@@ -98,6 +106,7 @@ __all__ = [
     "NM_PORT_KEYS",
     "NM_PORT_STRIDE",
     "PORT_OFFSETS",
+    "HA_MARKER",
     "SECURE_MARKER",
     "ClusterError",
     "Daemon",
@@ -118,6 +127,10 @@ __all__ = [
 
 
 def up(layout: Layout) -> None:
+    if layout.ha:
+        dc_ha.up_ha(layout)
+        print_status(layout, stream=sys.stderr)
+        return
     started = time.monotonic()
     jhome = java_home()
     for sub in (layout.home, layout.logs, layout.run, layout.home / "data"):
@@ -164,7 +177,10 @@ def down(layout: Layout) -> None:
     )
     # The NodeManagers together, then the RM, the DataNode and the NameNode.
     nodemanagers = [d for d in DAEMONS + extra if d.node is not None]
-    for group in [nodemanagers, *([d] for d in reversed(DAEMONS) if d.node is None)]:
+    groups = (
+        dc_ha.stop_groups(layout) if layout.ha else [nodemanagers, *([d] for d in reversed(DAEMONS) if d.node is None)]
+    )
+    for group in groups:
         running = {daemon: pid for daemon in group if (pid := running_pid(layout, daemon)) is not None}
         _stop_pids(list(running.values()))
         for daemon in group:
@@ -191,12 +207,14 @@ def print_status(layout: Layout, stream=sys.stdout) -> bool:
     for index in range(layout.nodemanagers):
         label = "  (label gpu)" if index == layout.gpu_node else ""
         urls[nodemanager(index).name] = f"{layout.nm_url_of(index)}/node{label}"
+    if layout.ha:
+        urls = dc_ha_state.status_urls(layout)
     all_up = True
     for daemon in layout.daemons:
         pid = running_pid(layout, daemon)
         all_up &= pid is not None
         state = f"up (pid {pid})" if pid else "down"
-        print(f"{daemon.name:16} {state:18} {urls[daemon.name]}", file=stream)
+        print(f"{daemon.name:20} {state:18} {urls[daemon.name]}", file=stream)
     if layout.secure:
         pid = _kdc_pid(layout)
         all_up &= pid is not None
@@ -236,6 +254,8 @@ def env_lines(layout: Layout) -> list[str]:
         "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(yarn_conn, separators=(",", ":")),
         "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
     }
+    if layout.ha:
+        exports.update(dc_ha_state.ha_exports(layout, yarn_conn, webhdfs_conn))
     if layout.multi_node:
         # Tests and fault scripts that call `stop-nm`/`start-nm` need the same layout.
         exports["TONY_DEVCLUSTER_PORT_BASE"] = str(layout.port_base)
@@ -316,13 +336,17 @@ def _node_index(layout: Layout, raw: str | None, parser: argparse.ArgumentParser
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["up", "down", "status", "env", "jars", "stop", "stop-nm", "start-nm"])
+    parser.add_argument(
+        "command",
+        choices=["up", "down", "status", "env", "jars", "stop", "stop-nm", "start-nm", "failover", "active"],
+    )
     parser.add_argument(
         "daemon",
         nargs="?",
         help="with `stop`: stop only this daemon (`up` starts it again); with "
-        "`stop-nm`/`start-nm`: the NodeManager's index; for outage tests",
+        "`stop-nm`/`start-nm`: the NodeManager's index; with `failover`/`active` (HA profile): rm or nn",
     )
+    parser.add_argument("--graceful", action="store_true", help="with `failover`: SIGTERM, not SIGKILL, the active one")
     parser.add_argument(
         "--lose",
         action="store_true",
@@ -335,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"devcluster {args.command} failed: {exc}", file=sys.stderr)
         return 1
     try:
+        if args.command in ("failover", "active"):
+            if not layout.ha or args.daemon not in dc_ha_state.KINDS:
+                parser.error(f"{args.command} needs the HA profile (TONY_DEVCLUSTER_HA=1) and rm or nn")
+            return dc_ha_state.command(layout, args.command, args.daemon, args.graceful)
         if args.command == "stop-nm":
             stop_nm(layout, _node_index(layout, args.daemon, parser), args.lose)
         elif args.command == "start-nm":

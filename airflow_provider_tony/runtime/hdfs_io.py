@@ -26,6 +26,8 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
     ``kv`` (the application's key-value store) lets a delegation-token client
     take the fresh tokens the AM publishes when the job refreshes them
     (``kerberos.refresh_tokens``); without it the application's own token is used.
+    An HA cluster's every NameNode comes comma-separated: the client fails over between them
+    (``runtime/webhdfs_failover.py``).
     """
     env = dict(os.environ) if env is None else env
     url = env.get(C.ENV_WEBHDFS_URL)
@@ -44,9 +46,9 @@ def client_from_env(env: dict[str, str] | None = None, kv: Any = None) -> Any | 
         sources.append(TokenSource(hdfs_delegation_token(env), fetch, refreshing=refreshing))
         sources[0].start_polling()  # None without fetch
         return DelegationTokenClient(url, sources[0])
-    from hdfs import InsecureClient
+    from airflow_provider_tony.runtime.webhdfs_failover import FailoverInsecureClient
 
-    return InsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)
+    return FailoverInsecureClient(url, user=env.get(C.ENV_WEBHDFS_USER) or None)
 
 
 def hdfs_path(location: str) -> str:

@@ -333,6 +333,7 @@ class WebHdfsTokens:
     """
 
     def __init__(self, url: str, principal: str, keytab: str, timeout: float = 30.0) -> None:
+        # Every NameNode of an HA nameservice (comma-separated): a standby's answer moves on.
         self.url = url.rstrip("/")
         self.principal = principal
         self._keytab = keytab  # never logged
@@ -363,10 +364,16 @@ class WebHdfsTokens:
     def _call(self, session: Any, method: str, params: dict[str, str], what: str) -> Any:
         import requests
 
+        from airflow_provider_tony.runtime.webhdfs_failover import NameNodes, split_urls
         from airflow_provider_tony.runtime.webhdfs_token import redact
 
+        urls = split_urls(self.url)
+        namenodes = NameNodes(urls, patience=60.0 if len(urls) > 1 else 0.0)
         try:
-            resp = session.request(method, f"{self.url}/webhdfs/v1/", params=params, timeout=self.timeout)
+            resp = namenodes.send(
+                lambda base: session.request(method, f"{base}/webhdfs/v1/", params=params, timeout=self.timeout),
+                params["op"],
+            )
         except requests.RequestException as exc:
             raise ClusterError(redact(f"WebHDFS {what} failed: {type(exc).__name__}: {exc}")) from None
         if resp.status_code != 200:

@@ -22,6 +22,7 @@ from hdfs import Client, HdfsError
 
 from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.hadoop_tokens import Token
+from airflow_provider_tony.runtime.webhdfs_failover import WebHdfsFailover
 
 if TYPE_CHECKING:
     from airflow_provider_tony.runtime.token_refresh import TokenSource
@@ -35,11 +36,14 @@ def redact(text: str) -> str:
     return _DELEGATION.sub(r"\1***", text)
 
 
-class DelegationTokenClient(Client):  # type: ignore[misc] # hdfs ships no type hints
+class DelegationTokenClient(WebHdfsFailover, Client):  # type: ignore[misc] # hdfs ships no type hints
     """An ``hdfs.Client`` that authenticates every request with a delegation token.
 
     ``token`` is one fixed token, or a :class:`TokenSource` asked on every
-    request (the AM may publish a fresher one while the job runs).
+    request (the AM may publish a fresher one while the job runs). ``url`` may
+    name every NameNode of an HA nameservice (comma-separated): calls fail over
+    (``runtime/webhdfs_failover.py``, below this class's ``_request``, so it sees
+    the transport errors before they are redacted here).
     """
 
     def __init__(self, url: str, token: Token | TokenSource, **kwargs: Any) -> None:

@@ -234,7 +234,8 @@ class TonyClient:
             self.http_settings,
             user=None if self._krb is not None else (os.environ.get("HADOOP_USER_NAME") or getpass.getuser()),
         )
-        self.urls = ClusterUrls(self.rm_url, webhdfs_url)
+        # URLs are built against the first address; the failover transport picks the active one.
+        self.urls = ClusterUrls(self.rm_url, self.webhdfs_url)
 
     @classmethod
     def from_env(cls) -> TonyClient:
@@ -670,7 +671,8 @@ class TonyClient:
     def _container_env(self, attempt: int) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir, C.ENV_EVENTS_DIR: self.events_dir}
         if self.webhdfs_url:
-            env[C.ENV_WEBHDFS_URL] = self.webhdfs_url
+            # Every NameNode of an HA nameservice: the containers fail over between them too.
+            env[C.ENV_WEBHDFS_URL] = ",".join(self.webhdfs_urls)
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
             if self._krb is not None:
                 env[C.ENV_WEBHDFS_AUTH] = C.WEBHDFS_AUTH_DELEGATION

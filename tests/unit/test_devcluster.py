@@ -254,3 +254,60 @@ def test_every_profile_enforces_memory_as_production_does(
         assert site["yarn.nodemanager.pmem-check-enabled"] == "true"
         assert site["yarn.nodemanager.vmem-check-enabled"] == "false"
         assert site["yarn.nodemanager.resource.memory.enforced"] == "false"
+
+
+def _ha_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv("TONY_DEVCLUSTER_HA", "1")
+    monkeypatch.setenv("TONY_DEVCLUSTER_HOME", str(tmp_path / "ha"))
+    monkeypatch.setenv("TONY_DEVCLUSTER_JARS", str(tmp_path / "jars"))
+    monkeypatch.setenv("TONY_DEVCLUSTER_PORT_BASE", "27200")
+    return dc.Layout.from_env("up")
+
+
+def test_the_ha_conf_is_written_as_ha_clusters_write_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No plain RM or NameNode address: the provider must find both of each through the per-id
+    keys (hadoop_conf.py), as on a production HA cluster; each daemon's copy carries its own id."""
+    from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
+
+    ha = load_script("devcluster/dc_ha.py", "tony_dc_ha_under_test")
+    lay = _ha_layout(tmp_path, monkeypatch)
+    ha.render_ha_conf(lay)
+    yarn, hdfs, core = (props(lay.conf / f) for f in ("yarn-site.xml", "hdfs-site.xml", "core-site.xml"))
+    assert "yarn.resourcemanager.webapp.address" not in yarn and "yarn.resourcemanager.address" not in yarn
+    assert "dfs.namenode.http-address" not in hdfs and "dfs.namenode.rpc-address" not in hdfs
+    assert core["fs.defaultFS"] == "hdfs://tony"
+    assert yarn["yarn.resourcemanager.recovery.enabled"] == "true"
+    assert yarn["yarn.resourcemanager.work-preserving-recovery.enabled"] == "true"
+    assert yarn["yarn.resourcemanager.store.class"].endswith("ZKRMStateStore")
+    assert rm_addresses(str(lay.conf)) == ("http://127.0.0.1:27288", "http://127.0.0.1:27289")
+    assert namenode_addresses(str(lay.conf)) == ("http://127.0.0.1:27270", "http://127.0.0.1:27271")
+    for ident, key in (("nn1", "dfs.ha.namenode.id"), ("nn2", "dfs.ha.namenode.id")):
+        assert props(tmp_path / "ha" / f"conf-{ident}" / "hdfs-site.xml")[key] == ident
+    assert props(tmp_path / "ha" / "conf-rm2" / "yarn-site.xml")["yarn.resourcemanager.ha.id"] == "rm2"
+    assert "ha.id" not in " ".join(yarn)  # the shared conf (clients, NodeManager, containers) names no id
+    assert "clientPort=27221" in (tmp_path / "ha" / "conf-zk" / "zoo.cfg").read_text()
+    # Every port of the profile is distinct and inside the cluster's hundred.
+    ports = [lay.port(k) for k in dc.PORT_OFFSETS]
+    assert len(set(ports)) == len(ports) and all(27200 <= p < 27300 for p in ports)
+
+
+def test_the_ha_profile_has_its_own_home_and_refuses_kerberos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TONY_DEVCLUSTER_HOME", raising=False)
+    monkeypatch.delenv("TONY_DEVCLUSTER_PORT_BASE", raising=False)
+    monkeypatch.setenv("TONY_DEVCLUSTER_HA", "1")
+    lay = dc.Layout.from_env("status")
+    assert lay.home == (REPO / ".devcluster-ha").resolve() and lay.ha and lay.port_base == 20200
+    assert [d.name for d in lay.daemons][:2] == ["zookeeper", "journalnode"]
+    monkeypatch.setenv("TONY_DEVCLUSTER_SECURE", "1")
+    with pytest.raises(dc.ClusterError, match="Kerberized HA profile is not built"):
+        dc.Layout.from_env("up")
+    # A home started HA is read as HA, but a plain `up` of it is refused.
+    monkeypatch.delenv("TONY_DEVCLUSTER_SECURE")
+    monkeypatch.delenv("TONY_DEVCLUSTER_HA")
+    home = tmp_path / "ha-home"
+    home.mkdir()
+    (home / dc.HA_MARKER).write_text("ha\n")
+    monkeypatch.setenv("TONY_DEVCLUSTER_HOME", str(home))
+    assert dc.Layout.from_env("down").ha
+    with pytest.raises(dc.ClusterError, match="TONY_DEVCLUSTER_HA=1"):
+        dc.Layout.from_env("up")

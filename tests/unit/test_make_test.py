@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("test-open", "test-secure", "test-chaos")
+PARTS = ("test-open", "test-secure", "test-chaos", "test-ha")
 
 
 def _make_test(tmp_path: Path, parallel: str, codes: dict[str, int]) -> tuple[int, str, list[str]]:
@@ -68,12 +68,14 @@ def _make_test(tmp_path: Path, parallel: str, codes: dict[str, int]) -> tuple[in
         ({"test-chaos": 5}, 5),
         ({"test-open": 3, "test-chaos": 5}, 3),
         ({"test-secure": 4, "test-chaos": 5}, 4),
+        ({"test-ha": 6}, 6),
+        ({"test-chaos": 5, "test-ha": 6}, 5),
     ],
 )
 def test_every_part_runs_and_any_failure_fails_make_test(
     tmp_path: Path, parallel: str, codes: dict[str, int], first: int | None
 ) -> None:
-    """``first``: the exit code of the first failing part (open, secure, chaos), which the recipe
+    """``first``: the exit code of the first failing part (open, secure, chaos, ha), which the recipe
     ends with (make itself then exits 2 and names it); None: every part passed."""
     rc, stderr, ran = _make_test(tmp_path, parallel, codes)
     assert sorted(ran) == sorted(PARTS), ran

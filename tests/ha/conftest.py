@@ -1,0 +1,110 @@
+"""The HA tests run on a cluster of their own: the HA profile (``devcluster/dc_ha.py``).
+
+ZooKeeper, two ResourceManagers (rm1, rm2) and two NameNodes (nn1, nn2) of nameservice
+``tony``, in ``.devcluster-ha`` (``TONY_HA_HOME``) on the open cluster's port base + 1200
+(``TONY_HA_PORT_BASE``), started once for the session and taken down at its end (``make
+test-ha`` takes it down again, whatever happened). Every test starts on the whole cluster:
+whatever an earlier test killed comes back as a standby (``devcluster up``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._cluster import DEFAULT_PORT_BASE, DEVCLUSTER, REPO, devcluster, export_cluster_env
+
+HA_PORT_OFFSET = 1200
+
+
+def use_ha_cluster() -> None:
+    """Point this process (and what it starts) at the HA cluster, never at another one."""
+    default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
+    os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(default_home / "jars"))
+    open_base = int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", str(DEFAULT_PORT_BASE)))
+    os.environ["TONY_DEVCLUSTER_HA"] = "1"
+    os.environ["TONY_DEVCLUSTER_HOME"] = os.environ.get("TONY_HA_HOME", str(REPO / ".devcluster-ha"))
+    os.environ["TONY_DEVCLUSTER_PORT_BASE"] = os.environ.get("TONY_HA_PORT_BASE", str(open_base + HA_PORT_OFFSET))
+    for name in ("TONY_DEVCLUSTER_SECURE", "TONY_DEVCLUSTER_NODEMANAGERS"):
+        os.environ.pop(name, None)
+
+
+use_ha_cluster()
+export_cluster_env()
+
+
+def ha(*args: str, timeout: float = 300) -> str:
+    """``devcluster.py ARGS`` on the HA cluster; its stdout (``active``/``failover`` print an id)."""
+    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"devcluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip()
+
+
+def rm_urls() -> list[str]:
+    return os.environ["TONY_RM_URL"].split(",")
+
+
+def active_rm_url() -> str:
+    """The web address of the RM that is active now."""
+    return rm_urls()[int(ha("active", "rm").removeprefix("rm")) - 1]
+
+
+def ha_apps(tag: str, states: str | None = None) -> list[dict[str, Any]]:
+    """The applications with ``tag``, from whichever RM is active."""
+    from tests._util import rm_apps
+
+    return rm_apps(active_rm_url(), states=states, tag=tag)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ha_cluster_down() -> Iterator[None]:
+    yield
+    if os.environ.get("TONY_HA_KEEP") != "1":  # kept between local runs only when asked
+        devcluster("down")
+
+
+@pytest.fixture(autouse=True)
+def every_daemon_up(cluster: Any) -> None:
+    """A killed RM or NameNode of an earlier test comes back (as the standby) before the next."""
+    if subprocess.run([sys.executable, str(DEVCLUSTER), "status"], capture_output=True, timeout=60).returncode:
+        devcluster("up")
+
+
+@pytest.fixture
+def app_tag(cluster: Any) -> Iterator[str]:
+    """Like the shared one, but its cleanup asks the active RM (the addresses are a list here)."""
+    tag = f"pytest-{uuid.uuid4().hex[:12]}"
+    yield tag
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    with TonyClient.from_env() as client:
+        for app in ha_apps(tag, states="NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"):
+            client.kill(app["id"])
+
+
+@pytest.fixture
+def hdfs(cluster: Any) -> Any:
+    """The runtime's own failover client over both NameNodes."""
+    from airflow_provider_tony.runtime.webhdfs_failover import FailoverInsecureClient
+
+    return FailoverInsecureClient(os.environ["TONY_WEBHDFS_URL"], user=cluster.user)
+
+
+@pytest.fixture
+def ckpt_dir(hdfs: Any) -> Iterator[str]:
+    path = f"/tmp/pytest-ha-{uuid.uuid4().hex[:8]}"
+    yield path
+    hdfs.delete(path, recursive=True)
+    hdfs.delete(f"{path}-model", recursive=True)
+
+
+# Airflow's metadata database, as the integration tests make it.
+from tests.integration.test_airflow import airflow_env  # noqa: E402, F401 - a fixture
