@@ -206,8 +206,16 @@ def print_status(layout: Layout, stream=sys.stdout) -> bool:
 
 
 def env_lines(layout: Layout) -> list[str]:
-    """Shell exports that point skein, the hdfs package and Airflow at this cluster."""
-    jhome = java_home()
+    """Shell exports that point skein, the hdfs package and Airflow at this cluster.
+
+    No JDK is needed to print them: a machine without one (an Airflow image, ``make test-fast``,
+    the unit tests that run pytest on an integration module) gets every export but ``JAVA_HOME``.
+    Only the daemons (``up``) and skein's driver need Java, and they name it when it is missing.
+    """
+    try:
+        jhome: Path | None = java_home()
+    except ClusterError:
+        jhome = None
     user = getpass.getuser()
     yarn_conn = {
         "conn_type": "tony_yarn",
@@ -225,7 +233,7 @@ def env_lines(layout: Layout) -> list[str]:
     webhdfs_conn = {"conn_type": "webhdfs", "host": "localhost", "port": layout.port("nn_http_port"), "login": user}
     exports = {
         "TONY_DEVCLUSTER_HOME": str(layout.home),
-        "JAVA_HOME": str(jhome),
+        **({"JAVA_HOME": str(jhome)} if jhome is not None else {}),
         "HADOOP_CONF_DIR": str(layout.conf),
         "HADOOP_USER_NAME": user,
         "SKEIN_CONFIG": str(layout.skein),
