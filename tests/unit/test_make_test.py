@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+#: The make running these tests (``make test-fast PYTEST_ARGS=...``) hands its command-line
+#: variables down in MAKEFLAGS: the make under test must not inherit them.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}
 PARTS = ("test-open", "test-secure", "test-chaos")
 
 
@@ -43,7 +46,7 @@ def _make_test(
         'exit "${!var:-0}"\n'
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, **{f"CODE_{t.replace('-', '_')}": str(c) for t, c in codes.items()}}
+    env = {**CLEAN_ENV, **{f"CODE_{t.replace('-', '_')}": str(c) for t, c in codes.items()}}
     proc = subprocess.run(
         [
             "make",
@@ -137,7 +140,9 @@ def test_a_lane_that_selects_nothing_fails_unless_the_run_is_narrowed(tmp_path: 
     stub.write_text("#!/usr/bin/env bash\nexit 5\n")
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
     common = ["make", "--no-print-directory", "-o", "venv", "test-lane-unit", f"PY={stub}", "CLUSTER_ENV=true"]
-    full = subprocess.run(common, cwd=REPO, capture_output=True, text=True, timeout=60)
+    full = subprocess.run(common, cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=60)
     assert full.returncode == 2 and "Error 5" in full.stderr, full.stderr
-    narrow = subprocess.run([*common, "PYTEST_ARGS=-k nothing"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    narrow = subprocess.run(
+        [*common, "PYTEST_ARGS=-k nothing"], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=60
+    )
     assert narrow.returncode == 0, narrow.stderr
