@@ -101,8 +101,11 @@ cluster-env:
 MUST_RUN = TONY_TESTS_MUST_RUN=1
 TEST_PARALLEL ?= 1
 PARTS := test-artifacts/parts
+OPEN_LANES := open open2 unit
+# The time report every make test writes (tests/_summary.py): seconds per part, file and test.
+TEST_TIMES ?= bench/results/test_times
 test: bootstrap-test venv
-	@rm -f $(PARTS)/*.json $(PARTS)/*.log; mkdir -p $(PARTS); rc=0; s=0; \
+	@rm -f $(PARTS)/*.json $(PARTS)/*.log $(PARTS)/*.rc; mkdir -p $(PARTS); date +%s > $(PARTS)/started; rc=0; s=0; \
 	if [ "$(TEST_PARALLEL)" = 1 ]; then \
 	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
 	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc; \
@@ -116,14 +119,49 @@ test: bootstrap-test venv
 	  $(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	  $(MAKE) --no-print-directory test-ha || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	fi; \
-	$(PY) -m tests._summary open secure chaos ha; exit $$rc
+	$(PY) -m tests._summary --times $(TEST_TIMES) $(OPEN_LANES) secure chaos ha; exit $$rc
 
-# The open suite (unit, integration, e2e) on the default cluster, which comes down afterwards
-# even when tests fail; pytest's exit code is kept.
+# The open part of make test (unit, integration, e2e) on the default cluster, in three lanes
+# side by side (TEST_PARALLEL=0: one after the other), each its own pytest and its own line in
+# the closing counts:
+#   unit   tests/unit (no cluster; niced: the integration lanes' daemons come first)
+#   open   every integration and e2e test but OPEN2_FILES (so a new test file lands here)
+#   open2  OPEN2_FILES: the Airflow-heavy half (airflow dags test, the Airflow stack and browser)
+# Most of an integration test's time is spent waiting on YARN, so the two cluster lanes fill
+# cores that would idle. They share the cluster (a 14 GiB NodeManager: two tests' jobs fit, a
+# third queues); a test that cannot share it (preemption, the NameNode outages) is marked
+# `whole_cluster` and holds it alone while the other lane waits (tests/_lanes.py). The cluster
+# comes down afterwards even when tests fail; the first failing lane's exit code (open, open2,
+# unit) is the result. With PYTEST_ARGS (a narrow run) a lane that selects nothing (pytest exit
+# 5) is no failure.
+OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e
+SIDE_LANES := open2 unit
+OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/integration/test_secure.py \
+	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES))
+LANE_ARGS_open := tests $(OPEN_IGNORE)
+LANE_ARGS_open2 := $(OPEN2_FILES)
+LANE_ARGS_unit := tests/unit
+LANE_NICE_unit := nice -n 5
 test-open: bootstrap-test venv cluster-up
-	@rc=0; ( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=open $(PY) -m pytest --ignore=tests/chaos --ignore=tests/ha \
-	  --ignore=tests/integration/test_secure.py --ignore=tests/integration/test_secure_trust.py $(PYTEST_ARGS) ) || rc=$$?; \
+	@mkdir -p $(PARTS); rc=0; s=0; \
+	if [ "$(TEST_PARALLEL)" = 1 ]; then \
+	  for lane in $(SIDE_LANES); do \
+	    ( $(MAKE) --no-print-directory TONY_TEST_LANES=1 test-lane-$$lane; echo $$? > $(PARTS)/$$lane.rc ) > $(PARTS)/$$lane.log 2>&1 & \
+	  done; \
+	  $(MAKE) --no-print-directory TONY_TEST_LANES=1 test-lane-open || rc=$$?; wait; \
+	  for lane in $(SIDE_LANES); do \
+	    echo "--- lane $$lane (beside lane open) ---"; cat $(PARTS)/$$lane.log; \
+	    s=$$(cat $(PARTS)/$$lane.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; \
+	  done; \
+	else \
+	  for lane in open $(SIDE_LANES); do $(MAKE) --no-print-directory test-lane-$$lane || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; done; \
+	fi; \
 	$(DEVCLUSTER) down; exit $$rc
+
+# One lane of test-open (the cluster is test-open's): LANE_ARGS_<lane> are its tests.
+test-lane-%:
+	@rc=0; ( $(CLUSTER_ENV) && $(MUST_RUN) TONY_TEST_PART=$* $(LANE_NICE_$*) $(PY) -m pytest $(LANE_ARGS_$*) \
+	  $(PYTEST_ARGS) ) || rc=$$?; if [ $$rc -eq 5 ] && [ -n "$(PYTEST_ARGS)" ]; then rc=0; fi; exit $$rc
 
 # Node loss, RM and NameNode restarts, GPUs across jobs, placement:
 # tests/chaos/conftest.py starts their four-node cluster (.devcluster-chaos,

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 
 
 def hostile_files() -> dict[str, str]:

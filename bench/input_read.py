@@ -42,7 +42,7 @@ from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.client import TonyClient
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or Path(__file__).parent / "results")
 MIB = 2**20
 
 

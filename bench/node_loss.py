@@ -43,7 +43,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or REPO / "bench" / "results")
 
 from tests._cluster import devcluster, export_cluster_env, use_chaos_cluster  # noqa: E402
 from tests._util import wait_until  # noqa: E402

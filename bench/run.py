@@ -3,17 +3,26 @@
 
     make bench                      # all, REPEAT times each
     python bench/run.py --only startup,scale --repeat 2
+    python bench/run.py --smoke     # one short round of every section: does each still run?
 
 Absolute times on a shared 2-core machine drift; ratios taken in the same run
 do not, so each benchmark reports its baseline beside it. Nothing here is a
 test: no thresholds fail the run. Output: ``bench/results/latest.json`` and
 ``bench/results/latest.md`` (median, min, max, ratios), plus the machine,
-versions and date.
+versions and date; ``$TONY_BENCH_RESULTS`` instead when set (``bench/smoke.py`` writes there, so
+a smoke run never replaces the real figures).
+
+``--smoke`` (``bench/smoke.py``, which CI runs) is the smallest round of each section: one
+repeat, start-up with one worker, the Airflow side of failure detection for one signal, a
+training round of a tiny model, tracking for a few seconds of two jobs; tf-yarn is left out
+(its own venv and pex take minutes: the result says so). Its figures mean nothing; that it ends
+means every section still runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -45,13 +54,15 @@ from airflow_provider_tony.runtime.messages import (  # noqa: E402
 from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
 from airflow_provider_tony.yarn.client import TonyClient  # noqa: E402
 
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or REPO / "bench" / "results")
 TRAINING = REPO / "dags" / "training" / "digits_mwms.py"
 BEHAVE = REPO / "tests" / "integration" / "jobs" / "behave.py"
 COUNT = REPO / "tests" / "integration" / "jobs" / "count_steps.py"
 PY = sys.executable
 AIRFLOW = str(Path(PY).parent / "airflow")  # the venv's CLI, for the DAG-driven benchmarks
 ALL = ("scale", "startup", "failure", "resume", "training", "tracking")
+#: Set by ``--smoke``: every section runs its smallest round (see the module's docstring).
+SMOKE = False
 
 
 def stats(values: list[float]) -> dict[str, Any]:
@@ -132,7 +143,10 @@ def _cpu_idle_fraction(window: float = 1.0) -> float:
 def quiet_machine(timeout: float = 60.0) -> None:
     """Waits until the cores are 90 % idle: the previous run's tail (a JVM
     exiting, YARN cleaning up a container, Airflow closing) must not fall into
-    the next run's timed phase. Goes on after ``timeout`` whatever the load."""
+    the next run's timed phase. Goes on after ``timeout`` whatever the load (at once in a smoke
+    run: its figures are not kept)."""
+    if SMOKE:
+        return
     try:
         wait(lambda: _cpu_idle_fraction() >= 0.9, timeout, "a quiet machine", interval=0)
     except TimeoutError:
@@ -237,15 +251,21 @@ TRAINING_ARGS = [
 ]
 
 
+#: The smoke run's model: two epochs (the first is not timed) of a few small steps.
+SMOKE_TRAINING_ARGS = ["--epochs", "2", "--steps-per-epoch", "3", "--batch-size", "64", "--hidden", "32"]
+SMOKE_TRAINING_ARGS += ["--partition", "bench"]
+
+
 def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str]) -> dict[str, Any]:
     """Rounds of three runs back to back (by hand, bare YARN, TonyOperator), the
     order rotating each round, each started on a quiet machine, so that drift
     on the shared machine hits every side alike; the headline is the median of
     the per-round ratios TonyOperator / by hand."""
+    train_args = SMOKE_TRAINING_ARGS if SMOKE else TRAINING_ARGS
     arms: dict[str, Callable[[], float]] = {
-        "by_hand": lambda: by_hand(TRAINING_ARGS),
-        "bare_yarn": lambda: on_bare_yarn(client, TRAINING_ARGS),
-        "tony_operator": lambda: via_operator(TRAINING_ARGS, airflow_env),
+        "by_hand": lambda: by_hand(train_args),
+        "bare_yarn": lambda: on_bare_yarn(client, train_args),
+        "tony_operator": lambda: via_operator(train_args, airflow_env),
     }
     names = list(arms)
     runs: dict[str, list[float]] = {name: [] for name in names}
@@ -274,7 +294,7 @@ def bench_training(client: TonyClient, rounds: int, airflow_env: dict[str, str])
         "ratio_tony_over_hand": round(statistics.median(tony_hand), 3),
         "ratio_of_medians": round(statistics.median(runs["tony_operator"]) / statistics.median(runs["by_hand"]), 3),
         "target_ratio": 0.97,
-        "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(TRAINING_ARGS) + "; on every side "
+        "note": "2 tf-keras MWMS workers on sklearn digits: " + " ".join(train_args) + "; on every side "
         "a local checkpoint per epoch and TensorBoard events (under TonyOperator also uploaded to "
         "HDFS); bare YARN: the same two processes as containers of a skein application without TonY; "
         "the first epoch (tracing) is not timed",
@@ -421,8 +441,11 @@ def bench_startup(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
     out: dict[str, Any] = {
         "operator_execute_to_submitted": stats([operator_to_submitted(airflow_env) for _ in range(repeat)])
     }
-    tf_yarn, why_not = tf_yarn_venv()
-    for workers in (1, 2, 4, 8):
+    if SMOKE:
+        tf_yarn, why_not = None, "not in a smoke run: tf-yarn's own venv and pex take minutes (bench/tf_yarn_setup.sh)"
+    else:
+        tf_yarn, why_not = tf_yarn_venv()
+    for workers in (1,) if SMOKE else (1, 2, 4, 8):
         runs = [tony_startup(client, workers) for _ in range(repeat)]
         floor = [skein_floor(client, workers) for _ in range(repeat)]
         phases = {k: stats([r[k] for r in runs]) for k in runs[0]}
@@ -523,6 +546,9 @@ def bench_failure(client: TonyClient, repeat: int, airflow_env: dict[str, str]) 
     for name, mode in (("sigstop_executor", "stop-executor"), ("sigkill_executor", "kill-executor")):
         runs = [detection(client, mode, 5.0) for _ in range(repeat)]
         out[name] = {k: stats([r[k] for r in runs]) for k in runs[0]}
+        if SMOKE and mode == "stop-executor":
+            out[name]["to_airflow_task_failed"] = "not in a smoke run: the same DAG as for SIGKILL, one signal only"
+            continue
         out[name]["to_airflow_task_failed"] = stats(
             [airflow_detection(client, mode, airflow_env) for _ in range(repeat)]
         )
@@ -583,12 +609,13 @@ def _am_container_pid(app_id: str) -> int:
 
 def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[str, Any]:
     """Per hour of following a running job; the skein driver JVM is counted with the Python process."""
+    tasks = 2 if SMOKE else 8
     sleepers = job(
-        {"worker": {"instances": 8, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}}, am_memory=384
+        {"worker": {"instances": tasks, "memory": "128 MiB", "script": str(BEHAVE), "args": ["sleep"]}}, am_memory=384
     )
     app_id = client.submit(sleepers)
     try:
-        wait(lambda: (d := client.am_state(app_id)) and d.milestone_wall(MILESTONE_ALL_USER_STARTED), 300, "8 tasks")
+        wait(lambda: (d := client.am_state(app_id)) and d.milestone_wall(MILESTONE_ALL_USER_STARTED), 300, "the tasks")
         am = _am_container_pid(app_id)
         am_before = proctree.usage(am)
         # Polling mode: this process (and its skein driver) follows the job the way the operator does.
@@ -598,7 +625,7 @@ def bench_tracking(client: TonyClient, seconds: float, concurrent: int) -> dict[
         client.poll(follower, emit=lambda _l: None)
         before, t0 = proctree.usage(os.getpid()), time.monotonic()
         while time.monotonic() - t0 < seconds:
-            time.sleep(5.0)
+            time.sleep(min(5.0, seconds))
             client.poll(follower, emit=lambda _l: None)
         after, elapsed = proctree.usage(os.getpid()), time.monotonic() - t0
         am_after = proctree.usage(am)
@@ -645,7 +672,7 @@ def bench_triggers(client: TonyClient, seconds: float, concurrent: int) -> dict[
             "        return\n"
             "async def main():\n"
             "    tasks = [asyncio.create_task(one(a)) for a in apps]\n"
-            "    await asyncio.sleep(15)  # the first polls start the skein driver\n"
+            f"    await asyncio.sleep({2 if SMOKE else 15})  # the first polls start the skein driver\n"
             "    before = proctree.usage(os.getpid())\n"
             f"    await asyncio.sleep({seconds})\n"
             "    after = proctree.usage(os.getpid())\n"
@@ -722,6 +749,7 @@ def bench_scale(cpu_clock: Callable[[], float] = time.process_time) -> dict[str,
 # ---------------------------------------------------------------- main
 
 
+@functools.cache
 def airflow_env() -> dict[str, str]:
     home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "bench-airflow"
     env = {
@@ -778,6 +806,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(ALL))
     parser.add_argument("--tracking-seconds", type=float, default=120)
     parser.add_argument("--concurrent-triggers", type=int, default=20)
+    parser.add_argument("--smoke", action="store_true", help="the smallest round of each section: does it run?")
     parser.add_argument(
         "--training-rounds",
         type=int,
@@ -785,6 +814,10 @@ def main() -> int:
         help="rounds of by hand / bare YARN / TonyOperator for the training benchmark (noisier than the others)",
     )
     args = parser.parse_args()
+    if args.smoke:
+        global SMOKE
+        SMOKE = True
+        args.repeat, args.training_rounds, args.tracking_seconds, args.concurrent_triggers = 1, 1, 3.0, 2
     wanted = args.only.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
@@ -795,6 +828,7 @@ def main() -> int:
             "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         },
         "repeat": args.repeat,
+        "smoke": args.smoke,
         "benchmarks": {},
     }
     previous = RESULTS / "latest.json"

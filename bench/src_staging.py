@@ -25,7 +25,7 @@ from pathlib import Path
 
 from airflow_provider_tony.yarn.client import TonyClient
 
-RESULTS = Path(__file__).parent / "results" / "src_staging.json"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or Path(__file__).parent / "results") / "src_staging.json"
 
 
 def make_tree(root: Path, mib: int, seed: int = 7) -> int:

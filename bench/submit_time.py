@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or REPO / "bench" / "results")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proctree import usage  # noqa: E402 - the bench folder's own helper
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What following running jobs costs, before (skein driver) and after (HTTP), side by side in one run.
 
-    python bench/tracking.py [--jobs 20] [--seconds 120] [--poll-interval 5]
+    python bench/tracking.py [--jobs 20] [--seconds 120] [--poll-interval 5] [--warmup 15]
+    python bench/tracking.py --smoke     # one job, seconds per mode: does it still run?
 
 Submits ``--jobs`` sleeping one-worker jobs, waits until all run, then follows
 them in a fresh child process per mode, one mode after the other, each for
@@ -20,7 +21,8 @@ threads. "after" is the current code: ``TonyClient.poll`` and ``TonyTrigger``
 over plain HTTP (RM REST, the AM's page through the RM's proxy), no JVM.
 The AM publishes to both places, so both ways follow the very same jobs.
 
-Results go to ``bench/results/tracking.json`` and ``.md``. Absolute figures
+Results go to ``bench/results/tracking.json`` and ``.md`` (``$TONY_BENCH_RESULTS`` instead when
+set: ``bench/smoke.py`` writes there, never over the real figures). Absolute figures
 drift on a shared machine; the before/after pairs are taken minutes apart on
 the same jobs, which is what makes them comparable.
 """
@@ -44,7 +46,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import proctree  # noqa: E402
 
-RESULTS = REPO / "bench" / "results"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or REPO / "bench" / "results")
 BEHAVE = REPO / "tests" / "integration" / "jobs" / "behave.py"
 WARMUP_S = 15.0  # the first polls start a driver, import httpx, open connections: not steady state
 
@@ -61,13 +63,13 @@ def _before_poll(client: Any, app_id: str) -> None:
         client.connect(app_id, wait=False).kv.get(C.KV_STATE)
 
 
-def child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[str, Any]:
+def child(mode: str, apps: list[str], seconds: float, interval: float, warmup: float) -> dict[str, Any]:
     import asyncio
 
     pid = os.getpid()
 
     def measure(run_for: float) -> dict[str, float]:
-        time.sleep(WARMUP_S)
+        time.sleep(warmup)
         before = proctree.usage(pid)
         time.sleep(run_for)
         after = proctree.usage(pid)
@@ -140,7 +142,7 @@ def child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[s
                     raise RuntimeError(f"{app} ended while measured: {event.payload}")
 
         tasks = [asyncio.create_task(one(a)) for a in apps]
-        await asyncio.sleep(WARMUP_S)
+        await asyncio.sleep(warmup)
         before = proctree.usage(pid)
         await asyncio.sleep(seconds)
         after = proctree.usage(pid)
@@ -157,7 +159,7 @@ def child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[s
 # ---------------------------------------------------------------- the run
 
 
-def run_child(mode: str, apps: list[str], seconds: float, interval: float) -> dict[str, Any]:
+def run_child(mode: str, apps: list[str], seconds: float, interval: float, warmup: float) -> dict[str, Any]:
     cmd = [
         sys.executable,
         __file__,
@@ -169,9 +171,11 @@ def run_child(mode: str, apps: list[str], seconds: float, interval: float) -> di
         str(seconds),
         "--poll-interval",
         str(interval),
+        "--warmup",
+        str(warmup),
     ]
     env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="tony-bench-"), "PYTHONPATH": str(REPO)}
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + WARMUP_S + 300, env=env)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + warmup + 300, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{out.stderr[-3000:]}")
     doc = json.loads(out.stdout.strip().splitlines()[-1])
@@ -188,11 +192,17 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--poll-interval", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds before each mode is measured")
+    parser.add_argument(
+        "--smoke", action="store_true", help="one job, 3 s per mode after 2 s, polled every second: does it run?"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--apps", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.smoke:
+        args.jobs, args.seconds, args.warmup, args.poll_interval = 1, 3.0, 2.0, 1.0
     if args.child:
-        print(json.dumps(child(args.child, args.apps.split(","), args.seconds, args.poll_interval)))
+        print(json.dumps(child(args.child, args.apps.split(","), args.seconds, args.poll_interval, args.warmup)))
         return 0
 
     from airflow_provider_tony.runtime.spec import JobSpec
@@ -227,17 +237,20 @@ def main() -> int:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{args.jobs} jobs did not all run within 1200 s")
             time.sleep(5)
-        client.release_driver()
-        for mode, followed in (
+        # Every mode's follower runs in its child; this process (HTTP only) adds no JVM.
+        modes: tuple[tuple[str, list[str]], ...] = (
             ("polling-before", apps[:1]),
             ("polling-after", apps[:1]),
             ("deferred-before", apps[:1]),
             ("deferred-after", apps[:1]),
             ("deferred-before", apps),
             ("deferred-after", apps),
-        ):
+        )
+        if len(apps) == 1:  # the 1-job rows again would measure nothing new
+            modes = modes[:4]
+        for mode, followed in modes:
             key = f"{mode} ({len(followed)} job{'s' if len(followed) > 1 else ''})"
-            rows[key] = run_child(mode, followed, args.seconds, args.poll_interval)
+            rows[key] = run_child(mode, followed, args.seconds, args.poll_interval, args.warmup)
             print(key, rows[key], flush=True)
     finally:
         for app in apps:
@@ -252,6 +265,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "seconds": args.seconds,
         "poll_interval_s": args.poll_interval,
+        "warmup_s": args.warmup,
         "note": "whole process trees (a skein driver JVM counts with its Python process); "
         f"load average {os.getloadavg()[0]:.1f} when written",
         "results": rows,

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "trust_checks.json"
+RESULTS = Path(os.environ.get("TONY_BENCH_RESULTS") or HERE / "results") / "trust_checks.json"
 
 # Runs in the child: one sample of every measurement, printed as JSON.
 CHILD = r"""

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dc_layout import ADD_OPENS, ClusterError, Daemon, Layout
+from dc_layout import ADD_OPENS, ClusterError, Daemon, Layout, nodemanager
 
 
 def java_home() -> Path:
@@ -212,3 +212,27 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(line[:400] for line in tail)
     except OSError:
         return "(no log)"
+
+
+def stop_nm(layout: Layout, index: int, lose: bool) -> None:
+    """Stop one NodeManager, for fault tests.
+
+    Plain stop is a graceful shutdown: the NodeManager kills its containers
+    and tells the ResourceManager it is leaving. ``lose`` is a machine
+    failure: SIGKILL to the NodeManager and to its containers, and the RM
+    learns of it only when the node's liveness expires
+    (``TONY_DEVCLUSTER_NM_EXPIRY_MS``, 60 s by default).
+    """
+    daemon = nodemanager(index)
+    pid = running_pid(layout, daemon)
+    if pid is not None:
+        if lose:
+            containers = _node_containers(layout, index)
+            for victim in [pid, *containers]:
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        else:
+            _stop_pid(pid)
+    _pid_file(layout, daemon).unlink(missing_ok=True)

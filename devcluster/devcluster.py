@@ -52,9 +52,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
@@ -86,7 +84,6 @@ from dc_layout import (
 )
 from dc_processes import (
     _descendants_in,
-    _node_containers,
     _pid_file,
     _stop_pid,
     _stop_pids,
@@ -96,6 +93,7 @@ from dc_processes import (
     java_home,
     running_pid,
     start_daemon,
+    stop_nm,
 )
 from dc_readiness import ensure_gpu_label, hdfs_ready, nm_ready, wait_for, yarn_ready
 
@@ -224,8 +222,16 @@ def print_status(layout: Layout, stream=sys.stdout) -> bool:
 
 
 def env_lines(layout: Layout) -> list[str]:
-    """Shell exports that point skein, the hdfs package and Airflow at this cluster."""
-    jhome = java_home()
+    """Shell exports that point skein, the hdfs package and Airflow at this cluster.
+
+    No JDK is needed to print them: a machine without one (an Airflow image, ``make test-fast``,
+    the unit tests that run pytest on an integration module) gets every export but ``JAVA_HOME``.
+    Only the daemons (``up``) and skein's driver need Java, and they name it when it is missing.
+    """
+    try:
+        jhome: Path | None = java_home()
+    except ClusterError:
+        jhome = None
     user = getpass.getuser()
     yarn_conn = {
         "conn_type": "tony_yarn",
@@ -243,7 +249,7 @@ def env_lines(layout: Layout) -> list[str]:
     webhdfs_conn = {"conn_type": "webhdfs", "host": "localhost", "port": layout.port("nn_http_port"), "login": user}
     exports = {
         "TONY_DEVCLUSTER_HOME": str(layout.home),
-        "JAVA_HOME": str(jhome),
+        **({"JAVA_HOME": str(jhome)} if jhome is not None else {}),
         "HADOOP_CONF_DIR": str(layout.conf),
         "HADOOP_USER_NAME": user,
         "SKEIN_CONFIG": str(layout.skein),
@@ -284,30 +290,6 @@ def env_lines(layout: Layout) -> list[str]:
     lines = [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
     lines.append(f'export PATH={shlex.quote(str(layout.bin))}:"$PATH"')
     return lines
-
-
-def stop_nm(layout: Layout, index: int, lose: bool) -> None:
-    """Stop one NodeManager, for fault tests.
-
-    Plain stop is a graceful shutdown: the NodeManager kills its containers
-    and tells the ResourceManager it is leaving. ``lose`` is a machine
-    failure: SIGKILL to the NodeManager and to its containers, and the RM
-    learns of it only when the node's liveness expires
-    (``TONY_DEVCLUSTER_NM_EXPIRY_MS``, 60 s by default).
-    """
-    daemon = nodemanager(index)
-    pid = running_pid(layout, daemon)
-    if pid is not None:
-        if lose:
-            containers = _node_containers(layout, index)
-            for victim in [pid, *containers]:
-                try:
-                    os.kill(victim, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        else:
-            _stop_pid(pid)
-    _pid_file(layout, daemon).unlink(missing_ok=True)
 
 
 def start_nm(layout: Layout, index: int) -> None:

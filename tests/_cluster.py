@@ -1,9 +1,10 @@
 """The local cluster's environment, exported only for the tests that use the cluster.
 
-``devcluster.py env`` needs Java (it names the JDK in JAVA_HOME), so it runs
-when an integration or e2e test directory is collected (their conftest calls
-``export_cluster_env``), never for the unit tests: ``make test-fast`` works on a
-machine without Java or a cluster.
+``devcluster.py env`` runs when an integration or e2e test directory is collected
+(their conftest calls ``export_cluster_env``), never for the unit tests. It needs no
+JDK (without one it only leaves ``JAVA_HOME`` out), so a unit test that runs pytest on
+an integration module (``test_must_run``) works on a machine without Java or a cluster:
+``make test-fast`` there is ``python3 scripts/without_jdk.py make test-fast``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests._cluster import DEVCLUSTER, export_cluster_env
+from tests._lanes import MARK as WHOLE_CLUSTER
+from tests._lanes import cluster_share, lanes_active
 from tests._util import rm_apps
 
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
@@ -31,6 +34,41 @@ MUST_RUN_ENV = "TONY_TESTS_MUST_RUN"
 #: to test-artifacts/parts/<part>.json, and `make test` prints them all at the end.
 PART_ENV = "TONY_TEST_PART"
 PARTS_DIR = Path(__file__).resolve().parents[1] / "test-artifacts" / "parts"
+#: A test at least this slow is named with its seconds and what it proves in the part's file
+#: (``tests/_summary.py`` reports the slowest); the faster ones count in their file's total only.
+NAMED_TEST_MIN_S = 1.0
+
+#: This run's timings, for the part's file: when the session started, each test's seconds
+#: (set-up, call and teardown together) and the first line of its docstring.
+_TIMES: dict[str, Any] = {"started": time.monotonic(), "seconds": {}, "docs": {}}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _TIMES["started"] = time.monotonic()
+
+
+def _what_it_proves(item: pytest.Item) -> str:
+    """The first line of the test's docstring; without one, its name read as the sentence it is."""
+    doc = getattr(getattr(item, "function", None), "__doc__", None) or ""
+    first = doc.strip().splitlines()[0].strip() if doc.strip() else ""
+    return first or item.name.split("[")[0].removeprefix("test_").replace("_", " ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Where two lanes share the cluster (tests/_lanes.py), a cluster test holds it shared, a
+    ``whole_cluster`` one alone, from its set-up to its teardown."""
+    if not lanes_active() or item.get_closest_marker("cluster") is None:
+        yield
+        return
+    exclusive = item.get_closest_marker(WHOLE_CLUSTER) is not None
+    with cluster_share(Path(os.environ["TONY_DEVCLUSTER_HOME"]), exclusive):
+        yield
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    seconds: dict[str, float] = _TIMES["seconds"]
+    seconds[report.nodeid] = seconds.get(report.nodeid, 0.0) + report.duration
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -38,21 +76,42 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Under ``TONY_TESTS_MUST_RUN=1`` a skipped test is a failed one, whatever skipped it."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
+    if call.when == "setup":
+        _TIMES["docs"][item.nodeid] = _what_it_proves(item)
     if report.skipped and os.environ.get(MUST_RUN_ENV) == "1" and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped where every test must run ({MUST_RUN_ENV}=1): {reason}"
 
 
+def part_times() -> dict[str, Any]:
+    """This run's wall seconds, seconds per test file (every test) and per test (the named ones)."""
+    seconds: dict[str, float] = _TIMES["seconds"]
+    files: dict[str, list[float]] = {}
+    for nodeid, secs in seconds.items():
+        entry = files.setdefault(nodeid.split("::", 1)[0], [0, 0.0])
+        entry[0] += 1
+        entry[1] += secs
+    named = {n: round(s, 2) for n, s in seconds.items() if s >= NAMED_TEST_MIN_S}
+    return {
+        "wall_s": round(time.monotonic() - _TIMES["started"], 1),
+        "files": {f: [int(n), round(s, 2)] for f, (n, s) in sorted(files.items())},
+        "tests": named,
+        "proves": {n: _TIMES["docs"].get(n, "") for n in named},
+    }
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int) -> None:
-    """How many tests this part ran, for `make test`'s closing lines."""
+    """How many tests this part ran and how long they took, for `make test`'s closing lines and time report."""
     part = os.environ.get(PART_ENV)
     if not part:
         return
-    counts = {key: len(terminalreporter.stats.get(key, [])) for key in ("passed", "failed", "error", "skipped")}
+    counts: dict[str, Any] = {
+        key: len(terminalreporter.stats.get(key, [])) for key in ("passed", "failed", "error", "skipped")
+    }
     counts["exit_status"] = int(exitstatus)
     PARTS_DIR.mkdir(parents=True, exist_ok=True)
-    (PARTS_DIR / f"{part}.json").write_text(json.dumps(counts))
+    (PARTS_DIR / f"{part}.json").write_text(json.dumps({**counts, **part_times()}))
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,7 @@ def _namenode(action: str) -> None:
     assert proc.returncode == 0, f"devcluster {action} failed: {proc.stderr[-3000:]}"
 
 
+@pytest.mark.whole_cluster  # stops the NameNode under every test: the other lane waits
 def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
     spec = count_job(
         python_exe, ckpt_dir, "--steps", "60", "--every", "10", "--sleep", "0.4", upload_failure_window=120, keep=10
@@ -179,6 +180,7 @@ def test_short_hdfs_outage_is_bridged(tony_client, app_tag, python_exe, hdfs, ck
     assert steps[-1] == 60, f"the missed checkpoints were not uploaded after HDFS came back: {steps}"
 
 
+@pytest.mark.whole_cluster  # stops the NameNode under every test: the other lane waits
 def test_long_hdfs_outage_fails_as_retryable(tony_client, app_tag, python_exe, hdfs, ckpt_dir) -> None:
     spec = count_job(python_exe, ckpt_dir, "--steps", "400", "--every", "10", "--sleep", "0.2", upload_failure_window=8)
     app_id = tony_client.submit(spec, extra_tags=[app_tag])

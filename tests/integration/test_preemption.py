@@ -28,7 +28,9 @@ from airflow_provider_tony.runtime.yarn_exit import PREEMPTED_DIAGNOSTICS
 from tests._util import get_json, rm_apps, wait_until
 from tests.integration.dags.training_jobs import count_steps_job
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+# It fills the cluster and needs its own containers to be the ones YARN preempts: no test of the
+# other lane of make test-open runs beside it (tests/_lanes.py).
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.whole_cluster]
 
 # STEPS * SLEEP keeps the job training well past the preemption, which comes some 20 s after the
 # first checkpoint (the urgent application starts, the monitor acts, the container is killed).

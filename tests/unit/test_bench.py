@@ -5,13 +5,18 @@ No timing is asserted here; figures belong to bench/results, not to tests.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
+from tests._util import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -125,3 +130,137 @@ def test_the_idle_fraction_counts_idle_and_iowait_of_all_cores() -> None:
     # 400 jiffies passed: 100 busy (60 user + 40 system), 300 idle (270 idle + 30 iowait).
     assert run._idle_between(before, after) == 0.75
     assert run._idle_between(before, before) == 0.0, "no time passed: not idle, so never 'quiet'"
+
+
+# ---------------------------------------------------------------- the smoke (bench/smoke.py)
+
+
+def test_every_benchmark_is_smoked_or_says_where_its_code_paths_are_covered() -> None:
+    """A new bench/*.py must join bench/smoke.py's SMOKES (CI runs it) or NOT_HERE (with the reason)."""
+    smoke = load_script("bench/smoke.py", "tony_bench_smoke")
+    smoked = {s.script for s in smoke.SMOKES.values()}
+    listed = smoked | set(smoke.NOT_HERE) | set(smoke.HELPERS)
+    on_disk = {p.name for p in BENCH.glob("*.py")}
+    assert on_disk - listed == set(), "benchmarks neither smoked nor listed in NOT_HERE"
+    assert listed - on_disk == set(), "smoke.py names benchmarks that are gone"
+    assert not smoked & set(smoke.NOT_HERE) and all(smoke.NOT_HERE.values())
+    for spec in smoke.SMOKES.values():
+        assert spec.writes, f"{spec.script}: the files it writes are the proof it ran to the end"
+
+
+def test_the_smoke_writes_results_to_its_own_folder_and_fails_a_benchmark_that_fails(tmp_path: Path) -> None:
+    smoke = load_script("bench/smoke.py", "tony_bench_smoke")
+    fake = tmp_path / "fake.py"
+    fake.write_text(
+        "import os, sys, pathlib\n"
+        "if '--fail' in sys.argv: raise AttributeError('no release_driver')\n"
+        "pathlib.Path(os.environ['TONY_BENCH_RESULTS'], 'fake.json').write_text('{}')\n"
+    )
+    smoke.BENCH = tmp_path
+    smoke.SMOKES = {
+        "ok": smoke.Smoke("fake.py", (), ("fake.json",)),
+        "fails": smoke.Smoke("fake.py", ("--fail",), ("fake.json",)),
+        "writes-nothing": smoke.Smoke("fake.py", (), ("other.json",)),
+    }
+    assert smoke.smoke("ok", tmp_path / "a") == (0, "") and (tmp_path / "a" / "fake.json").exists()
+    rc, why = smoke.smoke("fails", tmp_path / "b")
+    assert rc == 1 and "AttributeError: no release_driver" in why
+    rc, why = smoke.smoke("writes-nothing", tmp_path / "c")
+    assert rc == 1 and "did not write other.json" in why
+    assert smoke.main(["--only", "ok"]) == 0
+    assert smoke.main(["--only", "ok", "--only", "fails"]) == 1
+
+
+def test_tf_yarn_peer_parses_its_arguments_without_tf_yarn() -> None:
+    """What the smoke cannot run (tf-yarn's venv) at least starts: its imports are deferred, --help works."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "tf_yarn_peer.py"), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and "--return-grace" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("bench", ["ha_failover.py", "ha_cluster.py"])
+def test_the_ha_benchmarks_parse_their_arguments_without_a_cluster(bench: str) -> None:
+    """What the smoke cannot run (the HA profile) at least starts: --help works."""
+    out = subprocess.run([sys.executable, str(BENCH / bench), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "usage" in out.stdout, out.stderr
+
+
+class _NodeLossClient:
+    """A stand-in TonyClient for bench/node_loss.py: the first application's worker node is lost.
+
+    In-application path (max_restarts 1): the AM restarts the gang (generation 1) and succeeds.
+    Retry path (max_restarts 0): the first application fails as retryable, the retry resumes.
+    """
+
+    def __init__(self) -> None:
+        self.submitted: list[tuple[str, int, int]] = []  # (app id, max_restarts, attempt)
+        self.killed: list[str] = []
+        self.deleted: list[str] = []
+
+    def __enter__(self) -> _NodeLossClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def hdfs(self) -> Any:
+        return SimpleNamespace(delete=lambda path, recursive: self.deleted.append(path))
+
+    def submit(self, spec: Any, attempt: int = 1) -> str:
+        app_id = f"application_1_{len(self.submitted) + 1:04d}"
+        self.submitted.append((app_id, spec.max_restarts, attempt))
+        return app_id
+
+    def _restarts(self, app_id: str) -> int:
+        return next(r for a, r, _ in self.submitted if a == app_id)
+
+    def am_state(self, app_id: str) -> Any:
+        progress = SimpleNamespace(step=40)
+        generation = 1 if self._restarts(app_id) else 0
+        return SimpleNamespace(generation=generation, task=lambda _t: SimpleNamespace(progress=progress))
+
+    def wait(self, app_id: str, poll_interval: float) -> Any:
+        restarts, attempt = next((r, at) for a, r, at in self.submitted if a == app_id)
+        task = SimpleNamespace(progress=SimpleNamespace(step=40), restored_step=30)
+        record = SimpleNamespace(last_step=40, resumed_step=30, at_wall=time.time())
+        state = SimpleNamespace(
+            restarts=[record] if restarts else [], task=lambda _t: task, milestone_wall=lambda _m: time.time()
+        )
+        ok = bool(restarts) or attempt == 2
+        return SimpleNamespace(am_state=state, succeeded=ok, retryable=not ok, diagnostics="node lost")
+
+    def kill(self, app_id: str) -> None:
+        self.killed.append(app_id)
+
+
+def test_node_loss_bench_runs_both_paths_and_writes_its_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/node_loss.py's code paths with a stand-in client and cluster (the real one is the chaos
+    part's four-node cluster, too costly for the smoke): both paths, the node stopped and started
+    again, every application killed, the checkpoints removed, the report in TONY_BENCH_RESULTS."""
+    monkeypatch.setenv("TONY_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("TONY_RM_URL", "http://127.0.0.1:1")
+    node_loss = load_script("bench/node_loss.py", "tony_bench_node_loss")
+    import airflow_provider_tony.runtime.checkpoint as checkpoint
+    import tests.chaos.test_strategies as strategies
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    client, calls = _NodeLossClient(), []
+    monkeypatch.setattr(node_loss, "chaos_env", lambda: calls.append(("up",)))
+    monkeypatch.setattr(node_loss, "devcluster", lambda *args: calls.append(args))
+    monkeypatch.setattr(TonyClient, "from_env", classmethod(lambda cls: client))
+    monkeypatch.setattr(checkpoint, "remote_checkpoints", lambda hdfs, path: [10])
+    monkeypatch.setattr(strategies, "victim_of", lambda cluster, app_id, doc, uploader: (2, None))
+    monkeypatch.setattr(sys, "argv", ["node_loss.py"])
+    assert node_loss.main() == 0
+    assert [(r, at) for _, r, at in client.submitted] == [(1, 1), (0, 1), (0, 2)], "in-application, then a retry"
+    assert calls == [("up",), ("stop-nm", "2", "--lose"), ("start-nm", "2"), ("stop-nm", "2", "--lose")] + [
+        ("start-nm", "2"),
+        ("down",),
+    ]
+    assert sorted(client.killed) == sorted(a for a, _, _ in client.submitted) and len(client.deleted) == 2
+    doc = json.loads((tmp_path / "node_loss.json").read_text())
+    assert doc["paths"]["in_application"]["runs"][0]["applications"] == 1
+    assert doc["paths"]["airflow_retry"]["runs"][0]["applications"] == 2
+    assert doc["paths"]["airflow_retry"]["runs"][0]["steps_redone"] == 10
+    assert "| in_application |" in (tmp_path / "node_loss.md").read_text()

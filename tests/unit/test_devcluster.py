@@ -311,3 +311,18 @@ def test_the_ha_profile_has_its_own_home_and_refuses_kerberos(tmp_path: Path, mo
     assert dc.Layout.from_env("down").ha
     with pytest.raises(dc.ClusterError, match="TONY_DEVCLUSTER_HA=1"):
         dc.Layout.from_env("up")
+
+
+def test_env_needs_no_jdk_only_up_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``devcluster.py env`` on a machine without a JDK prints every export but JAVA_HOME (make test-fast needs it)."""
+    lay = layout(tmp_path, monkeypatch, 1)
+
+    def no_jdk() -> Path:
+        raise dc.ClusterError("no OpenJDK 17 found")
+
+    monkeypatch.setattr(dc, "java_home", no_jdk)
+    names = [line.split("=", 1)[0].removeprefix("export ") for line in dc.env_lines(lay)]
+    assert "JAVA_HOME" not in names
+    assert {"TONY_RM_URL", "TONY_WEBHDFS_URL", "SKEIN_CONFIG", "AIRFLOW_CONN_TONY_YARN_DEFAULT", "PATH"} <= set(names)
+    monkeypatch.setattr(dc, "java_home", lambda: tmp_path / "jdk")
+    assert f"export JAVA_HOME={tmp_path / 'jdk'}" in dc.env_lines(lay)
