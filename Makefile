@@ -108,10 +108,10 @@ test: bootstrap-test venv
 	@rm -f $(PARTS)/*.json $(PARTS)/*.log $(PARTS)/*.rc; mkdir -p $(PARTS); date +%s > $(PARTS)/started; rc=0; s=0; \
 	if [ "$(TEST_PARALLEL)" = 1 ]; then \
 	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
-	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc; \
-	    $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
+	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
-	  wait $$others; echo "--- the secure, chaos and HA parts (beside the open part) ---"; cat $(PARTS)/others.log; \
+	  $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc; \
+	  wait $$others; echo "--- the secure and chaos parts (beside the open and HA parts) ---"; cat $(PARTS)/others.log; \
 	  for part in secure chaos ha; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
 	else \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
@@ -134,7 +134,8 @@ test: bootstrap-test venv
 # comes down afterwards even when tests fail; the first failing lane's exit code (open, open2,
 # unit) is the result. With PYTEST_ARGS (a narrow run) a lane that selects nothing (pytest exit
 # 5) is no failure.
-OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e
+OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e \
+	tests/integration/test_bench_smoke.py
 SIDE_LANES := open2 unit
 OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/integration/test_secure.py \
 	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES))

@@ -72,7 +72,7 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
     # (a) the command line submits through rm2 (rm1, dead, is first in TONY_RM_URL)
     job_file = tmp_path / "small.yaml"
     job_file.write_text(
-        "roles:\n  worker:\n    instances: 1\n    memory: 256 MiB\n"
+        "roles:\n  worker:\n    instances: 1\n    memory: 1 GiB\n"
         f"    script: {COUNT_STEPS}\n    args: ['--steps', '3', '--every', '1']\n"
         f"python:\n  interpreter: {sys.executable}\n"
     )

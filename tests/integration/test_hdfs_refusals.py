@@ -70,7 +70,7 @@ def job(ckpt: str, steps: int, sleep: float = 0.05) -> JobSpec:
             "name": "pytest-hdfs-refusals",
             "roles": {
                 "worker": {
-                    "memory": "768 MiB",
+                    "memory": "1 GiB",
                     "script": COUNT_STEPS,
                     "args": ["--steps", str(steps), "--every", "10", "--sleep", str(sleep)],
                 }
