@@ -491,15 +491,28 @@ def _progress_time(client: TonyClient, app_id: str, task_id: str) -> float | Non
     return task.progress.time if task is not None and task.progress is not None else None
 
 
+#: behave.py freezes (or kills) its executor this long after its progress report: long enough for
+#: a heartbeat (every 1 s here) to carry the report to the AM, which times the failure from it.
+FREEZE_AFTER = 1.5
+FREEZE_ARGS = ["--freeze-after", str(FREEZE_AFTER)]
+
+
 def detection(client: TonyClient, mode: str, timeout: float) -> dict[str, float]:
     spec = job(
-        {"worker": {"instances": 2, "memory": "256 MiB", "script": str(BEHAVE), "args": [mode, "--index", "1"]}},
+        {
+            "worker": {
+                "instances": 2,
+                "memory": "256 MiB",
+                "script": str(BEHAVE),
+                "args": [mode, "--index", "1", *FREEZE_ARGS],
+            }
+        },
         heartbeat_interval=1,
         heartbeat_timeout=timeout,
     )
     app_id = client.submit(spec)
-    # behave.py reports progress step 1 and then, ~1.5 s later, stops or kills its executor.
-    event_wall = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report") + 1.5
+    # behave.py reports progress step 1 and FREEZE_AFTER s later stops or kills its executor.
+    event_wall = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report") + FREEZE_AFTER
     final = wait(lambda: (d := client.am_state(app_id)) and d.final and d, 300, "the verdict")
     verdict_wall = final.milestone_wall(MILESTONE_VERDICT)
     result = client.wait(app_id, poll_interval=1.0, emit=lambda _l: None)
@@ -512,7 +525,7 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     """Failure to the Airflow task failing: the bench_fail DAG through ``airflow dags test``."""
     import threading
 
-    conf = json.dumps({"args": [mode, "--index", "1"]})
+    conf = json.dumps({"args": [mode, "--index", "1", *FREEZE_ARGS]})
     proc = subprocess.Popen(
         [AIRFLOW, "dags", "test", "bench_fail", "--conf", conf],
         env=airflow_env,
@@ -524,11 +537,15 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()
     try:
-        app_id = wait(
-            lambda: next(iter(re.findall(r"submitted (application_\d+_\d+)", "".join(lines))), None),
-            300,
-            "the operator to submit",
-        )
+
+        def submitted() -> str | None:
+            found = re.findall(r"submitted (application_\d+_\d+)", "".join(lines))
+            if not found and proc.poll() is not None:  # ended without submitting: no point waiting
+                reader.join(timeout=30)
+                raise RuntimeError("airflow dags test bench_fail ended before submitting:\n" + "".join(lines[-60:]))
+            return found[0] if found else None
+
+        app_id = wait(submitted, 300, "the operator to submit")
         progress = wait(lambda: _progress_time(client, app_id, "worker:1"), 300, "worker:1 to report")
         proc.wait(timeout=300)
         reader.join(timeout=30)
@@ -538,7 +555,7 @@ def airflow_detection(client: TonyClient, mode: str, airflow_env: dict[str, str]
     failed = [line for line in lines if "Task instance state updated" in line and "new_state=failed" in line]
     if not failed:
         raise RuntimeError("the Airflow task did not fail:\n" + "".join(lines[-60:]))
-    return _log_time(failed[0]) - (progress + 1.5)  # behave.py acts 1.5 s after its report
+    return _log_time(failed[0]) - (progress + FREEZE_AFTER)  # behave.py acts FREEZE_AFTER s after its report
 
 
 def bench_failure(client: TonyClient, repeat: int, airflow_env: dict[str, str]) -> dict[str, Any]:

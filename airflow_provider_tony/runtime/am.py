@@ -95,6 +95,8 @@ NOT_ALLOCATED = ("WAITING", "REQUESTED")
 # just before an Airflow retry planned the placement: the RM notices only at
 # the node's expiry, 10 minutes by default), or YARN may have lost the request.
 PLACEMENT_WAIT_S = 60.0
+#: A page registration that keeps failing is logged on its first failure and every this many after.
+PAGE_RETRY_LOG_EVERY = 60
 
 
 def _decode(raw: bytes, cls: type[_M], key: str) -> _M | None:
@@ -119,6 +121,7 @@ class ApplicationMaster:
         self.last_container_check = 0.0
         self.published_addresses: set[str] = set()
         self.pages: set[str] = set()  # task ids whose web page is registered with skein's UI
+        self.page_failures: dict[str, int] = {}  # task id -> failed tries to register its page
         self.history = MetricHistory(points_per_task(len(spec.task_ids())), bytes_per_task(len(spec.task_ids())))
         self.history_lock = threading.Lock()  # the loop appends, request threads read
         self.last_state_doc: StateDocument | None = None
@@ -335,14 +338,28 @@ class ApplicationMaster:
         for task in self.tracker.tasks.values():
             if task.role != C.TENSORBOARD_ROLE or task.task_id in self.pages or not (task.host and task.port):
                 continue
-            self.pages.add(task.task_id)
             try:
                 self.app.ui.add_page(C.TENSORBOARD_PAGE, f"http://{task.host}:{task.port}", link_name="TensorBoard")
-                self.tracker.events.append(
-                    f"{task.task_id} served at the application's page {C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}"
-                )
             except Exception as exc:  # noqa: BLE001 - a missing link must not fail training
-                log.warning("could not add the TensorBoard page to the application's UI: %s", exc)
+                # Tried again at the next tick (a busy AM's gRPC call can fail once); the link the
+                # client already shows leads nowhere until it succeeds, so it is not given up on.
+                if self._page_there():  # the call went through and only its answer was lost
+                    self.pages.add(task.task_id)
+                    continue
+                failed = self.page_failures[task.task_id] = self.page_failures.get(task.task_id, 0) + 1
+                if failed == 1 or failed % PAGE_RETRY_LOG_EVERY == 0:
+                    log.warning("could not add the TensorBoard page to the application's UI (try %d): %s", failed, exc)
+                continue
+            self.pages.add(task.task_id)
+            self.tracker.events.append(
+                f"{task.task_id} served at the application's page {C.SKEIN_PAGES_PREFIX}/{C.TENSORBOARD_PAGE}"
+            )
+
+    def _page_there(self) -> bool:
+        try:
+            return C.TENSORBOARD_PAGE in self.app.ui.get_pages()
+        except Exception:  # noqa: BLE001 - unknown: try to add it again next tick
+            return False
 
     def publish_state(self, now: float, force: bool = False) -> None:
         doc = self.tracker.document(now, time.time(), self.seq, self.app_id)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests._util import rm_apps, wait_until
@@ -51,8 +52,6 @@ def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> 
 def test_yarn_and_tensorboard_links_open_while_the_task_runs(
     airflow_stack, page, shots_dir: Path, cluster, dag: str, mode: str
 ) -> None:
-    from playwright.sync_api import Error as PlaywrightError
-
     started = time.monotonic()
     run = airflow_stack.api(
         "POST",
@@ -90,16 +89,20 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(
         assert tb_url.startswith(f"{cluster.rm_url}/proxy/{app_id}/"), tb_url
         opened = open_in_browser(page, airflow_stack, dag, run_id, "TensorBoard")
 
-        def tensorboard_answers() -> bool:
-            # Linked from submit on (a deferred task cannot write XCom later): it answers once the role serves.
+        def tensorboard_serves() -> bool:
+            # Linked from submit on (a deferred task cannot write XCom later): it answers once the role
+            # serves. Asked over plain HTTP: reloading the browser tab every look restarts TensorBoard's
+            # multi-megabyte page, which on a loaded machine may never finish loading within a look.
             try:
-                opened.reload()
-                opened.wait_for_load_state()
-            except PlaywrightError:  # the RM proxy answers with an error status until the AM's page is up
+                answer = httpx.get(tb_url, timeout=30)
+            except httpx.HTTPError:
                 return False
-            return opened.title() == "TensorBoard"
+            return answer.status_code == 200 and "<title>TensorBoard</title>" in answer.text
 
-        wait_until(tensorboard_answers, 300, "TensorBoard's own page through the link")
+        wait_until(tensorboard_serves, 300, "TensorBoard to answer through the ResourceManager's proxy")
+        opened.reload(timeout=180_000)  # the tab the link opened, once, now that the page is there
+        opened.wait_for_load_state(timeout=180_000)
+        wait_until(lambda: opened.title() == "TensorBoard", 120, "TensorBoard's own page through the link")
         opened.screenshot(path=str(shots_dir / f"live-tensorboard-{mode}.png"), full_page=True)
         assert task(airflow_stack, dag, run_id)["state"] == mode, "both links were opened while the task ran"
         print(

@@ -56,11 +56,21 @@ def test_containers_are_looked_at_every_heartbeat_interval_between_one_and_five_
 
 
 class FakeUI:
-    def __init__(self) -> None:
+    def __init__(self, failures: int = 0, lost_answer: bool = False) -> None:
         self.pages: list[tuple[str, str, str | None]] = []
+        self.failures = failures  # the next calls that fail
+        self.lost_answer = lost_answer  # a failing call still adds the page (its answer lost)
 
     def add_page(self, route: str, target: str, link_name: str | None = None) -> None:
+        if self.failures:
+            self.failures -= 1
+            if self.lost_answer:
+                self.pages.append((route, target, link_name))
+            raise RuntimeError("grpc: deadline exceeded")
         self.pages.append((route, target, link_name))
+
+    def get_pages(self) -> dict[str, str]:
+        return {route: target for route, target, _ in self.pages}
 
 
 def test_the_tensorboard_role_is_registered_once_as_a_page_of_the_ui_when_its_port_is_known() -> None:
@@ -78,6 +88,24 @@ def test_the_tensorboard_role_is_registered_once_as_a_page_of_the_ui_when_its_po
     am.register_pages()
     am.register_pages()
     assert ui.pages == [("tensorboard", "http://node2:6006", "TensorBoard")]
+
+
+@pytest.mark.parametrize("lost_answer", [False, True], ids=["refused", "answer-lost"])
+def test_a_failed_page_registration_is_tried_again_until_the_page_is_there(lost_answer: bool) -> None:
+    """A link to TensorBoard is shown from submit on: one failed call must not leave it dead for good."""
+    from airflow_provider_tony.runtime.messages import Registration
+
+    spec = JobSpec.from_dict(
+        {"name": "t", "roles": {"worker": {"command": ["true"]}, "tensorboard": {"command": ["true"]}}}
+    )
+    ui = FakeUI(failures=2, lost_answer=lost_answer)
+    am = ApplicationMaster(SimpleNamespace(kv={}, ui=ui), spec, "application_1_0001")
+    am.tracker.register("tensorboard:0", Registration(host="node2", port=6006), 2.0)
+    for _ in range(4):
+        am.register_pages()
+    assert ui.pages == [("tensorboard", "http://node2:6006", "TensorBoard")], "added once, after the failures"
+    assert am.pages == {"tensorboard:0"}
+    assert am.page_failures.get("tensorboard:0", 0) == (0 if lost_answer else 2)
 
 
 def test_tensorboard_links_go_through_the_resourcemanagers_proxy() -> None:

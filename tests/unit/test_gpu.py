@@ -285,6 +285,7 @@ def nvidia_smi_present(monkeypatch: pytest.MonkeyPatch) -> None:
     ids=["four", "bytes", "whitespace", "empty", "no-devices", "nonzero-exit", "timeout", "oserror"],
 )
 def test_discover_local_gpus(nvidia_smi_present: None, fake: FakeRun, expected: list[str]) -> None:
+    fake.calls.clear()  # the parameters live as long as the module: a second run in one process (mutmut) reuses them
     assert discover_local_gpus(run=fake) == expected
     ((args, kwargs),) = fake.calls
     assert args == ["/usr/bin/nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]

@@ -1,6 +1,6 @@
 """A task that misbehaves on request, for the runtime's failure-policy tests.
 
-    behave.py MODE [--index I] [--code C] [--seconds S]
+    behave.py MODE [--index I] [--code C] [--seconds S] [--freeze-after S]
 
 Only the task whose TONY_TASK_INDEX equals --index misbehaves; the others
 sleep until stopped (so that their siblings' fate is decided by the AM).
@@ -27,6 +27,10 @@ def main() -> int:
     p.add_argument("--role", default="worker")
     p.add_argument("--code", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3600)
+    # bench/run.py's failure section only: the executor is frozen or killed S seconds after the
+    # report, so that a heartbeat has carried the report to the AM and the bench can time the
+    # failure from the report's own clock (report time + S). Tests leave it at 0.
+    p.add_argument("--freeze-after", type=float, default=0.0)
     args = p.parse_args()
     me = (os.environ["TONY_ROLE"], int(os.environ["TONY_TASK_INDEX"]))
     chosen = me == (args.role, args.index)
@@ -53,6 +57,8 @@ def main() -> int:
         return args.code
     if args.mode in ("stop-executor", "kill-executor"):
         progress.report(step=1)
+        if args.freeze_after > 0:
+            time.sleep(args.freeze_after)  # the scenario's delay (bench), not a synchronisation
         # No wait for a heartbeat first: the AM times the silence of a registered task as of a
         # running one (JobTracker._mark_silent), so freezing at once is caught the same way.
         # SIGSTOP: the task executor freezes; SIGKILL: it dies. This process lives on.
