@@ -195,18 +195,13 @@ def discover_local_gpus(
     if binary is None:
         return []
     try:
-        completed = run(
-            [binary, *NVIDIA_SMI_ARGS],
-            capture_output=True,
-            text=True,
-            timeout=NVIDIA_SMI_TIMEOUT_S,
-            check=False,
-        )
+        # Bytes, decoded here leniently: text=True would raise UnicodeDecodeError on a stray byte.
+        completed = run([binary, *NVIDIA_SMI_ARGS], capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
         return []
-    if getattr(completed, "returncode", 1) != 0:
+    if completed.returncode != 0:
         return []
-    stdout = getattr(completed, "stdout", "") or ""
+    stdout = completed.stdout
     if isinstance(stdout, bytes):
         stdout = stdout.decode("utf-8", "replace")
     devices: list[str] = []

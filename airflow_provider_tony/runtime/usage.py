@@ -243,11 +243,13 @@ def _read_procs(proc: Path, ticks_per_s: float) -> list[ProcSample]:
 
 
 def _nvidia_smi(args: list[str], smi: str) -> str | None:
+    """nvidia-smi's output, or None when it fails, hangs or is gone (CalledProcessError is a SubprocessError)."""
     try:
-        done = subprocess.run([smi, *args], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+        # Bytes, decoded leniently: text=True would raise on a stray byte and lose the whole sample.
+        done = subprocess.run([smi, *args], capture_output=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    return done.stdout.decode("utf-8", "replace")
 
 
 class UsageSampler(threading.Thread):

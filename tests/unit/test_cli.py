@@ -266,3 +266,35 @@ def test_errors_before_the_job_exit_75_only_where_asking_again_may_work(
     script.write_text("")
     monkeypatch.setattr(cli, "_client", lambda: _EndsWith(error=raised))
     assert cli.main(["submit", str(_job(tmp_path, script=str(script)))]) == code
+
+
+def test_gc_takes_repeated_protect_paths() -> None:
+    """Each --protect adds a path: the last one must not replace the others (a wrong prune is not undone)."""
+    args = cli.build_parser().parse_args(["gc", "--protect", "/a", "--protect", "/b", "--max-age-days", "1.5"])
+    assert (args.protect, args.max_age_days, args.keep_runs, args.dry_run) == (["/a", "/b"], 1.5, None, False)
+    assert cli.build_parser().parse_args(["gc", "--keep-runs", "3"]).protect == []
+
+
+def test_gc_help_names_each_option_s_unit_and_what_it_removes_or_keeps(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tony gc --help`` is its manual: a command that deletes says in each option's line what goes and what stays."""
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option: the phrases are not split by wrapping
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["gc", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    # each option with its unit, the start of its line, and the key facts (not every word: the wording may improve)
+    for phrase in (
+        "--max-age-days DAYS remove old runs' checkpoint folders",
+        "TensorBoard events folders (tensorboard/<app>)",
+        "~/.skein/<app> of ended applications go whatever their age",
+        "--keep-runs N keep only the newest N runs' checkpoint folders",
+        "(the newest always stays)",
+        "--protect HDFS_PATH never remove this path",
+        "published models are kept anyway",
+        "--base-path HDFS_PATH the base path to prune",
+        "/user/<user>/tony",
+        "--dry-run list what would be removed and remove nothing",
+    ):
+        assert phrase in out, phrase
+    assert out.endswith("remove nothing")

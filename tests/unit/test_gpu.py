@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from itertools import combinations
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -89,6 +90,39 @@ ASSIGN_CASES = {
         None,
         {"ps:0": []},
     ),
+    # Text order would put "10" before "2": a node with ten or more GPUs must still hand out the lowest first.
+    "devices-in-numeric-order": (
+        [("worker:0", "n1", 1), ("worker:1", "n1", 1)],
+        {"n1": ["10", "2"]},
+        None,
+        {"worker:0": ["2"], "worker:1": ["10"]},
+    ),
+    "numeric-indices-before-uuids": (
+        [("worker:0", "n1", 1), ("worker:1", "n1", 1)],
+        {"n1": ["GPU-a", "5"]},
+        None,
+        {"worker:0": ["5"], "worker:1": ["GPU-a"]},
+    ),
+    # Ids that are not role:index still get a stable place: "chief" before "chief:0", "worker:x" after "worker:0".
+    "plain-id-before-its-indexed-kin": (
+        [("chief:0", "n1", 1), ("chief", "n1", 1)],
+        {"n1": FOUR},
+        None,
+        {"chief": ["0"], "chief:0": ["1"]},
+    ),
+    "non-numeric-index-sorts-by-text": (
+        [("worker:x", "n1", 1), ("worker:0", "n1", 1)],
+        {"n1": FOUR},
+        None,
+        {"worker:0": ["0"], "worker:x": ["1"]},
+    ),
+    # Only the part after the last colon is the index: "job:worker:2" before "job:worker:10".
+    "colon-in-the-role": (
+        [("job:worker:10", "n1", 1), ("job:worker:2", "n1", 1)],
+        {"n1": FOUR},
+        None,
+        {"job:worker:2": ["0"], "job:worker:10": ["1"]},
+    ),
     "eight-gpus-mixed": (
         [("chief:0", "n1", 1), ("worker:0", "n1", 3), ("worker:1", "n1", 4)],
         {"n1": EIGHT},
@@ -139,7 +173,14 @@ REFUSALS = {
         [("worker:0", "n1", 2), ("worker:1", "n1", 3)],
         {"n1": FOUR},
         None,
-        ["'n1'", "worker:0 wants 2", "worker:1 wants 3", "want 5"],
+        # the tasks as one readable list, and the two ways out
+        [
+            "'n1'",
+            "worker:0 wants 2, worker:1 wants 3",
+            "want 5",
+            "lower the GPUs per task",
+            "request more nodes with YARN GPU resources",
+        ],
     ),
     "fixed-leaves-too-few": (
         [("worker:0", "n1", 2), ("worker:1", "n1", 3)],
@@ -157,19 +198,32 @@ REFUSALS = {
         [("worker:0", "n1", 2), ("worker:1", "n1", 2)],
         {"n1": FOUR},
         {"worker:0": ["0", "1"], "worker:1": ["1", "2"]},
-        ["'n1'", "'1'", "worker:0", "worker:1"],
+        ["'n1'", "'1'", "worker:0", "worker:1", "NVIDIA_VISIBLE_DEVICES must not overlap"],
     ),
     "fixed-without-request": (
         [("worker:0", "n1", 1)],
         {"n1": FOUR},
         {"worker:9": ["2"]},
-        ["worker:9", "no matching request"],
+        ["worker:9", "no matching request", "include every pinned task in the requests"],
+    ),
+    "fixed-without-request-listed-in-task-order": (
+        [("worker:0", "n1", 1)],
+        {"n1": FOUR},
+        {"worker:10": ["2"], "worker:2": ["3"]},
+        ["['worker:2', 'worker:10']"],
     ),
     "negative-count": (
         [("worker:0", "n1", -1)],
         {"n1": FOUR},
         None,
         ["worker:0", "-1", ">= 0"],
+    ),
+    # True is an int to Python, but "gpus: true" in a job file is a mistake, not one GPU.
+    "boolean-count": (
+        [("worker:0", "n1", True)],
+        {"n1": FOUR},
+        None,
+        ["worker:0", "True", ">= 0"],
     ),
     "duplicate-task": (
         [("worker:0", "n1", 1), ("worker:0", "n2", 1)],
@@ -275,6 +329,7 @@ def nvidia_smi_present(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (FakeRun(stdout="0\n1\n2\n3\n"), FOUR),
         (FakeRun(stdout=b"0\n1\n"), ["0", "1"]),
+        (FakeRun(stdout=b"0\n\xff\n1\n"), ["0", "1"]),  # a stray byte is skipped, never an exception
         (FakeRun(stdout=" 1 \n\n0\n"), ["1", "0"]),
         (FakeRun(stdout=""), []),
         (FakeRun(stdout="No devices were found\n"), []),
@@ -282,7 +337,7 @@ def nvidia_smi_present(monkeypatch: pytest.MonkeyPatch) -> None:
         (FakeRun(raises=subprocess.TimeoutExpired("nvidia-smi", 30)), []),
         (FakeRun(raises=PermissionError("denied")), []),
     ],
-    ids=["four", "bytes", "whitespace", "empty", "no-devices", "nonzero-exit", "timeout", "oserror"],
+    ids=["four", "bytes", "bad-byte", "whitespace", "empty", "no-devices", "nonzero-exit", "timeout", "oserror"],
 )
 def test_discover_local_gpus(nvidia_smi_present: None, fake: FakeRun, expected: list[str]) -> None:
     fake.calls.clear()  # the parameters live as long as the module: a second run in one process (mutmut) reuses them
@@ -303,3 +358,15 @@ def test_discover_local_gpus_without_binary(monkeypatch: pytest.MonkeyPatch) -> 
 def test_module_uses_shutil_which_from_shutil() -> None:
     # monkeypatching shutil.which above only works if gpu looks it up at call time
     assert gpu.shutil is shutil
+
+
+def test_discover_local_gpus_runs_the_real_binary_and_survives_a_stray_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real subprocess.run on a planted nvidia-smi: its output is captured, and a byte that is not
+    UTF-8 (a driver banner in another encoding) costs that line only, not the executor (text=True raised)."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_bytes(b"#!/bin/sh\nprintf '0\\n\\377\\n1\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert discover_local_gpus() == ["0", "1"]
