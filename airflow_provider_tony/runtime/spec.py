@@ -303,6 +303,10 @@ def _location(value: object, field_: str, fix: str) -> str:
     if not (path.startswith("/") or (_is_hdfs(path) and len(path) > len(_HDFS))):
         _fail(field_, f"{shown(path)} is neither an absolute path nor an hdfs:// URL; {fix}")
     _check_components(path, field_, fix)
+    rest = path[len(_HDFS) :].partition("/")[2] if _is_hdfs(path) else path
+    if not rest.strip("/"):
+        # The gate, retention and publishing create, rename and delete beside and under this folder.
+        _fail(field_, f"{shown(path)} is the filesystem's root; {fix}, a folder of its own")
     return path
 
 

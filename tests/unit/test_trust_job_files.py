@@ -134,6 +134,24 @@ def test_dot_components_are_refused_in_every_hdfs_path(data: dict[str, Any], fie
     assert err.value.field == field and "'.' or '..' components" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"checkpoint": {"model_dir": "/"}}, "checkpoint.model_dir"),
+        ({"checkpoint": {"dir": "hdfs://nn:8020/"}}, "checkpoint.dir"),
+        ({"checkpoint": {"model_dir": "hdfs:///"}}, "checkpoint.model_dir"),
+        ({"checkpoint": {"model_dir": "//"}}, "checkpoint.model_dir"),
+    ],
+)
+def test_the_filesystem_root_is_no_job_folder(data: dict[str, Any], field: str) -> None:
+    """The gate publishes beside the model folder and retention deletes under the checkpoint folder:
+    at the root that is ``/.lock``, ``/.candidate-<app>`` and every user's home."""
+    job = {"roles": {"worker": {"command": ["true"]}}, **data}
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_dict(job)
+    assert err.value.field == field and "is the filesystem's root" in str(err.value)
+
+
 def test_a_templated_dot_dot_is_refused_after_rendering(tmp_path: Path) -> None:
     op = _operator(tmp_path, _job_file(tmp_path, JOB))
     ctx = _context(workers="1", label="a", day="../../../bob")
