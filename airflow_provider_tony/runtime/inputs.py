@@ -190,8 +190,8 @@ def list_input(client: Any, location: str, field: str = "inputs") -> list[InputF
     if sum(found.values()) == 0:
         raise InputMissing(field, location, f"{location} holds only empty files on HDFS ({len(found)} of them)")
     # Names under the input's folder: relative to the folder given (or the glob's fixed head);
-    # a single file given by its path keeps its own name.
-    base = root if first < len(parts) or len(found) > 1 or path not in found else posixpath.dirname(path)
+    # a single file given by its path keeps its own name (without a glob, more than one file means a folder).
+    base = root if first < len(parts) or path not in found else posixpath.dirname(path)
     return [InputFile(p, found[p], posixpath.relpath(p, base)) for p in sorted(found)]
 
 

@@ -15,19 +15,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hdfs.util import HdfsError
 
 from airflow_provider_tony.runtime import inputs
-from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import InputMissing, InputTooLarge, SpecError, TonyError
 from airflow_provider_tony.runtime.inputs import InputFile, deal, list_input, shard_of
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import check_inputs
 
 
 class FakeHdfs:
-    """Files by absolute path; folders are implied by the paths below them."""
+    """Files by absolute path; folders are implied by the paths below them.
+
+    Answers as HdfsCLI's client does: ``status`` raises for a missing path unless ``strict=False``,
+    ``list`` raises for a missing path or a file, and ``read`` records the chunk size asked for.
+    """
+
+    piece = 3  # bytes per chunk read: small, so that a short read can drop a few bytes
 
     def __init__(self, files: dict[str, bytes]) -> None:
         self.files = files
+        self.chunk_sizes: list[int | None] = []
 
     def _dirs(self) -> set[str]:
         out = {"/"}
@@ -41,17 +49,24 @@ class FakeHdfs:
             return {"type": "FILE", "length": len(self.files[path])}
         if path in self._dirs():
             return {"type": "DIRECTORY", "length": 0}
+        if strict:
+            raise HdfsError(f"File does not exist: {path}")
         return None
 
     def list(self, path: str, status: bool = False) -> list[Any]:
+        if path not in self._dirs():
+            raise HdfsError(f"{path!r} is not a directory.")
         prefix = path.rstrip("/") + "/"
-        names = sorted({p[len(prefix) :].split("/")[0] for p in [*self.files, *self._dirs()] if p.startswith(prefix)})
-        return [(n, self.status(prefix + n)) for n in names] if status else names
+        names = sorted(
+            {p[len(prefix) :].split("/")[0] for p in [*self.files, *self._dirs()] if p.startswith(prefix)} - {""}
+        )
+        return [(n, self.status(prefix + n, strict=False)) for n in names] if status else names
 
     @contextlib.contextmanager
     def read(self, path: str, chunk_size: int = 0) -> Iterator[Iterator[bytes]]:
-        data = self.files[path]
-        yield iter([data[i : i + 3] for i in range(0, len(data), 3)] or [b""])
+        self.chunk_sizes.append(chunk_size)
+        data, piece = self.files[path], self.piece
+        yield iter([data[i : i + piece] for i in range(0, len(data), piece)] or [b""])
 
 
 PARTITION = {
@@ -112,6 +127,9 @@ def test_a_single_file_keeps_its_own_name() -> None:
         ("/data/d/dt=9*/part-*", "/data/d/dt=9*/part-* matched nothing on HDFS"),
         ("/data/d/dt=3", "/data/d/dt=3 holds only empty files on HDFS (1 of them)"),
         ("/data/d/dt=1/_tmp/*.x", "matched nothing"),
+        ("/data/nope/*", "/data/nope/* matched nothing on HDFS"),  # a glob below a missing folder
+        ("/data/d/dt=2/part-0/*", "matched nothing"),  # a glob below a file: nothing to list there
+        ("/data/d/dt=3/part-0", "holds only empty files on HDFS (1 of them)"),  # an empty file named by its path
     ],
 )
 def test_missing_or_empty_input_names_the_path(path: str, text: str) -> None:
@@ -383,3 +401,256 @@ def test_max_bytes_per_task_must_be_a_positive_number() -> None:
     for bad in (0, -1, "10GB", True, 1.5):
         with pytest.raises(SpecError, match=r"inputs\.d\.max_bytes_per_task"):
             _spec(max_bytes_per_task=bad)
+
+
+# --------------------------------------------------------------------------- listing: edges of the path rules
+def test_list_input_names_its_default_field() -> None:
+    """A caller that names no field still gets an error that says which setting to fix."""
+    with pytest.raises(InputMissing) as err:
+        list_input(FakeHdfs(PARTITION), "/data/nope")
+    assert err.value.field == "inputs"
+
+
+def test_a_plain_component_after_a_glob_is_looked_up_below_every_match() -> None:
+    got = list_input(FakeHdfs(PARTITION), "/data/d/dt=*/part-0")
+    assert [(f.hdfs, f.size, f.rel) for f in got] == [
+        ("/data/d/dt=1/part-0", 10, "dt=1/part-0"),
+        ("/data/d/dt=2/part-0", 4, "dt=2/part-0"),
+        ("/data/d/dt=3/part-0", 0, "dt=3/part-0"),
+    ]
+
+
+@pytest.mark.parametrize("path", ["/g/*/part-0", "/g/*/part-*"])
+def test_a_glob_match_that_is_a_file_or_lacks_the_rest_does_not_hide_later_matches(path: str) -> None:
+    """``a`` (a file) and ``b`` (no part-0) come first in path order; ``c`` must still be found."""
+    hdfs = FakeHdfs({"/g/a": b"x", "/g/b/other": b"y", "/g/c/part-0": b"zz"})
+    assert [(f.hdfs, f.rel) for f in list_input(hdfs, path)] == [("/g/c/part-0", "c/part-0")]
+
+
+@pytest.mark.parametrize("location", ["/", "hdfs://nn:8020", "hdfs://nn:8020/", "/*"])
+def test_the_root_folder_lists_everything_with_single_slashes(location: str) -> None:
+    hdfs = FakeHdfs({"/a": b"x", "/d/b": b"yy"})
+    assert [(f.hdfs, f.size, f.rel) for f in list_input(hdfs, location)] == [("/a", 1, "a"), ("/d/b", 2, "d/b")]
+
+
+def test_names_ending_in_x_or_a_slash_keep_their_path() -> None:
+    """The trailing-slash rule strips slashes only (a folder named BOX is not BO)."""
+    hdfs = FakeHdfs({"/data/BOX/part-0": b"abc", "/data/MAX": b"xy"})
+    assert [(f.hdfs, f.rel) for f in list_input(hdfs, "/data/BOX")] == [("/data/BOX/part-0", "part-0")]
+    assert [(f.hdfs, f.rel) for f in list_input(hdfs, "/data/MAX")] == [("/data/MAX", "MAX")]
+    assert [(f.hdfs, f.rel) for f in list_input(hdfs, "/data/MAX/")] == [("/data/MAX", "MAX")]
+
+
+def test_a_folder_holding_one_file_names_it_relative_to_the_folder() -> None:
+    """Only a file given by its own path is named after its folder's parent; a folder's one file is not."""
+    assert [f.rel for f in list_input(FakeHdfs(PARTITION), "/data/d/dt=2")] == ["part-0"]
+
+
+# --------------------------------------------------------------------------- dealing: the documented rule
+def test_deal_gives_the_largest_file_first_so_the_shards_balance() -> None:
+    """The module's promise: largest file first to the least-loaded task. Dealt smallest first,
+    four 1-byte files and one 4-byte file split 6/2 (the big file lands on a loaded shard);
+    largest first they split 4/4."""
+    got = deal(_files([1, 1, 1, 1, 4]), 2)
+    assert [[f.rel for f in shard] for shard in got] == [["f004"], ["f000", "f001", "f002", "f003"]]
+    assert [sum(f.size for f in shard) for shard in got] == [4, 4]
+
+
+def test_deal_refuses_zero_shards_saying_why() -> None:
+    with pytest.raises(ValueError, match="0 shards: deal needs at least one"):
+        deal(_files([1]), 0)
+
+
+# --------------------------------------------------------------------------- the checks' messages name the fix
+def test_shard_needs_a_file_per_task_and_no_more() -> None:
+    """As many files as tasks is enough (one each); one fewer is refused, naming the tasks and the way out."""
+    assert check_inputs(_spec(workers=3, sharding="shard"), FakeHdfs(PARTITION))  # 3 files, 3 tasks
+    with pytest.raises(SpecError) as err:
+        check_inputs(_spec(workers=4, sharding="shard"), FakeHdfs(PARTITION))
+    assert str(err.value).endswith(
+        "holds 3 file(s) but 4 tasks (worker:0, worker:1, worker:2, worker:3) share it under 'shard';"
+        " write at least one file per task, or use sharding 'all'"
+    )
+
+
+def test_the_cap_refusal_names_the_ways_out() -> None:
+    with pytest.raises(InputTooLarge) as err:
+        check_inputs(_spec(sharding="shard", max_bytes_per_task=11), FakeHdfs(PARTITION))
+    assert "raise the cap, shard the input across more tasks (sharding: shard), or read fewer files" in str(err.value)
+
+
+def _two_inputs(**b: Any) -> JobSpec:
+    return JobSpec.from_dict(
+        {
+            "roles": {"worker": {"instances": 2, "module": "m"}, "ps": {"module": "m"}},
+            "inputs": {"a": {"path": "/data/d/dt=1"}, "b": {"path": "/data/d/dt=2", **b}},
+        }
+    )
+
+
+def test_the_disk_check_names_every_input_the_task_stages_and_the_ways_out(tmp_path: Path, monkeypatch) -> None:
+    _disk(monkeypatch, free=1_025)  # room for 25 bytes; a (22) and b (4) need 26
+    with pytest.raises(InputTooLarge) as err:
+        inputs.stage_inputs(FakeHdfs(PARTITION), _two_inputs(), "worker:0", tmp_path, {}, lambda m: None)
+    assert err.value.field == "inputs.a.max_bytes_per_task"
+    assert "worker:0 would stage 26 bytes of inputs (a, b) onto" in str(err.value)
+    assert (
+        "give the role nodes with more disk, shard the input across more tasks, or set a max_bytes_per_task that fits"
+        in str(err.value)
+    )
+
+
+def test_the_cap_checked_in_the_task_names_the_input_and_the_task(tmp_path: Path, monkeypatch) -> None:
+    _disk(monkeypatch, free=10_000)
+    with pytest.raises(InputTooLarge) as err:
+        inputs.stage_inputs(FakeHdfs(PARTITION), _two_inputs(max_bytes_per_task=3), "worker:1", tmp_path, {}, print)
+    assert str(err.value).startswith(
+        "inputs.b.max_bytes_per_task: worker:1 would stage 4 bytes of input 'b', more than the cap of 3"
+    )
+
+
+def test_what_the_submitting_side_saw_travels_for_every_input(tmp_path: Path) -> None:
+    """Two inputs in one variable: each task checks each input against its own counts."""
+    hdfs = FakeHdfs(dict(PARTITION))
+    spec = _two_inputs()
+    seen = inputs.seen_env(check_inputs(spec, hdfs))
+    assert seen == {inputs.ENV_INPUTS_SEEN: "a=3:22,b=1:4"}
+    env, _ = inputs.stage_inputs(hdfs, spec, "worker:0", tmp_path / "ok", seen, lambda m: None)
+    assert set(env) == {"TONY_INPUT_A_DIR", "TONY_INPUT_A_MANIFEST", "TONY_INPUT_B_DIR", "TONY_INPUT_B_MANIFEST"}
+    hdfs.files["/data/d/dt=2/part-1"] = b"late"
+    with pytest.raises(TonyError) as err:
+        inputs.stage_inputs(hdfs, spec, "worker:0", tmp_path / "changed", seen, lambda m: None)
+    assert "input 'b' changed after submit: 1 files, 4 bytes were listed then, 2 files, 8 bytes now" in str(err.value)
+    assert "so this try stops (the next one lists it again)" in str(err.value)
+
+
+# --------------------------------------------------------------------------- staging: edges
+def test_an_input_for_another_role_does_not_stop_the_next_one(tmp_path: Path) -> None:
+    spec = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"module": "m"}, "ps": {"module": "m"}},
+            "inputs": {"a": {"path": "/data/d/dt=1", "roles": ["ps"]}, "b": {"path": "/data/d/dt=2"}},
+        }
+    )
+    env, staged = inputs.stage_inputs(FakeHdfs(PARTITION), spec, "worker:0", tmp_path, {}, lambda m: None)
+    assert set(env) == {"TONY_INPUT_B_DIR", "TONY_INPUT_B_MANIFEST"} and [s.name for s in staged] == ["b"]
+
+
+def test_a_missing_input_in_the_task_names_its_field(tmp_path: Path) -> None:
+    with pytest.raises(InputMissing) as err:
+        inputs.stage_inputs(FakeHdfs(PARTITION), _spec("/data/d/dt=9"), "worker:0", tmp_path, {}, lambda m: None)
+    assert err.value.field == "inputs.d.path"
+
+
+def test_staging_makes_every_folder_it_needs_and_reads_in_bounded_chunks(tmp_path: Path) -> None:
+    """A work directory not made yet, files two folders deep; and each read asks for chunks: HdfsCLI's
+    chunk_size=0 hands back the raw response, iterated by lines, so a TFRecord file without newlines
+    would be read into memory whole."""
+    hdfs = FakeHdfs({"/data/deep/a/b/part-0": b"abc", "/data/deep/c": b"de"})
+    workdir = tmp_path / "not" / "made"
+    env, _ = inputs.stage_inputs(hdfs, _spec("/data/deep"), "worker:0", workdir, {}, lambda m: None)
+    assert (workdir / "inputs" / "d" / "a" / "b" / "part-0").read_bytes() == b"abc"
+    assert sorted(inputs.files("d", env)) == [str(workdir / "inputs" / "d" / p) for p in ("a/b/part-0", "c")]
+    assert hdfs.chunk_sizes and all(isinstance(c, int) and 0 < c <= 1 << 20 for c in hdfs.chunk_sizes)
+
+
+def test_staging_again_over_an_earlier_try_replaces_its_files(tmp_path: Path) -> None:
+    """A task staged again in the same work directory (the folders are there) copies over them."""
+    hdfs = FakeHdfs(dict(PARTITION))
+    inputs.stage_inputs(hdfs, _spec(), "worker:0", tmp_path, {}, lambda m: None)
+    hdfs.files["/data/d/dt=1/part-0"] = b"A" * 10
+    env, staged = inputs.stage_inputs(hdfs, _spec(), "worker:0", tmp_path, {}, lambda m: None)
+    assert (tmp_path / "inputs" / "d" / "part-0").read_bytes() == b"A" * 10 and staged[0].files == 3
+
+
+def test_a_disk_full_before_the_inputs_folder_exists_is_still_the_full_disk_error(tmp_path: Path, monkeypatch) -> None:
+    """The clean-up after ENOSPC must not fail on a folder that was never made and hide the real error."""
+    import errno
+
+    def full(client: Any, items: list[InputFile], root: Path, progress: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(inputs, "_copy_all", full)
+    with pytest.raises(InputTooLarge) as err:
+        inputs.stage_inputs(FakeHdfs(PARTITION), _spec(), "worker:0", tmp_path, {}, lambda m: None)
+    assert "filled its disk staging input 'd' (22 bytes)" in str(err.value)
+    assert (
+        "the staged files were removed and the job is not retried (a retry would fill the disk again); "
+        "set a max_bytes_per_task that fits the nodes' disks, or shard the input across more tasks"
+    ) in str(err.value)
+
+
+def test_files_reads_the_manifest_named_in_the_environment(tmp_path: Path, monkeypatch) -> None:
+    """Scripts call ``inputs.files("d")`` with no env: it reads the process's own variables."""
+    env, _ = inputs.stage_inputs(FakeHdfs(PARTITION), _spec(), "worker:0", tmp_path, {}, lambda m: None)
+    monkeypatch.setenv("TONY_INPUT_D_MANIFEST", env["TONY_INPUT_D_MANIFEST"])
+    assert inputs.files("d") == [str(tmp_path / "inputs" / "d" / p) for p in ("part-0", "part-1", "sub/part-2")]
+
+
+# --------------------------------------------------------------------------- staging: what the task reports
+class Clock:
+    """inputs' clock: each reading ``step`` seconds after the last, from 100."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 100.0 - step, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+MIB = 1 << 20
+BIG = {f"/m/part-{i}": bytes([65 + i]) * MIB for i in range(3)}  # three 1 MiB files
+
+
+@pytest.mark.parametrize(
+    ("step", "seconds", "rate", "progress"),
+    [
+        # readings: listing 100-101, staging from 101 (the listing counts), progress set up 103,
+        # three files at 104-106, done at 107: 6 s, 3 MiB, 0.5 MiB/s; no report before 5 s have passed
+        (1.0, 6.0, "0.5", []),
+        (0.125, 0.75, "4.0", []),  # under a second still has a rate
+        (0.0, 0.0, "0.0", []),  # no measurable time: no rate, no division by zero
+        # a reading every 5 s: a report after each file (the default every=5.0 reached exactly), none at the end
+        (5.0, 30.0, "0.1", ["1/3 files, 1.0/3.0 MiB", "2/3 files, 2.0/3.0 MiB"]),
+    ],
+)
+def test_staging_reports_its_sizes_progress_rate_and_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: float, seconds: float, rate: str, progress: list[str]
+) -> None:
+    """What the Airflow log shows while a task stages, what stage_inputs returns, and the manifest a script reads."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(inputs, "time", SimpleNamespace(monotonic=Clock(step).monotonic))
+    monkeypatch.setattr(inputs, "PARALLEL_READS", 1)  # files in path order, so the progress counts are fixed
+    hdfs = FakeHdfs(BIG)
+    hdfs.piece = 1 << 16
+    events: list[str] = []
+    env, staged = inputs.stage_inputs(hdfs, _spec("/m"), "worker:0", tmp_path, {}, events.append)
+    root, path = tmp_path / "inputs" / "d", tmp_path / "inputs" / "d.manifest.json"
+    assert events == [
+        "worker:0 staging input d (every file): 3 files, 3.0 MiB",
+        *[f"worker:0 staging input d: {p}" for p in progress],
+        f"worker:0 staged input d: 3 files, 3.0 MiB in {seconds:.2f}s ({rate} MiB/s)",
+    ]
+    assert staged == [inputs.StagedInput("d", root, path, 3, 3 * MIB, seconds)]
+    assert env == {"TONY_INPUT_D_DIR": str(root), "TONY_INPUT_D_MANIFEST": str(path)}
+    assert json.loads(path.read_text()) == {
+        "name": "d",
+        "source": "/m",
+        "sharding": "all",
+        "task_id": "worker:0",
+        "shard": 0,
+        "num_shards": 1,
+        "dir": str(root),
+        "total_bytes": 3 * MIB,
+        "files": [{"path": f"part-{i}", "hdfs": f"/m/part-{i}", "size": MIB} for i in range(3)],
+    }
+
+
+def test_a_sharded_manifest_says_which_shard(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(PARTITION)
+    inputs.stage_inputs(hdfs, _spec(sharding="shard"), "worker:1", tmp_path, {}, lambda m: None)
+    doc = json.loads((tmp_path / "inputs" / "d.manifest.json").read_text())
+    assert (doc["name"], doc["source"], doc["shard"], doc["num_shards"]) == ("d", "/data/d/dt=1", 1, 2)
+    assert [f["path"] for f in doc["files"]] == ["part-1", "sub/part-2"]  # 10 | 7 + 5: largest first

@@ -114,3 +114,58 @@ def test_declared_inputs_are_read_by_attribute() -> None:
     object.__setattr__(spec, "inputs", {"clicks": Declared()})
     inputs, outputs = lineage.job_datasets(spec)
     assert inputs == ["/data/clicks/dt=2026-12-01"] and outputs == ["/ckpt"]
+
+
+def test_hdfs_sources_and_environment_archives_are_inputs_and_paths_keep_their_names() -> None:
+    """Code and a packed environment read from HDFS are inputs of the run; a trailing slash is
+    dropped (only slashes: a folder named BOX stays BOX)."""
+    spec = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"dir": "/ckpt/BOX/"},
+            "src_dir": f"{NAMESPACE}/code/app.tar.gz",
+            "python": {"archive": f"{NAMESPACE}/envs/py.tar.gz"},
+        }
+    )
+    assert lineage.job_datasets(spec) == (["/code/app.tar.gz", "/envs/py.tar.gz"], ["/ckpt/BOX"])
+
+
+def test_declared_inputs_without_a_usable_path_are_skipped_and_the_root_is_slash() -> None:
+    class NoPath:
+        pass
+
+    class Empty:
+        path = ""
+
+    class Root:
+        path = f"{NAMESPACE}/"
+
+    spec = JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "checkpoint": {"dir": "/ckpt"}})
+    object.__setattr__(spec, "inputs", {"a": NoPath(), "b": Empty()})
+    assert lineage.job_datasets(spec) == ([], ["/ckpt"])
+    object.__setattr__(spec, "inputs", {"c": Root()})
+    assert lineage.job_datasets(spec) == (["/"], ["/ckpt"])
+
+
+def test_a_spec_without_inputs_still_gives_its_datasets() -> None:
+    """``inputs`` is read by attribute: a JobSpec-like object without the field works."""
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(
+        checkpoint=SimpleNamespace(warm_start_from=None, dir="/ckpt", model_dir=None),
+        files={},
+        src_dir=None,
+        python=SimpleNamespace(),
+    )
+    assert lineage.job_datasets(spec) == ([], ["/ckpt"])  # type: ignore[arg-type]
+
+
+def test_a_job_without_a_model_folder_or_application_has_plain_facets() -> None:
+    """No model_dir: the checkpoint folder is the only output, in the namespace given; no application
+    id yet (the submit failed): the facet says so with empty strings and no externalQuery facet."""
+    spec = JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "checkpoint": {"dir": "/ckpt"}})
+    found = lineage.operator_lineage(spec, NAMESPACE, None, None, model_published=False)
+    assert [(d.namespace, d.name) for d in found.outputs] == [(NAMESPACE, "/ckpt")]
+    assert set(found.run_facets) == {"tonyJob"}
+    tony = found.run_facets["tonyJob"]
+    assert (tony.applicationId, tony.finalState, tony.step, tony.metrics, tony.restarts) == ("", "", None, {}, [])
