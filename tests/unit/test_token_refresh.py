@@ -816,6 +816,7 @@ def test_the_am_asks_the_namenode_at_its_address_with_its_timeout() -> None:
     }
     tokens, session = _tokens_with(answers)
     assert tokens.url == "http://nn:9870" and "tony@TONY.LOCAL" in repr(tokens)
+    assert tr.WebHdfsTokens("http://NAMENODEX/", "p", "k").url == "http://NAMENODEX", "only the slash goes"
     tokens.obtain()
     assert [(m, u, t) for m, u, _, t in session.sent] == [
         ("GET", "http://nn:9870/webhdfs/v1/", 30.0),
