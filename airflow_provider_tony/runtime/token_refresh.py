@@ -151,7 +151,6 @@ class TokenSource:
         poll_s: float = EXECUTOR_POLL_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._token = initial
         self._refreshing = refreshing and fetch is not None
         self._url_string = initial.url_string()
         dates = identifier_dates(initial.identifier)
@@ -249,11 +248,11 @@ class TokenSource:
             msg = DelegationToken.from_json(raw)
             if msg.seq <= self._seq or not msg.token:
                 return
-            token = Token.from_url_string(msg.token)
+            Token.from_url_string(msg.token)  # a token string that does not parse is never sent
         except (SpecError, TokenFileError) as exc:
             log.warning("ignoring the published HDFS token: %s", exc)
             return
-        self._token, self._url_string, self._seq = token, msg.token, msg.seq
+        self._url_string, self._seq = msg.token, msg.seq
         self._end = token_end(msg.expires, msg.max_date)
         log.info(
             "using HDFS delegation token %d from the AM (valid until %s)",
