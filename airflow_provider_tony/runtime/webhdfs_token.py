@@ -27,8 +27,9 @@ from airflow_provider_tony.runtime.webhdfs_failover import WebHdfsFailover
 if TYPE_CHECKING:
     from airflow_provider_tony.runtime.token_refresh import TokenSource
 
-# ``token=`` is how RENEWDELEGATIONTOKEN / CANCELDELEGATIONTOKEN take one.
-_DELEGATION = re.compile(r"(\b(?:delegation|token)=)[^&\s'\"]+")
+# ``token=`` is how RENEWDELEGATIONTOKEN / CANCELDELEGATIONTOKEN take one. A token's URL string is
+# URL-safe base64 (``-``, ``_``, perhaps ``%``-escaped), so a bracket or comma after it is the message's own.
+_DELEGATION = re.compile(r"(\b(?:delegation|token)=)[^&\s'\"()<>\[\],;]+")
 
 
 def redact(text: str) -> str:

@@ -152,6 +152,10 @@ def test_transport_errors_never_carry_the_token() -> None:
     secret = HDFS.url_string()
     redacted = redact(f"GET /webhdfs/v1/x?op=OPEN&delegation={secret}&x=1")
     assert redacted == "GET /webhdfs/v1/x?op=OPEN&delegation=***&x=1"
+    # The message's own punctuation after the token stays (it used to go with the token).
+    assert redact(f"failed (url: /x?delegation={secret}), see [token={secret}]") == (
+        "failed (url: /x?delegation=***), see [token=***]"
+    )
     client = DelegationTokenClient(f"http://127.0.0.1:{_free_port()}", HDFS, timeout=2)
     with pytest.raises(HdfsError) as err:
         client.status("/anything")
