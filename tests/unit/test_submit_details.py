@@ -283,6 +283,29 @@ def test_the_spec_goes_inline_up_to_its_limit_exactly(tmp_path: Path, monkeypatc
     assert none is None and resources[".skein.proto"].size == len(base64.b64decode(inline))
 
 
+def test_a_nameservice_ending_in_x_keeps_its_name(tmp_path: Path) -> None:
+    """Only the trailing slash of fs.defaultFS is dropped from staged URLs, no other character."""
+    sub, rm, fs = make(default_fs="hdfs://clusterX")
+    sub.submit(spec(tmp_path))
+    assert resources_of(context_of(rm))[".skein.crt"]["resource"] == f"hdfs://clusterX{APP_DIR}/.skein.crt"
+
+
+def test_staging_says_how_many_files_went_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The info line an operator reads to find a job's staged files: the count, the id and the folder
+    (skein's certificate, key, jar, the launch script and the local code.zip; then the spec)."""
+    sub, rm, fs = make()
+    app_spec = spec(tmp_path)
+    records: list[str] = []
+    monkeypatch.setattr(submit_mod.log, "info", lambda msg, *args: records.append(msg % args))
+    sub.stage(APP, APP_DIR, app_spec)
+    monkeypatch.setattr(submit_mod, "MAX_INLINE_SPEC", 0)
+    sub.stage(APP, APP_DIR, app_spec)
+    assert records == [
+        f"staged 5 files of {APP} in {APP_DIR} (the spec in the AM's environment)",
+        f"staged 6 files of {APP} in {APP_DIR}",
+    ]
+
+
 # ---------------------------------------------------------------- the AM's environment and command
 
 
