@@ -297,7 +297,7 @@ def test_staging_says_how_many_files_went_where(tmp_path: Path, monkeypatch: pyt
     app_spec = spec(tmp_path)
     records: list[str] = []
     monkeypatch.setattr(submit_mod.log, "info", lambda msg, *args: records.append(msg % args))
-    sub.stage(APP, APP_DIR, app_spec)
+    sub.submit(app_spec)
     monkeypatch.setattr(submit_mod, "MAX_INLINE_SPEC", 0)
     sub.stage(APP, APP_DIR, app_spec)
     assert records == [
