@@ -529,8 +529,9 @@ class RestSubmitter:
 
 
 def _level(level: Any) -> str:
-    """skein's ``LogLevel`` (an enum or its text) as the AM's ``-Dskein.log.level``."""
-    return str(getattr(level, "value", level)).upper()
+    """skein's ``LogLevel`` (or its text) as the AM's ``-Dskein.log.level``: skein's enum has no
+    ``value``, its text is its name (``LogLevel.DEBUG`` -> ``DEBUG``)."""
+    return str(level).upper()
 
 
 def kill_application(http: ClusterHttp, urls: ClusterUrls, app_id: str) -> None:
