@@ -124,7 +124,8 @@ test: bootstrap-test venv
 # The open part of make test (unit, integration, e2e) on the default cluster, in three lanes
 # side by side (TEST_PARALLEL=0: one after the other), each its own pytest and its own line in
 # the closing counts:
-#   unit   tests/unit (no cluster; niced: the integration lanes' daemons come first)
+#   unit   tests/unit (no cluster; niced: the integration lanes' daemons come first), then
+#          UNIT_LANE_FILES (the benchmarks' smoke)
 #   open   every integration and e2e test but OPEN2_FILES (so a new test file lands here)
 #   open2  OPEN2_FILES: the Airflow-heavy half (airflow dags test, the Airflow stack and browser)
 # Most of an integration test's time is spent waiting on YARN, so the two cluster lanes fill
@@ -134,14 +135,16 @@ test: bootstrap-test venv
 # comes down afterwards even when tests fail; the first failing lane's exit code (open, open2,
 # unit) is the result. With PYTEST_ARGS (a narrow run) a lane that selects nothing (pytest exit
 # 5) is no failure.
-OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e \
-	tests/integration/test_bench_smoke.py
+OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e
+# The benchmarks' smoke (minutes, mostly waiting on YARN) follows the unit tests in their lane,
+# which is otherwise idle for most of the part.
+UNIT_LANE_FILES := tests/integration/test_bench_smoke.py
 SIDE_LANES := open2 unit
 OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/integration/test_secure.py \
-	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES))
+	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES) $(UNIT_LANE_FILES))
 LANE_ARGS_open := tests $(OPEN_IGNORE)
 LANE_ARGS_open2 := $(OPEN2_FILES)
-LANE_ARGS_unit := tests/unit
+LANE_ARGS_unit := tests/unit $(UNIT_LANE_FILES)
 LANE_NICE_unit := nice -n 5
 test-open: bootstrap-test venv cluster-up
 	@mkdir -p $(PARTS); rc=0; s=0; \
