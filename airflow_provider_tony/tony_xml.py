@@ -125,6 +125,16 @@ def _int(key: str, value: str) -> int:
         raise SpecError(key, f"{value!r} is not an integer; fix the value in the TonY configuration") from None
 
 
+def _framework(key: str, value: str) -> str:
+    """TonY's ``tensorflow`` and ``pytorch`` run here; its other frameworks (horovod, mxnet, standalone) do not."""
+    from airflow_provider_tony.runtime.frameworks import FRAMEWORKS
+
+    name = value.strip().lower()
+    if name not in FRAMEWORKS:
+        raise SpecError(key, f"{value!r} does not run here; only {' and '.join(FRAMEWORKS)} jobs do")
+    return name
+
+
 def _memory(value: str) -> int | str:
     """TonY reads a bare number as MiB, like this provider; ``2g``/``512m`` pass through."""
     return int(value) if value.isdigit() else value
@@ -233,12 +243,7 @@ JOB_RULES_AFTER_HEARTBEAT: tuple[Rule, ...] = (
         ),
         unmapped_if=bool,
     ),
-    Rule(
-        "tony.application.framework",
-        None,
-        reason="{value!r}: only TensorFlow jobs run here",
-        unmapped_if=lambda v: v.lower() != "tensorflow",
-    ),
+    Rule("tony.application.framework", "framework", lambda k, v: _framework(k, v)),
     Rule(
         "tony.application.distributed-mode",
         None,

@@ -37,6 +37,7 @@ from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, pri
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.errors import InputTooLarge
+from airflow_provider_tony.runtime.frameworks import framework_env
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX, refusal, refused_line
@@ -53,7 +54,6 @@ from airflow_provider_tony.runtime.messages import (
 )
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from airflow_provider_tony.runtime.spec import JobSpec, task_of_container
-from airflow_provider_tony.runtime.tf_config import tf_config_env
 from airflow_provider_tony.runtime.transport import decode_spec
 
 log = logging.getLogger("tony.executor")
@@ -136,7 +136,7 @@ def user_environment(
     task_id = f"{role}:{index}"
     env = {**base, **spec.role_env(role)}
     env.pop(C.ENV_TF_CONFIG, None)
-    env.update(tf_config_env(cluster.addresses, task_id))
+    env.update(framework_env(spec.framework, cluster.addresses, task_id))
     env.update(gpu_env(cluster.gpus.get(task_id, [])))
     env.update(
         {

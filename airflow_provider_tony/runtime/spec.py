@@ -1011,6 +1011,11 @@ class JobSpec(Model):
     once the restarts are spent the job fails as retryable. A failure of the user code itself never restarts. A
     container preempted by YARN for another queue restarts the gang even with 0 and does not count (the cluster's
     decision, not the job's fault)."""
+    framework: str = "tensorflow"
+    """What the tasks' processes are wired for: ``tensorflow`` (``TF_CONFIG``) or ``pytorch`` (``MASTER_ADDR``,
+    ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` as ``torchrun``
+    sets them, one process per container, rank 0 being ``chief:0`` or else ``worker:0``; and TonY's
+    ``INIT_METHOD``, ``WORLD``), so ``init_process_group("env://")`` works."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""
@@ -1072,6 +1077,7 @@ class JobSpec(Model):
         self._validate_timeouts()
         self.retryable_exit_codes = self._validated_exit_codes()
         self._validate_tracking()
+        self._validate_framework()
         self.inputs = self._validated_inputs()
         self._validate_gate()
         self._validate_memory_retry()
@@ -1270,6 +1276,31 @@ class JobSpec(Model):
             f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
             f" 'chief'; remove {decider!r} from untracked_roles",
         )
+
+    def _validate_framework(self) -> None:
+        from airflow_provider_tony.runtime.frameworks import FRAMEWORKS, TORCH_ENV
+
+        self.framework = _text(self.framework, "framework", "use 'tensorflow' or 'pytorch'")
+        _check(
+            self.framework in FRAMEWORKS,
+            "framework",
+            f"{shown(self.framework)} is not a framework here; use one of {', '.join(map(repr, FRAMEWORKS))}",
+        )
+        if self.framework != "pytorch":
+            return
+        _check(
+            "ps" not in self.roles,
+            "roles.ps",
+            "a PyTorch job has no parameter servers (its ranks are chief and workers); remove roles.ps"
+            " or set framework: tensorflow",
+        )
+        for where, env in (("env", self.env), *((f"roles.{n}.env", r.env) for n, r in self.roles.items())):
+            taken = sorted(set(env) & set(TORCH_ENV))
+            _check(
+                not taken,
+                f"{where}.{taken[0] if taken else ''}",
+                f"is set by the runtime for a PyTorch job (the rendezvous); remove {', '.join(taken)} from {where}",
+            )
 
     def _validate_memory_retry(self) -> None:
         cap = self.memory_retry.max

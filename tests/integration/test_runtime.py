@@ -175,6 +175,28 @@ def test_evaluator_is_outside_the_cluster(tony_client, app_tag, python_exe) -> N
     assert tasks["worker:0"].progress.metrics["cuda"] == "", "a task without GPUs must see none"
 
 
+def test_a_pytorch_job_meets_at_rank_zeros_port(tony_client, app_tag, python_exe) -> None:
+    """framework: pytorch on real YARN: every rank gets the same master (chief:0's reserved port,
+    free for it to listen on) and world, distinct ranks, no TF_CONFIG; rank 0 hears every rank."""
+    spec = job(
+        python_exe,
+        {"chief": behave("rendezvous", 1), "worker": behave("rendezvous", 2)},
+        framework="pytorch",
+        success_policy="all_workers",
+    )
+    result = run(tony_client, spec, app_tag)
+    assert result.succeeded, result.diagnostics
+    metrics = {t: result.am_state.tasks[t].progress.metrics for t in ("chief:0", "worker:0", "worker:1")}
+    envs = {t: json.loads(m["env"]) for t, m in metrics.items()}
+    assert [envs[t]["RANK"] for t in ("chief:0", "worker:0", "worker:1")] == ["0", "1", "2"]
+    assert {(e["MASTER_ADDR"], e["MASTER_PORT"], e["WORLD_SIZE"], e["LOCAL_RANK"]) for e in envs.values()} == {
+        (envs["chief:0"]["MASTER_ADDR"], envs["chief:0"]["MASTER_PORT"], "3", "0")
+    }
+    assert all(e["INIT_METHOD"] == f"tcp://{e['MASTER_ADDR']}:{e['MASTER_PORT']}" for e in envs.values())
+    assert json.loads(metrics["chief:0"]["seen"]) == [0, 1, 2]
+    assert {m["tf_config"] for m in metrics.values()} == {"False"}
+
+
 def test_worker_exit_fails_the_job_with_its_diagnostics(tony_client, app_tag, python_exe) -> None:
     spec = job(python_exe, {"worker": behave("exit", 2, "--index", "1", "--code", "3")})
     started = time.monotonic()

@@ -63,7 +63,7 @@ FULL: dict[str, Any] = {
             "script": None,
             "args": ["--epochs", "3"],
         },
-        "ps": {
+        "feeder": {
             "instances": 2,
             "memory": 1536,
             "vcores": 1,
@@ -73,7 +73,7 @@ FULL: dict[str, Any] = {
             "env": {},
             "command": None,
             "module": None,
-            "script": "trainer/ps.py",
+            "script": "trainer/feeder.py",
             "args": [],
         },
     },
@@ -89,7 +89,8 @@ FULL: dict[str, Any] = {
     "retryable_exit_codes": [1, 3],
     "max_restarts": 2,
     "success_policy": "all_workers",
-    "untracked_roles": ["ps"],
+    "untracked_roles": ["feeder"],
+    "framework": "pytorch",
     "acls": {"view_users": ["alice"], "modify_users": ["bob", "carol"]},
     "am_memory": 1024,
     "am_vcores": 2,

@@ -889,7 +889,7 @@ def test_each_failed_answer_is_reported_by_op_and_cause_without_the_token() -> N
         (
             {"GETDELEGATIONTOKEN": requests.ReadTimeout(f"read timed out: ?delegation={fresh}")},
             "WebHDFS GETDELEGATIONTOKEN failed: NoActiveNameNode: no active NameNode answered WebHDFS "
-            "GETDELEGATIONTOKEN for 0s (http://nn:9870: ReadTimeout: read timed out: ?delegation=***",
+            "GETDELEGATIONTOKEN for 0s (http://nn:9870: ReadTimeout: read timed out: ?delegation=***)",
         ),
     ]
     for answers, message in cases:

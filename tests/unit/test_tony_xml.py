@@ -178,7 +178,7 @@ JOB_SAMPLES: dict[str, tuple[str, object]] = {
     "tony.am.vcores": ("3", 3),
     "tony.am.gpus": ("1", None),
     "tony.application.node-label": ("big", None),
-    "tony.application.framework": ("pytorch", None),
+    "tony.application.framework": ("PyTorch", "pytorch"),
     "tony.application.distributed-mode": ("FCFS", None),
     "tony.application.fail-on-worker-failure-enabled": ("false", None),
 }

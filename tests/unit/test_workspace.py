@@ -106,3 +106,21 @@ def test_user_environment_carries_tony_variables_and_the_users_wins(tmp_path: Pa
     assert env["TASK_NUM"] == "2", "ps and tensorboard are untracked: TonY counts tracked tasks"
     assert env["IS_CHIEF"] == "true"
     assert env["PYTHONPATH"].split(":") == [str(tmp_path), "/user/lib", "rt.zip"]
+
+
+def test_a_pytorch_job_gets_the_rendezvous_and_no_tf_config(tmp_path: Path) -> None:
+    """The executor asks the job's framework for the rendezvous: torchrun's variables, not TF_CONFIG."""
+    cluster = ClusterDocument.from_dict(
+        {**CLUSTER, "addresses": {"worker:0": "h1:1", "worker:1": "h2:2", "tensorboard:0": "h4:4"}}
+    )
+    spec = JobSpec.from_dict(
+        {
+            "framework": "pytorch",
+            "roles": {"worker": {"instances": 2, "script": "main.py"}, "tensorboard": {"script": "tb.py"}},
+        }
+    )
+    env = user_environment(spec, "worker", 1, cluster, "app", tmp_path, {"TF_CONFIG": "stale"}, port=2)
+    assert "TF_CONFIG" not in env
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("h1", "1", "1", "2")
+    tb = user_environment(spec, "tensorboard", 0, cluster, "app", tmp_path, {}, port=4)
+    assert "RANK" not in tb and "TF_CONFIG" not in tb

@@ -14,15 +14,52 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import time
 
 from airflow_provider_tony.runtime import progress
 
 
+def rendezvous() -> int:
+    """What c10d's TCP store does with a PyTorch job's variables, without torch: rank 0 listens on
+    MASTER_PORT, every other rank connects to MASTER_ADDR:MASTER_PORT and says its rank."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    seen = {rank}
+    if rank == 0:
+        with socket.create_server(("", port)) as server:
+            server.settimeout(120)
+            while len(seen) < world:
+                conn, _ = server.accept()
+                with conn:
+                    seen.add(int(conn.makefile().readline()))
+    else:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection((addr, port), timeout=5) as conn:
+                    conn.sendall(f"{rank}\n".encode())
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # rank 0's process may not be listening yet: retried, as c10d does
+    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "INIT_METHOD", "WORLD")
+    progress.report(
+        step=1,
+        env=json.dumps({n: os.environ.get(n) for n in names}),
+        seen=json.dumps(sorted(seen)),
+        tf_config=str("TF_CONFIG" in os.environ),
+    )
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig"])
+    p.add_argument(
+        "mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig", "rendezvous"]
+    )
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--role", default="worker")
     p.add_argument("--code", type=int, default=3)
@@ -46,6 +83,8 @@ def main() -> int:
             cluster_spec=os.environ["TONY_CLUSTER_SPEC"],
         )
         return 0
+    if args.mode == "rendezvous":
+        return rendezvous()
     if args.mode == "ok":
         progress.report(step=1, prefix=sys.prefix)
         return 0
