@@ -413,11 +413,7 @@ def test_the_refresher_publishes_on_schedule_and_retries_failures_without_leakin
         DelegationToken(token="tok-C", expires=T0 + 100, max_date=T0 + 240),
     ]
 
-    def obtain() -> DelegationToken:
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    obtain = _answering(answers)
 
     refresher = tr.TokenRefresher(obtain, store.publish, events.append, clock=clock)
     assert refresher.refresh_once() == pytest.approx(45.0)
@@ -493,6 +489,18 @@ def test_the_am_deletes_the_keytabs_staged_copy_found_by_content(tmp_path: Path)
 
 
 # ---------------------------------------------------------------- the submitting side
+
+
+def _answering(answers: list[Any]) -> Any:
+    """An obtain() that gives each answer in turn: a token, or an exception it raises."""
+
+    def obtain() -> DelegationToken:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    return obtain
 
 
 def _spec(refresh: bool) -> JobSpec:
@@ -1011,11 +1019,7 @@ def test_the_refresher_loop_obtains_at_once_then_waits_as_each_try_says() -> Non
     clock, store, events = Clock(T0), Store(), []
     answers: list[Any] = [DelegationToken(token="tok-A", expires=T0 + 60), ClusterError("down")]
 
-    def obtain() -> DelegationToken:
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    obtain = _answering(answers)
 
     refresher = tr.TokenRefresher(obtain, store.publish, events.append, clock=clock)
     assert refresher.daemon and refresher.name == "tony-token-refresh"
