@@ -37,7 +37,7 @@ from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, pri
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.errors import InputTooLarge
-from airflow_provider_tony.runtime.frameworks import framework_env
+from airflow_provider_tony.runtime.frameworks import framework_env, holds_port
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
 from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX, refusal, refused_line
@@ -115,9 +115,15 @@ def find_slot(app: Any, spec: JobSpec, env: dict[str, str], wait_s: float = SLOT
 
 def reserve_port() -> socket.socket:
     """Bind an ephemeral port and keep it bound until the user process starts,
-    so that nothing else on the node can take it in between (tf-yarn's trick)."""
+    so that nothing else on the node can take it in between (tf-yarn's trick).
+
+    With ``SO_REUSEPORT`` a server of this user that sets it too (TensorFlow's
+    gRPC server does) may bind the port while we still hold it: see
+    :func:`frameworks.holds_port`."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind(("", 0))
     return sock
 
@@ -382,12 +388,17 @@ class UserProcess:
         cwd: Path,
         port_sock: socket.socket,
         keep_fds: list[int] | None = None,
+        hold_port: bool = False,
     ) -> None:
         self.tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra: list[str] = []
         self.fail_code = C.TEMPFAIL_EXIT_CODE  # the exit of a stop of ours (``fail``)
-        port_sock.close()  # released at the last moment: the user's server binds it next
+        # Held through the start where the user's server shares it (hold_port), else released
+        # at the last moment: the user's server binds it next.
+        self.port_sock: socket.socket | None = port_sock if hold_port else None
+        if not hold_port:
+            port_sock.close()
         try:
             # keep_fds: the GPU leases, held by the training process too, so a
             # GPU stays leased while it runs even if this executor dies first.
@@ -437,14 +448,21 @@ class UserProcess:
 
     def wait(self) -> tuple[int, list[str]]:
         if self.proc is None:
+            self._release_port()
             return 127, self.extra
         code = self.proc.wait()
+        self._release_port()
         self.pump.join(timeout=5)
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
         if self.extra and code in (0, 143):
             code = self.fail_code  # ours: retryable unless HDFS refused the folder
         return code, [*self.tail, *self.extra]
+
+    def _release_port(self) -> None:
+        if self.port_sock is not None:
+            self.port_sock.close()
+            self.port_sock = None
 
 
 def after_final_flush(
@@ -790,7 +808,14 @@ def start_user(
     log.info(
         "%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task.task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES)
     )
-    user = UserProcess(argv, user_env, task.workdir, sock, keep_fds=gpus.leases.fds if gpus.leases else None)
+    user = UserProcess(
+        argv,
+        user_env,
+        task.workdir,
+        sock,
+        keep_fds=gpus.leases.fds if gpus.leases else None,
+        hold_port=holds_port(task.spec.framework, task.role),
+    )
     heartbeat.user_started = True
     heartbeat.nudge()  # the AM counts the start-up from this beat: not one interval later
     priority.lower()  # the user process is forked: from now on ours yield to it

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from airflow_provider_tony.runtime.tf_config import TfConfigError, build_cluster, tf_config_env
+from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, TfConfigError, build_cluster, tf_config_env
 
 #: The frameworks a job may name (``framework:``); the first is the default.
 FRAMEWORKS: tuple[str, ...] = ("tensorflow", "pytorch")
@@ -85,3 +85,15 @@ def framework_env(framework: str, addresses: Mapping[str, str], task_id: str) ->
     except KeyError:
         raise ValueError(f"framework {framework!r} is not one of {', '.join(FRAMEWORKS)}") from None
     return build(addresses, task_id)
+
+
+def holds_port(framework: str, role: str) -> bool:
+    """Whether the executor keeps the task's reserved port bound while the user's server starts.
+
+    Released before the start, the port is free while the script imports its framework
+    (seconds, more under load), and any process on the node connecting out may get it as its
+    source port: TensorFlow then fails with "Could not start gRPC server" (seen in CI with three
+    test lanes on one node). TensorFlow's gRPC server binds with ``SO_REUSEPORT``, so it can share
+    the reservation; torch's c10d store and TensorBoard do not, so their ports are released.
+    """
+    return framework == "tensorflow" and role in TF_CLUSTER_ROLES

@@ -146,3 +146,45 @@ def test_a_drain_stops_the_script_with_sigterm_and_kills_one_that_ignores_it(tmp
     stubborn.stop(timeout=0.5)
     assert stubborn.wait()[0] == 128 + signal.SIGKILL
     stubborn.stop(timeout=0.5)  # already ended: nothing to do
+
+
+def test_only_tensorflow_cluster_roles_share_their_reserved_port() -> None:
+    from airflow_provider_tony.runtime.frameworks import holds_port
+
+    assert holds_port("tensorflow", "worker") and holds_port("tensorflow", "chief") and holds_port("tensorflow", "ps")
+    # TensorBoard, torch's c10d store and roles outside TF's cluster bind without SO_REUSEPORT.
+    assert not holds_port("tensorflow", "tensorboard") and not holds_port("tensorflow", "evaluator")
+    assert not holds_port("pytorch", "worker")
+
+
+def test_a_held_port_is_shared_with_the_users_server_and_closed_to_others_until_the_exit(tmp_path: Path) -> None:
+    """The port stays reserved while the script starts (a TF import takes seconds): its own server binds
+    it with SO_REUSEPORT, as TensorFlow's gRPC server does; no other socket can take it meanwhile."""
+    from airflow_provider_tony.runtime.executor import reserve_port
+
+    sock = reserve_port()
+    port = sock.getsockname()[1]
+    go = tmp_path / "go"
+    server = (
+        "import os, socket, sys, time\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"  # the script's import time
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+        f"s.bind(('', {port})); s.listen(); print('bound', file=sys.stderr, flush=True)\n"
+    )
+    user = UserProcess([sys.executable, "-c", server], {"PATH": "/usr/bin:/bin"}, tmp_path, sock, hold_port=True)
+    outsider = socket.socket()
+    with pytest.raises(OSError):
+        outsider.bind(("", port))  # the executor's reservation is still there while the script starts
+    go.touch()
+    assert user.wait() == (0, ["bound"])
+    outsider.bind(("", port))  # released at the exit
+    outsider.close()
+
+
+def test_a_port_not_held_is_free_when_the_script_starts(tmp_path: Path) -> None:
+    from airflow_provider_tony.runtime.executor import reserve_port
+
+    sock = reserve_port()
+    port = sock.getsockname()[1]
+    server = f"import socket; s = socket.socket(); s.bind(('', {port}))\n"
+    assert UserProcess([sys.executable, "-c", server], {"PATH": "/usr/bin:/bin"}, tmp_path, sock).wait() == (0, [])
