@@ -1,12 +1,12 @@
-"""Two pytest lanes on one cluster: most tests share it, a ``whole_cluster`` test has it alone.
+"""Pytest lanes on one cluster: most tests share it, a ``whole_cluster`` test has it alone.
 
-``make test-open`` runs the open cluster's tests in two pytest processes side by side (the
-Makefile's ``OPEN2_FILES`` in one, the rest in the other): most of an integration test's time
-is spent waiting on YARN (container launches, heartbeats, Airflow's start-up), so a second
-lane fills cores that would idle. A few tests cannot share the cluster with a test of the
-other lane: the preemption test fills the cluster and needs its containers to be the ones YARN
-preempts, the HDFS outage tests stop the NameNode under everyone. They carry the
-``whole_cluster`` mark and hold the cluster alone.
+``make test-open`` runs the open cluster's tests in three pytest processes side by side (the
+Makefile's ``OPEN2_FILES`` in one, the unit tests and ``UNIT_LANE_FILES`` in another, the rest
+in the third): most of an integration test's time is spent waiting on YARN (container launches,
+heartbeats, Airflow's start-up), so more lanes fill cores that would idle. A few tests cannot
+share the cluster with another lane's test: the preemption test fills the cluster and needs its
+containers to be the ones YARN preempts, the HDFS outage tests stop the NameNode under everyone.
+They carry the ``whole_cluster`` mark and hold the cluster alone.
 
 The rule is a readers-writer lock between the lanes' processes (``flock`` on two files in the
 cluster's home): every test of a lane holds the cluster shared for its set-up, call and
