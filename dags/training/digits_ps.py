@@ -21,6 +21,9 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# No Keras here: with tf.keras pointing at tf-keras (installed with the examples), importing
+# TensorFlow no longer imports Keras 3, and scikit-learn through its wrappers, in every task.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
 def main(argv: list[str]) -> int:

@@ -65,10 +65,20 @@ def run_line(line: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", line], cwd=REPO, capture_output=True, text=True, timeout=900)
 
 
+# Generous: on a CI machine at load 15 the API server has taken over 10 s to answer its first
+# request. What the test proves is that it answers, not how fast.
+REQUEST_TIMEOUT = 60
+
+
 def get(url: str, token: str | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=REQUEST_TIMEOUT) as resp:
         return json.load(resp)
+
+
+def statuses(url: str) -> dict[str, str]:
+    health = get(f"{url}/api/v2/monitor/health")
+    return {name: health.get(name, {}).get("status") for name in SERVICES}
 
 
 def answering(url: str) -> bool:
@@ -107,8 +117,9 @@ def test_readme_airflow_ui_commands_work_as_written(cluster) -> None:
         if postmaster.exists():
             started.append(int(postmaster.read_text().split()[0]))
         # The REST health check, against the address the README gives.
-        health = get(f"{url}/api/v2/monitor/health")
-        assert {name: health[name]["status"] for name in SERVICES} == dict.fromkeys(SERVICES, "healthy"), health
+        # A heartbeat late under load reads "unhealthy" for a moment: wait for all four, bounded.
+        healthy = dict.fromkeys(SERVICES, "healthy")
+        wait_until(lambda: statuses(url) == healthy, 120, "every service to report healthy")
         # The README's login: user admin, password from the file it names.
         _, token = admin_login(url, home)
         dags = wait_until(
