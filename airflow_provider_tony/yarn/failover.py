@@ -20,7 +20,10 @@ The rules (:func:`verdict`, pure, shared by the blocking and the asyncio driver)
   (did the application get submitted? is the file there?);
 - a standby RM that redirects to the active one is followed by httpx as usual,
   and the candidate that answers at the end is remembered as the active one;
-- when every candidate failed, one message lists each address and its answer.
+- when every candidate failed, a GET's 5xx from one that is up (not a standby)
+  is handed back as the answer: behind the RM's proxy it is the proxy's word
+  on the AM (gone at the end of the job, not up yet), which the caller reads as
+  it does with one RM; otherwise one message lists each address and its answer.
 """
 
 from __future__ import annotations
@@ -191,6 +194,21 @@ class _Failover:
         group.settle(group.base_of(str(response.request.url)) or group.canonical)
 
     @staticmethod
+    def kept(response: httpx.Response, word: str) -> bool:
+        """An answer worth handing back if no other candidate does better: a 5xx (to a GET, as
+        ``verdict`` sends nothing else on) from a server that is up and not a standby (``verdict``
+        names a standby's answer, and words a plain 5xx as its status alone)."""
+        return response.status_code >= 500 and word == f"HTTP {response.status_code}"
+
+    def fallback(self, group: Endpoints, kept: tuple[httpx.Request, httpx.Response] | None) -> httpx.Response | None:
+        if kept is None:
+            return None
+        attempt, response = kept
+        response.request = attempt
+        self.after(group, response)
+        return response
+
+    @staticmethod
     def exhausted(group: Endpoints, request: httpx.Request, tried: list[str]) -> ClusterUnreachable:
         return ClusterUnreachable(f"no {group.name} answered {request.method} {request.url.path}: " + "; ".join(tried))
 
@@ -215,6 +233,7 @@ class FailoverTransport(httpx.BaseTransport, _Failover):
             return self.inner.handle_request(request)
         group, addressed, order = plan
         tried: list[str] = []
+        kept: tuple[httpx.Request, httpx.Response] | None = None
         for base in order:
             attempt = _retarget(request, addressed, base)
             try:
@@ -227,13 +246,21 @@ class FailoverTransport(httpx.BaseTransport, _Failover):
                     request.method, response.status_code, response.headers.get("content-type", ""), body
                 )
                 if what is Verdict.DONE:
+                    if kept is not None:
+                        kept[1].close()
                     response.request = attempt
                     self.after(group, response)
                     return response
-                response.close()
+                if kept is None and self.kept(response, word):
+                    kept = (attempt, response)
+                else:
+                    response.close()
             if what is Verdict.UNKNOWN:
                 raise self.unknown(group, request, base, word)
             tried.append(f"{base}: {word}")
+        answer = self.fallback(group, kept)
+        if answer is not None:
+            return answer
         raise self.exhausted(group, request, tried)
 
     def close(self) -> None:
@@ -253,6 +280,7 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport, _Failover):
             return await self.inner.handle_async_request(request)
         group, addressed, order = plan
         tried: list[str] = []
+        kept: tuple[httpx.Request, httpx.Response] | None = None
         for base in order:
             attempt = _retarget(request, addressed, base)
             try:
@@ -265,13 +293,21 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport, _Failover):
                     request.method, response.status_code, response.headers.get("content-type", ""), body
                 )
                 if what is Verdict.DONE:
+                    if kept is not None:
+                        await kept[1].aclose()
                     response.request = attempt
                     self.after(group, response)
                     return response
-                await response.aclose()
+                if kept is None and self.kept(response, word):
+                    kept = (attempt, response)
+                else:
+                    await response.aclose()
             if what is Verdict.UNKNOWN:
                 raise self.unknown(group, request, base, word)
             tried.append(f"{base}: {word}")
+        answer = self.fallback(group, kept)
+        if answer is not None:
+            return answer
         raise self.exhausted(group, request, tried)
 
     async def aclose(self) -> None:

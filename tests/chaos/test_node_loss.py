@@ -1,4 +1,8 @@
-"""A NodeManager that runs a task stops mid-training: real daemons, real TensorFlow, real HDFS.
+"""A NodeManager that runs a task stops mid-training: real daemons, real HDFS, real checkpoints.
+
+The workers count steps in TensorFlow's checkpoint layout without importing it
+(``count_steps.py --plain``): what is under test is the AM's restart of the gang;
+real TensorFlow strategies through a lost node are ``test_strategies.py``.
 
 With ``max_restarts`` the AM replaces the whole gang inside the same YARN
 application and every task resumes from the latest complete checkpoint. (With
@@ -28,8 +32,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def count_job(ckpt: str, max_restarts: int) -> JobSpec:
-    """The node-loss job (three workers counting steps), as bench/node_loss.py and the chaos DAG run it."""
-    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, name="pytest-chaos"))
+    """The node-loss job (three workers counting steps), as the chaos DAG runs it (bench/node_loss.py with TF)."""
+    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, plain=True, name="pytest-chaos"))
 
 
 def am_node(cluster: Any, app_id: str) -> int:

@@ -73,7 +73,7 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
     job_file = tmp_path / "small.yaml"
     job_file.write_text(
         "roles:\n  worker:\n    instances: 1\n    memory: 1 GiB\n"
-        f"    script: {COUNT_STEPS}\n    args: ['--steps', '3', '--every', '1']\n"
+        f"    script: {COUNT_STEPS}\n    args: ['--steps', '3', '--every', '1', '--plain']\n"
         f"python:\n  interpreter: {sys.executable}\n"
     )
     cli = subprocess.run([TONY, "submit", str(job_file), "--tag", app_tag], capture_output=True, text=True, timeout=600)

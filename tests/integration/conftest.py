@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,3 @@ def digits_partition(cluster: Any) -> Iterator[str]:
     base = f"/user/{cluster.user}/pytest-{uuid.uuid4().hex[:10]}"
     yield write_digits_partition(cluster, base, "2026-12-01")
     InsecureClient(cluster.webhdfs_url, user=cluster.user).delete(base, recursive=True)
-
-
-@pytest.fixture
-def partition_writer(cluster: Any) -> Callable[[str, str], str]:
-    """Writes a day's partition under a base path: ``writer(base, day)`` -> the partition's path."""
-    return lambda base, day: write_digits_partition(cluster, base, day)

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from tests._util import assert_no_java_started, get_json, hide_jdks_prefix, rm_apps, wait_until, without_java
 from tests.integration.test_runtime import shards_from_reports
 
@@ -198,8 +199,9 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     every train file (each worker's own report, from the job's history), passes the
     quality gate (the first model) and publishes: the record, the model folder, the
     model asset's event. Day 2 is written with ``degrade``: the retrain (warm-started
-    from day 1) fails the gate with both figures in the log, is not retried though
-    ``retries=2``, publishes nothing (the record and day 1's model stay, no event)
+    from day 1's last checkpoint, training all its epochs into its own folder) fails
+    the gate with both figures in the log, is not retried though ``retries=2``,
+    publishes nothing (the record and day 1's model stay, no event)
     and keeps its model aside. The OpenLineage events (file transport into
     ``lineage``) name the partitions read and the model folder of the published run
     only. Returns day 1's XCom result and day 2's log.
@@ -268,6 +270,12 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     runs = {r for r in own_runs(env) - before if r[0] == "tony_nightly_retrain"}
     assert train_tries(env, runs) == [(1, 2)], "one try of the two retries allowed"
     second = submitted[0]
+    # Day 2 warm-started from day 1's last checkpoint and trained all its epochs itself, into its own folder.
+    checkpoints, warm = f"{base}/checkpoints/digits", result_of(bad)
+    assert first["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"
+    assert any(f"from {checkpoints}/{DAY1}/ckpt-" in e for e in warm["events"]), warm["events"]
+    assert warm["checkpoint_dir"] == f"{checkpoints}/{DAY2}", warm["checkpoint_dir"]
+    assert remote_checkpoints(hdfs, f"{checkpoints}/{DAY2}")[-1] == 75, "day 2 trained all its epochs itself"
     assert read_json(hdfs, record)["application_id"] == app_id, "the published model stays"
     assert "model.keras" in hdfs.list(first["model_dir"])
     assert hdfs.status(f"{models}/{DAY2}", strict=False) is None, "nothing published for day 2"

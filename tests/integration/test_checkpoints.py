@@ -19,11 +19,9 @@ from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT, R
 from tests.integration.test_airflow import (  # noqa: F401 - fixtures
     airflow_env,
     dags_test,
-    fresh_base,
     kill_dag_apps,
     result_of,
     run_state,
-    with_base_path,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -240,28 +238,3 @@ def test_final_model_loads_back_with_the_same_predictions(
     fresh = json.loads(out.stdout.strip().splitlines()[-1])
     assert fresh["pred_head"] == reported["pred_head"]
     assert abs(fresh["prob_mean"] - reported["prob_mean"]) < 1e-5
-
-
-def test_nightly_retrain_warm_starts_from_yesterday(
-    airflow_env,  # noqa: F811
-    kill_dag_apps,  # noqa: F811
-    hdfs,
-    fresh_base,  # noqa: F811
-    partition_writer,
-) -> None:
-    """Day 1 trains from scratch and leaves checkpoints; day 2 starts from day 1's weights."""
-    kill_dag_apps.append("tony_nightly_retrain")
-    env = with_base_path(airflow_env, fresh_base)  # under the cluster user's home, not a fixed /user/root
-    base = f"{fresh_base}/checkpoints/digits"
-    for day in ("2026-10-01", "2026-10-02"):  # each day's data landed (test_airflow runs the writer DAG)
-        partition_writer(fresh_base, day)
-    day1 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-01T01:30:00+00:00")
-    assert run_state(day1) == "success", day1[-3000:]
-    assert result_of(day1)["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"
-    assert remote_checkpoints(hdfs, f"{base}/2026-10-01"), "day 1 left no checkpoint"
-    day2 = dags_test(env, "tony_nightly_retrain", logical_date="2026-10-02T01:30:00+00:00")
-    assert run_state(day2) == "success", day2[-3000:]
-    result = result_of(day2)
-    assert any(f"from {base}/2026-10-01/ckpt-" in e for e in result["events"]), result["events"]
-    assert result["checkpoint_dir"] == f"{base}/2026-10-02"
-    assert remote_checkpoints(hdfs, f"{base}/2026-10-02")[-1] == 75, "day 2 trained all its epochs itself"

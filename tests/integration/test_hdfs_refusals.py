@@ -72,7 +72,7 @@ def job(ckpt: str, steps: int, sleep: float = 0.05) -> JobSpec:
                 "worker": {
                     "memory": "1 GiB",
                     "script": COUNT_STEPS,
-                    "args": ["--steps", str(steps), "--every", "10", "--sleep", str(sleep)],
+                    "args": ["--steps", str(steps), "--every", "10", "--sleep", str(sleep), "--plain"],
                 }
             },
             "python": {"interpreter": sys.executable},

@@ -97,6 +97,7 @@ def test_a_preempted_job_restarts_without_spending_max_restarts_and_resumes_when
             queue="default",
             max_restarts=0,
             registration_timeout=REGISTRATION_TIMEOUT,
+            plain=True,  # what is under test is YARN's preemption and the AM's restart, not TensorFlow
         )
     )
     app_id = tony_client.submit(spec, extra_tags=[app_tag])

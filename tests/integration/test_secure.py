@@ -226,6 +226,7 @@ def test_a_job_longer_than_the_token_renew_interval_still_uploads(krb, tag, ckpt
         "3",
         "--sleep",
         str(renew_s * 1.5 / 6),
+        "--plain",  # tokens are under test, not TensorFlow
         checkpoint=ckpt,
     )
     app_id = krb.submit(spec, extra_tags=[tag])
@@ -265,7 +266,7 @@ def test_a_job_longer_than_the_token_max_lifetime_uploads_with_fresh_tokens(krb,
                 "worker": {
                     "memory": "1 GiB",
                     "script": str(JOBS / "count_steps.py"),
-                    "args": ["--steps", str(steps), "--every", str(every), "--sleep", str(sleep)],
+                    "args": ["--steps", str(steps), "--every", str(every), "--sleep", str(sleep), "--plain"],
                 }
             },
             "python": {"interpreter": sys.executable},

@@ -134,6 +134,32 @@ def test_every_candidate_failing_names_each_address_and_its_answer() -> None:
     assert all(f"{rm}: ConnectError" in text for rm in (RM1, RM2, RM3)), text
 
 
+def _proxy_500_on(host: str) -> Handler:
+    """rm1 down; ``host`` up, whose proxy answers 500 for an AM it cannot reach; the rest standby."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "rm1":
+            raise httpx.ConnectError("connection refused", request=request)
+        if request.url.host == host:
+            return httpx.Response(500, text="could not reach the application master")
+        return httpx.Response(503, text="This is standby RM. The redirect url is: ...")
+
+    return handler
+
+
+def test_a_live_rms_5xx_is_the_answer_when_no_candidate_does_better() -> None:
+    """HA CI: after the job, the proxy of the live RM answered 500 for the AM that had just
+    stopped, and the call failed as "no ResourceManager answered" instead of reading history."""
+    client, group, seen = _client(_proxy_500_on("rm2"), RM1, RM2, RM3)
+    response = client.get(f"{RM1}/proxy/application_1_0001/pages/tony/state")
+    assert response.status_code == 500 and response.text == "could not reach the application master"
+    assert seen == ["GET http://rm1:8088", "GET http://rm2:8088", "GET http://rm3:8088"] and group.active == RM2
+    # A standby's 503 is never the answer: with no live answer left, the message names each address.
+    client, _, _ = _client(_proxy_500_on("none"), RM1, RM2)
+    with pytest.raises(ClusterUnreachable, match="rm2:8088: standby"):
+        client.get(f"{RM1}/proxy/application_1_0001/pages/tony/state")
+
+
 def test_urls_of_no_ha_service_go_where_they_are_addressed() -> None:
     client, group, seen = _client(_down())
     client.get("http://nm7:8042/ws/v1/node/containers")  # a NodeManager, a DataNode's redirect: not a candidate
@@ -156,6 +182,8 @@ def test_the_asyncio_driver_follows_the_same_rules() -> None:
             raise httpx.ConnectError("refused", request=request)
         if request.method == "POST":
             raise httpx.ReadTimeout("no answer", request=request)
+        if request.url.path.startswith("/proxy/gone/"):
+            return httpx.Response(500, text="the AM is gone")
         return httpx.Response(200, json={"host": request.url.host})
 
     group = Endpoints("ResourceManager", (RM1, RM2))
@@ -166,9 +194,10 @@ def test_the_asyncio_driver_follows_the_same_rules() -> None:
             assert (await client.get(f"{RM1}/ws/v1/cluster/apps/a")).json() == {"host": "rm2"}
             with pytest.raises(OutcomeUnknown):
                 await client.post(f"{RM1}/ws/v1/cluster/apps", json={})
+            assert (await client.get(f"{RM1}/proxy/gone/pages/tony/state")).status_code == 500
 
     asyncio.run(main())
-    assert seen == ["GET rm1", "GET rm2", "POST rm2"] and group.active == RM2
+    assert seen == ["GET rm1", "GET rm2", "POST rm2", "GET rm2", "GET rm1"] and group.active == RM2
 
 
 def test_split_addresses() -> None:

@@ -64,7 +64,7 @@ retried_dag("tony_test_resume", resume_job())
 # Node loss under Airflow (tests/chaos/test_airflow_reattach.py): three spread workers whose gang
 # restarts inside the application, and a real MultiWorkerMirroredStrategy job without restarts,
 # for Airflow's retry to resume.
-retried_dag("tony_chaos_restart", chaos_job(max_restarts=2))
+retried_dag("tony_chaos_restart", chaos_job(max_restarts=2, plain=True))
 retried_dag("tony_chaos_retry", strategy_job("mwms-loop", max_restarts=0))
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite

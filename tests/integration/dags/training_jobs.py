@@ -38,9 +38,14 @@ def count_steps_job(
     heartbeat_interval: float,
     heartbeat_timeout: float,
     checkpoint: dict[str, Any],
+    plain: bool = False,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A job of ``instances`` workers running count_steps.py with ``args`` under this interpreter."""
+    """A job of ``instances`` workers running count_steps.py with ``args`` under this interpreter.
+
+    ``plain``: the workers count without TensorFlow, in its checkpoint layout (``count_steps.py --plain``).
+    """
+    args = [*args, "--plain"] if plain else args
     worker = {"instances": instances, "memory": memory, "script": COUNT_STEPS, "args": args}
     return {
         "roles": {"worker": {**worker, **({"placement": placement} if placement else {})}},
@@ -52,8 +57,13 @@ def count_steps_job(
     }
 
 
-def chaos_job(max_restarts: int, ckpt: str | None = None, **extra: Any) -> dict[str, Any]:
-    """The node-loss job; ``ckpt`` None leaves the checkpoint dir to the operator (a DAG's job)."""
+def chaos_job(max_restarts: int, ckpt: str | None = None, *, plain: bool = False, **extra: Any) -> dict[str, Any]:
+    """The node-loss job; ``ckpt`` None leaves the checkpoint dir to the operator (a DAG's job).
+
+    The tests run it ``plain`` (what they test is the AM's restart; real TensorFlow through a lost
+    node is tests/chaos/test_strategies.py); bench/node_loss.py runs it with TensorFlow, whose
+    start-up is part of the time a resume takes.
+    """
     return count_steps_job(
         ["--steps", str(CHAOS_STEPS), "--every", str(CHAOS_EVERY), "--sleep", str(CHAOS_SLEEP)],
         instances=CHAOS_WORKERS,
@@ -63,6 +73,7 @@ def chaos_job(max_restarts: int, ckpt: str | None = None, **extra: Any) -> dict[
         heartbeat_timeout=30,
         max_restarts=max_restarts,
         checkpoint={"poll_interval": 0.5, "keep": 20, **({"dir": ckpt} if ckpt else {})},
+        plain=plain,
         **extra,
     )
 
