@@ -142,7 +142,6 @@ def airflow_env(lay: dict[str, object]) -> dict[str, str]:
         "AIRFLOW__API__BASE_URL": api,
         "AIRFLOW__API_AUTH__JWT_SECRET": "tony-devcluster-only",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
-        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "10",
         "AIRFLOW__CORE__PARALLELISM": "8",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
     }
