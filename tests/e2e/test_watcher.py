@@ -15,11 +15,9 @@ import signal
 import subprocess
 import sys
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
-import psutil
 import pytest
 
 from tests._util import rm_apps, wait_until
@@ -34,24 +32,33 @@ def home() -> Path:
     return Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
 
 
-def triggerer_lines(needle: str, *, since: float = 0.0) -> int:
-    """Lines of the triggerer's log holding ``needle``, logged at or after ``since`` (epoch seconds).
+#: What a triggerer logs as it starts: the log's own marker between one process and the next.
+STARTING = "Starting the triggerer"
 
-    The log is appended to by every stack that ran in this home: only the lines of the
-    current triggerer process count, hence the time.
-    """
+
+def _log() -> list[str]:
     log = home() / "logs" / "triggerer.log"
-    count = 0
-    for line in (log.read_text(errors="replace") if log.exists() else "").splitlines():
-        if needle in line:
-            stamp = datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
-            count += stamp >= since
+    return (log.read_text(errors="replace") if log.exists() else "").splitlines()
+
+
+def triggerer_starts() -> int:
+    """How many triggerers have started in this home so far (every stack appends to one log)."""
+    return sum(STARTING in line for line in _log())
+
+
+def triggerer_lines(needle: str, *, after_start: int = 0) -> int:
+    """Lines of the triggerer's log holding ``needle``, after its ``after_start``-th start (0: all).
+
+    Told apart by the log's own start lines, not by clocks: a process's start time
+    (psutil, from the boot time) and the log's stamps (the wall clock) once disagreed
+    by more than the seconds between a start and its first line, and the test missed it.
+    """
+    starts, count = 0, 0
+    for line in _log():
+        starts += STARTING in line
+        if needle in line and starts >= after_start:
+            count += 1
     return count
-
-
-def triggerer_started() -> float:
-    """When the stack's triggerer process started (epoch seconds)."""
-    return float(psutil.Process(int((home() / "run" / "triggerer.pid").read_text())).create_time())
 
 
 def runs(stack: Any) -> list[dict[str, Any]]:
@@ -101,8 +108,9 @@ def test_a_partition_written_straight_to_hdfs_starts_one_run_also_across_a_trigg
         return run
 
     try:
-        started = triggerer_started()
-        wait_until(lambda: triggerer_lines(f"watching {watched}:", since=started), 180, "the watcher's first look")
+        started = wait_until(triggerer_starts, 180, "the triggerer to log its start")
+        looked = f"watching {watched}:"
+        wait_until(lambda: triggerer_lines(looked, after_start=started), 180, "the watcher's first look")
         before = {r["dag_run_id"] for r in runs(airflow_stack)}
         land(first)
         one = run_for(first, before)
@@ -119,10 +127,10 @@ def test_a_partition_written_straight_to_hdfs_starts_one_run_also_across_a_trigg
             [*STACK, "up", "--python", sys.executable], env=env, capture_output=True, text=True, timeout=600
         )
         assert up.returncode == 0, up.stderr[-3000:]
-        restarted = triggerer_started()
-        assert restarted > started
         wait_until(
-            lambda: triggerer_lines(f"watching {watched}:", since=restarted), 180, "the restarted watcher's first look"
+            lambda: triggerer_lines(looked, after_start=started + 1),
+            180,
+            "the restarted watcher's first look",
         )
         assert triggerer_lines(f"new partition {first}") == 1, "the restarted watcher did not fire it again"
         two = run_for(second, before | {one["dag_run_id"]})
