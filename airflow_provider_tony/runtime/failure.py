@@ -107,6 +107,8 @@ def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterab
         return FailureKind.HDFS_REFUSED
     if code < 0 or code in SIGNAL_EXIT_CODES:
         return FailureKind.SIGNAL
+    if code == 0:  # the caller's mistake, named, rather than a success counted as a failure of the code
+        raise ValueError("exit code 0 is no failure: classify_exit is for a task that exited non-zero")
     if code in RETRYABLE_EXIT_CODES or code in set(extra_retryable):
         return FailureKind.RETRYABLE_EXIT
     if peer_failure(tail) is not None:

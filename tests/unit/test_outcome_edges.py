@@ -46,6 +46,13 @@ def test_any_negative_exit_is_a_signal_and_retried(code: int, kind: FailureKind)
     assert kind.retryable is (code < 0)
 
 
+def test_a_zero_exit_is_refused_not_classified() -> None:
+    """Only a task that exited non-zero is classified (JobTracker.task_exited); 0 passed by mistake
+    is named, not taken for a signal (0 is no negative code) or for the code's own failure."""
+    with pytest.raises(ValueError, match="exit code 0 is no failure"):
+        classify_exit(0, ["Traceback (most recent call last):"])
+
+
 @pytest.mark.parametrize("source", ["http://example.com/data.tar.gz", "s3://bucket/env.tar.gz"])
 def test_a_file_source_yarn_cannot_localise_is_refused_before_submission(tmp_path: Path, source: str) -> None:
     sub, rm, _fs = make(tmp_path)
