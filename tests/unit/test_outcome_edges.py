@@ -49,7 +49,7 @@ def test_any_negative_exit_is_a_signal_and_retried(code: int, kind: FailureKind)
 def test_a_zero_exit_is_refused_not_classified() -> None:
     """Only a task that exited non-zero is classified (JobTracker.task_exited); 0 passed by mistake
     is named, not taken for a signal (0 is no negative code) or for the code's own failure."""
-    with pytest.raises(ValueError, match="exit code 0 is no failure"):
+    with pytest.raises(ValueError, match=r"^exit code 0 is no failure: .* exited non-zero$"):
         classify_exit(0, ["Traceback (most recent call last):"])
 
 
