@@ -200,10 +200,8 @@ class _Failover:
         names a standby's answer, and words a plain 5xx as its status alone)."""
         return response.status_code >= 500 and word == f"HTTP {response.status_code}"
 
-    def fallback(self, group: Endpoints, kept: tuple[httpx.Request, httpx.Response] | None) -> httpx.Response | None:
-        if kept is None:
-            return None
-        attempt, response = kept
+    def answered(self, group: Endpoints, attempt: httpx.Request, response: httpx.Response) -> httpx.Response:
+        """``response`` as the call's answer: from the candidate it came from, remembered as the active."""
         response.request = attempt
         self.after(group, response)
         return response
@@ -248,9 +246,7 @@ class FailoverTransport(httpx.BaseTransport, _Failover):
                 if what is Verdict.DONE:
                     if kept is not None:
                         kept[1].close()
-                    response.request = attempt
-                    self.after(group, response)
-                    return response
+                    return self.answered(group, attempt, response)
                 if kept is None and self.kept(response, word):
                     kept = (attempt, response)
                 else:
@@ -258,9 +254,8 @@ class FailoverTransport(httpx.BaseTransport, _Failover):
             if what is Verdict.UNKNOWN:
                 raise self.unknown(group, request, base, word)
             tried.append(f"{base}: {word}")
-        answer = self.fallback(group, kept)
-        if answer is not None:
-            return answer
+        if kept is not None:
+            return self.answered(group, *kept)
         raise self.exhausted(group, request, tried)
 
     def close(self) -> None:
@@ -295,9 +290,7 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport, _Failover):
                 if what is Verdict.DONE:
                     if kept is not None:
                         await kept[1].aclose()
-                    response.request = attempt
-                    self.after(group, response)
-                    return response
+                    return self.answered(group, attempt, response)
                 if kept is None and self.kept(response, word):
                     kept = (attempt, response)
                 else:
@@ -305,9 +298,8 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport, _Failover):
             if what is Verdict.UNKNOWN:
                 raise self.unknown(group, request, base, word)
             tried.append(f"{base}: {word}")
-        answer = self.fallback(group, kept)
-        if answer is not None:
-            return answer
+        if kept is not None:
+            return self.answered(group, *kept)
         raise self.exhausted(group, request, tried)
 
     async def aclose(self) -> None:
