@@ -31,7 +31,7 @@ import os
 import posixpath
 import re
 import reprlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -147,10 +147,15 @@ def _fail(field_: str, message: str) -> NoReturn:
     raise SpecError(field_, message)
 
 
-def _check(cond: bool, field_: str, message: str) -> None:
-    """Raise ``SpecError(field_, message)`` unless ``cond``; keeps rules one line each."""
+def _check(cond: bool, field_: str, message: str | Callable[[], str]) -> None:
+    """Raise ``SpecError(field_, message)`` unless ``cond``; keeps rules one line each.
+
+    A message that quotes the value is a ``lambda``: built only when the check
+    fails, so a passing check never formats a hostile value (hundreds of
+    thousands of tasks' worth of text) it did not need to show.
+    """
     if not cond:
-        _fail(field_, message)
+        _fail(field_, message() if callable(message) else message)
 
 
 def shown(value: object) -> str:
@@ -198,7 +203,7 @@ def _int(value: object, field_: str, minimum: int, fix: str) -> int:
     if not _is_int(value):
         _fail(field_, f"{shown(value)} is not an integer; {fix}")
     assert isinstance(value, int)
-    _check(value >= minimum, field_, f"{value} must be >= {minimum}; {fix}")
+    _check(value >= minimum, field_, lambda: f"{value} must be >= {minimum}; {fix}")
     return value
 
 
@@ -206,8 +211,8 @@ def _seconds(value: object, field_: str) -> float:
     """A positive, finite number of seconds, normalised to float."""
     fix = "give a positive number of seconds"
     number = math.nan if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
-    _check(math.isfinite(number), field_, f"{value!r} is not a number of seconds; {fix}")
-    _check(number > 0, field_, f"{value!r} seconds must be > 0; {fix}")
+    _check(math.isfinite(number), field_, lambda: f"{shown(value)} is not a number of seconds; {fix}")
+    _check(number > 0, field_, lambda: f"{shown(value)} seconds must be > 0; {fix}")
     return number
 
 
@@ -268,8 +273,10 @@ def _env(value: object, field_: str) -> dict[str, str]:
         _check(
             not key.startswith(_RESERVED_ENV_PREFIX) and key not in _RESERVED_ENV,
             key_field,
-            f"{key!r} is reserved: the TonY runtime sets TF_CONFIG, CUDA_VISIBLE_DEVICES and"
-            f" {_RESERVED_ENV_PREFIX}* itself; rename your variable",
+            lambda: (
+                f"{shown(key)} is reserved: the TonY runtime sets TF_CONFIG, CUDA_VISIBLE_DEVICES and"
+                f" {_RESERVED_ENV_PREFIX}* itself; rename your variable"
+            ),
         )
         out[key] = _scalar_str(val, key_field)
     return out
@@ -284,8 +291,12 @@ def _relative_path(value: object, field_: str, what: str) -> str:
     fix = f"give a relative path inside the container working directory for {what}"
     path = _text(value, field_, fix)
     norm = posixpath.normpath(path)
-    _check(not path.startswith("/"), field_, f"{path!r} is absolute; {fix}")
-    _check(norm != "." and ".." not in norm.split("/"), field_, f"{path!r} leaves the working directory; {fix}")
+    _check(not path.startswith("/"), field_, lambda: f"{shown(path)} is absolute; {fix}")
+    _check(
+        norm != "." and ".." not in norm.split("/"),
+        field_,
+        lambda: f"{shown(path)} leaves the working directory; {fix}",
+    )
     return norm
 
 
@@ -387,15 +398,21 @@ def parse_memory_mib(value: int | str, field: str) -> int:
     fix = "give an int of MiB or a string like '512 MiB', '2 GiB', '2g' or '2048m'"
     if _is_int(value):
         assert isinstance(value, int)
-        _check(value > 0, field, f"{value} MiB must be > 0; ask for at least 128 MiB")
+        _check(value > 0, field, lambda: f"{value} MiB must be > 0; ask for at least 128 MiB")
         return value
-    _check(isinstance(value, str), field, f"{value!r} is a {type(value).__name__}, not a memory size; {fix}")
+    _check(
+        isinstance(value, str), field, lambda: f"{shown(value)} is a {type(value).__name__}, not a memory size; {fix}"
+    )
     assert isinstance(value, str)
     match = _MEMORY.match(value)
-    _check(match is not None and match.group(2).lower() in _UNITS, field, f"{value!r} is not a memory size; {fix}")
+    _check(
+        match is not None and match.group(2).lower() in _UNITS,
+        field,
+        lambda: f"{shown(value)} is not a memory size; {fix}",
+    )
     assert match is not None
     size = Fraction(match.group(1)) * _UNITS[match.group(2).lower()]
-    _check(size > 0, field, f"{value!r} must be > 0; ask for at least 128 MiB")
+    _check(size > 0, field, lambda: f"{shown(value)} must be > 0; ask for at least 128 MiB")
     return math.ceil(size / _MIB)
 
 
@@ -471,15 +488,22 @@ class PythonEnv(Model):
         self.interpreter = _optional_text(self.interpreter, "interpreter", fix)
         if self.interpreter is not None:
             absolute = self.interpreter.startswith("/")
-            _check(absolute, "interpreter", f"{self.interpreter!r} is not an absolute path; {fix}")
+            _check(absolute, "interpreter", lambda: f"{shown(self.interpreter)} is not an absolute path; {fix}")
         fix = "give a .tar.gz, .tgz or .zip made by venv-pack/conda-pack, as a local absolute path or hdfs:// URL"
         self.archive = None if self.archive is None else _location(self.archive, "archive", fix)
         if self.archive is not None:
-            _check(self.archive.endswith(ARCHIVE_SUFFIXES), "archive", f"{self.archive!r} is not an archive; {fix}")
+            _check(
+                self.archive.endswith(ARCHIVE_SUFFIXES),
+                "archive",
+                lambda: f"{shown(self.archive)} is not an archive; {fix}",
+            )
             _check(
                 self.interpreter is None,
                 "archive",
-                f"{self.archive!r} given together with interpreter {self.interpreter!r}; give exactly one of them",
+                lambda: (
+                    f"{shown(self.archive)} given together with interpreter {shown(self.interpreter)};"
+                    " give exactly one of them"
+                ),
             )
 
     def python_command(self) -> str:
@@ -516,15 +540,21 @@ class Placement(Model):
     """Only these hosts (YARN node host names, without the port)."""
 
     def validate(self) -> None:
-        _check(isinstance(self.spread, bool), "spread", f"{self.spread!r} is not true or false; give true or false")
+        _check(
+            isinstance(self.spread, bool),
+            "spread",
+            lambda: f"{shown(self.spread)} is not true or false; give true or false",
+        )
         hosts = _str_list(self.nodes, "nodes", "['node1.example.com', 'node2.example.com']")
         for i, host in enumerate(hosts):
             _check(
                 bool(_HOST.match(host)),
                 f"nodes[{i}]",
-                f"{host!r} is not a host name; give the node's host name as YARN lists it, without a port",
+                lambda: f"{shown(host)} is not a host name; give the node's host name as YARN lists it, without a port",
             )
-        _check(len(set(hosts)) == len(hosts), "nodes", f"{hosts!r} lists a host twice; list each host once")
+        _check(
+            len(set(hosts)) == len(hosts), "nodes", lambda: f"{shown(hosts)} lists a host twice; list each host once"
+        )
         self.nodes = hosts
         _check(
             self.spread or bool(self.nodes),
@@ -541,7 +571,10 @@ class Placement(Model):
             _check(
                 value == "spread",
                 field_,
-                f"{value!r} is not a placement; write 'spread', a list of hosts, or {{spread: true, nodes: [...]}}",
+                lambda: (
+                    f"{shown(value)} is not a placement;"
+                    " write 'spread', a list of hosts, or {spread: true, nodes: [...]}"
+                ),
             )
             return cls(spread=True)
         if isinstance(value, (list, tuple)):
@@ -606,8 +639,8 @@ class RoleSpec(Model):
         fix = "set exactly one of command, module or script"
         programs = {"command": self.command, "module": self.module, "script": self.script}
         given = [f"{k} {v!r}" for k, v in programs.items() if v is not None]
-        _check(len(given) > 0, "command", f"no program given; {fix}")
-        _check(len(given) == 1, "command", f"{' and '.join(given)} both given; {fix}")
+        _check(len(given) > 0, "command", lambda: f"no program given; {fix}")
+        _check(len(given) == 1, "command", lambda: f"{' and '.join(given)} both given; {fix}")
         if isinstance(self.command, str):
             _fail(
                 "command",
@@ -621,18 +654,20 @@ class RoleSpec(Model):
                 "command",
                 "[] is empty; give the program and its arguments, like ['python', 'train.py']",
             )
-            _check(not self.args, "args", f"{self.args!r} given with command; append them to command instead")
+            _check(
+                not self.args, "args", lambda: f"{shown(self.args)} given with command; append them to command instead"
+            )
         elif self.module is not None:
             self.module = _text(self.module, "module", "give a dotted module name like 'trainer.main'")
             _check(
                 bool(_MODULE.match(self.module)),
                 "module",
-                f"{self.module!r} is not a dotted Python module name; give one like 'trainer.main'",
+                lambda: f"{shown(self.module)} is not a dotted Python module name; give one like 'trainer.main'",
             )
         else:
             fix = "give a .py path relative to the container working directory (shipped with files) or absolute"
             path = _text(self.script, "script", fix)
-            _check(path.endswith(".py"), "script", f"{path!r} is not a .py file; {fix}")
+            _check(path.endswith(".py"), "script", lambda: f"{shown(path)} is not a .py file; {fix}")
             self.script = path if path.startswith("/") else _relative_path(path, "script", "the script")
 
     def argv(self, python: str) -> list[str]:
@@ -645,7 +680,7 @@ class RoleSpec(Model):
         _check(
             bool(python),
             "python",
-            f"{python!r} is not an interpreter; pass PythonEnv.python_command() or sys.executable",
+            lambda: f"{shown(python)} is not an interpreter; pass PythonEnv.python_command() or sys.executable",
         )
         target = ["-m", self.module] if self.module is not None else [str(self.script)]
         return [python, "-u", *target, *self.args]
@@ -737,7 +772,11 @@ class QualityGate(Model):
         if self.metric is not None:
             self.metric = _text(self.metric, "metric", "give the metric's name as the script reports it")
         self.mode = _text(self.mode, "mode", "use 'max' or 'min'")
-        _check(self.mode in GATE_MODES, "mode", f"{self.mode!r} is not a mode; use 'max' (higher is better) or 'min'")
+        _check(
+            self.mode in GATE_MODES,
+            "mode",
+            lambda: f"{shown(self.mode)} is not a mode; use 'max' (higher is better) or 'min'",
+        )
         self.record = _hdfs_path(self.record, "record")
         if isinstance(self.tolerance, str):  # a rendered template is text: "0.005" is the number
             text = self.tolerance.strip()
@@ -753,12 +792,12 @@ class QualityGate(Model):
             return 0.0
         if isinstance(tol, str):
             text = tol.strip()
-            _check(_PERCENT.match(text) is not None, "tolerance", f"{shown(tol)} is not a tolerance; {fix}")
+            _check(_PERCENT.match(text) is not None, "tolerance", lambda: f"{shown(tol)} is not a tolerance; {fix}")
             return abs(previous) * float(text[:-1]) / 100.0
         _check(
             isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0,
             "tolerance",
-            f"{shown(tol)} is not a tolerance; {fix}",
+            lambda: f"{shown(tol)} is not a tolerance; {fix}",
         )
         return float(tol)
 
@@ -797,8 +836,8 @@ class MemoryRetry(Model):
         factor = self.factor
         fix = f"give a number above 1 and at most {MAX_MEMORY_RETRY_FACTOR:g}, like 1.5 or 2"
         ok = not isinstance(factor, bool) and isinstance(factor, (int, float)) and math.isfinite(factor)
-        _check(ok, "factor", f"{shown(factor)} is not a number; {fix}")
-        _check(1 < factor <= MAX_MEMORY_RETRY_FACTOR, "factor", f"{factor!r} is out of range; {fix}")
+        _check(ok, "factor", lambda: f"{shown(factor)} is not a number; {fix}")
+        _check(1 < factor <= MAX_MEMORY_RETRY_FACTOR, "factor", lambda: f"{shown(factor)} is out of range; {fix}")
         self.factor = float(factor)
         _check(
             self.max is not None,
@@ -841,7 +880,9 @@ class RetentionSpec(Model):
         if self.max_age_days is not None:
             days = self.max_age_days
             ok = not isinstance(days, bool) and isinstance(days, (int, float)) and math.isfinite(days) and days > 0
-            _check(ok, "max_age_days", f"{days!r} is not a number of days; give a positive number, or null")
+            _check(
+                ok, "max_age_days", lambda: f"{shown(days)} is not a number of days; give a positive number, or null"
+            )
             self.max_age_days = float(days)
         if self.keep_runs is not None:
             self.keep_runs = _int(self.keep_runs, "keep_runs", 1, "keep at least the newest run (1), or null")
@@ -864,7 +905,7 @@ class Acls(Model):
                 _check(
                     user != "" and not re.search(r"[,\s]", user),
                     f"{name}[{i}]",
-                    f"{user!r} is not a user name; give one user per list item, without commas or spaces",
+                    lambda: f"{shown(user)} is not a user name; give one user per list item, without commas or spaces",
                 )
             setattr(self, name, users)
 
@@ -890,7 +931,7 @@ class KerberosSpec(Model):
         _check(
             isinstance(self.refresh_tokens, bool),
             "refresh_tokens",
-            f"{self.refresh_tokens!r} is not true or false; give true or false",
+            lambda: f"{shown(self.refresh_tokens)} is not true or false; give true or false",
         )
 
 
@@ -936,7 +977,9 @@ class InputSpec(Model):
                 and self.max_bytes_per_task > 0
             ),
             "max_bytes_per_task",
-            f"{str(self.max_bytes_per_task)[:40]!r} is not a positive number of bytes; give one like 50000000000",
+            lambda: (
+                f"{str(self.max_bytes_per_task)[:40]!r} is not a positive number of bytes; give one like 50000000000"
+            ),
         )
         fix = "give an absolute HDFS path, hdfs:// URL or glob, like '/data/clicks/dt=2026-12-01'"
         self.path = _location(self.path, "path", fix)
@@ -944,13 +987,15 @@ class InputSpec(Model):
         _check(
             self.sharding in SHARDING_POLICIES,
             "sharding",
-            f"{self.sharding!r} is not a sharding policy; use one of {', '.join(map(repr, SHARDING_POLICIES))}",
+            lambda: (
+                f"{shown(self.sharding)} is not a sharding policy; use one of {', '.join(map(repr, SHARDING_POLICIES))}"
+            ),
         )
         self.roles = _str_list(self.roles, "roles", "['worker']")
         _check(
             isinstance(self.retryable_if_missing, bool),
             "retryable_if_missing",
-            f"{self.retryable_if_missing!r} is not true or false; give true or false",
+            lambda: f"{shown(self.retryable_if_missing)} is not true or false; give true or false",
         )
 
 
@@ -1061,7 +1106,7 @@ class JobSpec(Model):
         _check(
             len(self.name) <= _MAX_NAME_LEN,
             "name",
-            f"{self.name!r} is {len(self.name)} characters; shorten it to at most {_MAX_NAME_LEN}",
+            lambda: f"{shown(self.name)} is {len(self.name)} characters; shorten it to at most {_MAX_NAME_LEN}",
         )
         self.queue = _text(self.queue, "queue", "give a YARN queue name like 'default'")
         self.tags = self._validated_tags()
@@ -1121,8 +1166,10 @@ class JobSpec(Model):
                 _check(
                     role in self.roles,
                     f"{where}.roles[{i}]",
-                    f"{role!r} is not a role of this job (roles: {', '.join(map(repr, self.role_names()))});"
-                    " name a role from 'roles', or leave roles empty for the tracked roles",
+                    lambda: (
+                        f"{shown(role)} is not a role of this job (roles: {', '.join(map(repr, self.role_names()))});"
+                        " name a role from 'roles', or leave roles empty for the tracked roles"
+                    ),
                 )
         return inputs
 
@@ -1143,13 +1190,13 @@ class JobSpec(Model):
         for i, tag in enumerate(tags):
             _text(tag, f"tags[{i}]", fix)
             ok = len(tag) <= _MAX_TAG_LEN and tag.isascii() and "," not in tag
-            _check(ok, f"tags[{i}]", f"{tag!r} is not a valid YARN tag; {fix}")
+            _check(ok, f"tags[{i}]", lambda: f"{shown(tag)} is not a valid YARN tag; {fix}")
             if tag.lower() not in out:
                 out.append(tag.lower())
         _check(
             len(out) <= _MAX_TAGS,
             "tags",
-            f"{len(out)} tags given {out!r}; YARN accepts at most {_MAX_TAGS}, drop some",
+            lambda: f"{len(out)} tags given {shown(out)}; YARN accepts at most {_MAX_TAGS}, drop some",
         )
         return out
 
@@ -1172,7 +1219,10 @@ class JobSpec(Model):
         _check(
             any(r in roles for r in _DECIDING_ROLES),
             "roles",
-            f"{sorted(roles)!r} has no 'chief' or 'worker'; add a 'worker' (or 'chief') role that runs your training",
+            lambda: (
+                f"{sorted(roles)!r} has no 'chief' or 'worker';"
+                " add a 'worker' (or 'chief') role that runs your training"
+            ),
         )
         for name in _SINGLETON_ROLES:
             if name in roles:
@@ -1180,7 +1230,7 @@ class JobSpec(Model):
                 _check(
                     n == 1,
                     f"roles.{name}.instances",
-                    f"{n} {name}s requested; there can be only one {name}, use workers for more",
+                    lambda: f"{n} {name}s requested; there can be only one {name}, use workers for more",
                 )
         return roles
 
@@ -1188,7 +1238,7 @@ class JobSpec(Model):
         _check(
             isinstance(self.files, Mapping),
             "files",
-            f"{self.files!r} is not a mapping; give {{'train.py': '/local/path/train.py'}}",
+            lambda: f"{shown(self.files)} is not a mapping; give {{'train.py': '/local/path/train.py'}}",
         )
         files: dict[str, str] = {}
         for dest, src in self.files.items():
@@ -1198,14 +1248,18 @@ class JobSpec(Model):
             _check(
                 "/" not in dest_norm,
                 where,
-                f"{dest!r} has a directory part; YARN ships files by "
-                "plain name: use a name like 'train.py' (ship a directory as an archive)",
+                lambda: (
+                    f"{shown(dest)} has a directory part; YARN ships files by "
+                    "plain name: use a name like 'train.py' (ship a directory as an archive)"
+                ),
             )
             _check(
                 dest_norm not in _RESERVED_FILE_NAMES and not dest_norm.startswith(".skein"),
                 where,
-                f"{dest!r} is a name the runtime ships under itself (the runtime zip, the environment, the "
-                "source tree, the AM's keytab, skein's files); rename the shipped file",
+                lambda: (
+                    f"{shown(dest)} is a name the runtime ships under itself (the runtime zip, the environment, the "
+                    "source tree, the AM's keytab, skein's files); rename the shipped file"
+                ),
             )
             files[dest_norm] = _location(src, where, "give a local absolute path or hdfs:// URL as the source")
         return files
@@ -1225,18 +1279,22 @@ class JobSpec(Model):
         _check(
             not _is_hdfs(path) or path.endswith(ARCHIVE_SUFFIXES),
             "src_dir",
-            f"{path!r} is an hdfs:// URL but not an archive; {fix}",
+            lambda: f"{shown(path)} is an hdfs:// URL but not an archive; {fix}",
         )
         return path.rstrip("/") if not _is_hdfs(path) and path != "/" else path
 
     def _validated_exit_codes(self) -> list[int]:
         codes = self.retryable_exit_codes
         fix = "give a list of exit codes from 1 to 255, like [1, 3]"
-        _check(isinstance(codes, list), "retryable_exit_codes", f"{codes!r} is not a list; {fix}")
+        _check(isinstance(codes, list), "retryable_exit_codes", lambda: f"{shown(codes)} is not a list; {fix}")
         out = []
         for i, code in enumerate(codes):
             where = f"retryable_exit_codes.{i}"
-            _check(_is_int(code) and 1 <= code <= 255, where, f"{code!r} is not an exit code from 1 to 255; {fix}")
+            _check(
+                _is_int(code) and 1 <= code <= 255,
+                where,
+                lambda: f"{shown(code)} is not an exit code from 1 to 255; {fix}",
+            )
             out.append(int(code))
         return sorted(set(out))
 
@@ -1249,8 +1307,10 @@ class JobSpec(Model):
         _check(
             self.heartbeat_timeout > 2 * self.heartbeat_interval,
             "heartbeat_timeout",
-            f"{self.heartbeat_timeout} s must be > 2 x heartbeat_interval ({self.heartbeat_interval} s);"
-            f" raise it above {2 * self.heartbeat_interval} s or lower heartbeat_interval",
+            lambda: (
+                f"{self.heartbeat_timeout} s must be > 2 x heartbeat_interval ({self.heartbeat_interval} s);"
+                f" raise it above {2 * self.heartbeat_interval} s or lower heartbeat_interval"
+            ),
         )
 
     def _validate_tracking(self) -> None:
@@ -1258,7 +1318,10 @@ class JobSpec(Model):
         _check(
             self.success_policy in SUCCESS_POLICIES,
             "success_policy",
-            f"{self.success_policy!r} is not a success policy; use one of {', '.join(map(repr, SUCCESS_POLICIES))}",
+            lambda: (
+                f"{shown(self.success_policy)} is not a success policy;"
+                f" use one of {', '.join(map(repr, SUCCESS_POLICIES))}"
+            ),
         )
         self.untracked_roles = _str_list(self.untracked_roles, "untracked_roles", "['ps', 'tensorboard']")
         self._validate_untracked_names()
@@ -1266,15 +1329,19 @@ class JobSpec(Model):
         _check(
             any(r in tracked for r in _DECIDING_ROLES),
             "untracked_roles",
-            f"{self.untracked_roles!r} untracks every chief/worker role; keep 'chief' or 'worker' tracked,"
-            " or nothing would decide whether the job succeeded",
+            lambda: (
+                f"{shown(self.untracked_roles)} untracks every chief/worker role; keep 'chief' or 'worker' tracked,"
+                " or nothing would decide whether the job succeeded"
+            ),
         )
         decider = self.decider_task().split(":")[0]
         _check(
             self.success_policy != "chief" or decider in tracked,
             "untracked_roles",
-            f"{self.untracked_roles!r} untracks {decider!r}, which decides success under success_policy"
-            f" 'chief'; remove {decider!r} from untracked_roles",
+            lambda: (
+                f"{shown(self.untracked_roles)} untracks {shown(decider)}, which decides success under success_policy"
+                f" 'chief'; remove {shown(decider)} from untracked_roles"
+            ),
         )
 
     def _validate_framework(self) -> None:
@@ -1284,7 +1351,7 @@ class JobSpec(Model):
         _check(
             self.framework in FRAMEWORKS,
             "framework",
-            f"{shown(self.framework)} is not a framework here; use one of {', '.join(map(repr, FRAMEWORKS))}",
+            lambda: f"{shown(self.framework)} is not a framework here; use one of {', '.join(map(repr, FRAMEWORKS))}",
         )
         if self.framework != "pytorch":
             return
@@ -1299,7 +1366,9 @@ class JobSpec(Model):
             _check(
                 not taken,
                 f"{where}.{taken[0] if taken else ''}",
-                f"is set by the runtime for a PyTorch job (the rendezvous); remove {', '.join(taken)} from {where}",
+                lambda: (
+                    f"is set by the runtime for a PyTorch job (the rendezvous); remove {', '.join(taken)} from {where}"
+                ),
             )
 
     def _validate_memory_retry(self) -> None:
@@ -1310,13 +1379,17 @@ class JobSpec(Model):
         _check(
             cap >= self.roles[smallest].memory,
             "memory_retry.max",
-            f"{cap} MiB is below every role's memory (the smallest is roles.{smallest}.memory,"
-            f" {self.roles[smallest].memory} MiB): no retry could ask for more; raise max",
+            lambda: (
+                f"{cap} MiB is below every role's memory (the smallest is roles.{smallest}.memory,"
+                f" {self.roles[smallest].memory} MiB): no retry could ask for more; raise max"
+            ),
         )
 
     def with_memory(self, role: str, memory_mib: int) -> JobSpec:
         """This job with ``roles.<role>.memory`` set to ``memory_mib`` (the operator's memory retry), validated."""
-        _check(role in self.roles, f"roles.{role}", f"is not a role of this job ({', '.join(self.role_names())})")
+        _check(
+            role in self.roles, f"roles.{role}", lambda: f"is not a role of this job ({', '.join(self.role_names())})"
+        )
         roles = dict(self.roles)
         roles[role] = dataclasses.replace(self.roles[role], memory=memory_mib)
         return dataclasses.replace(self, roles=roles)
@@ -1327,13 +1400,18 @@ class JobSpec(Model):
         _check(
             not gate.enabled or self.checkpoint.model_dir is not None,
             "quality_gate.metric",
-            f"{gate.metric!r} is set but the job publishes no model; set checkpoint.model_dir, or remove the gate",
+            lambda: (
+                f"{shown(gate.metric)} is set but the job publishes no model;"
+                " set checkpoint.model_dir, or remove the gate"
+            ),
         )
         _check(
             self.checkpoint.keep_best == 0 or gate.enabled,
             "checkpoint.keep_best",
-            f"{self.checkpoint.keep_best} best checkpoints asked for but no metric ranks them; "
-            "set quality_gate.metric (and its mode), or keep_best: 0",
+            lambda: (
+                f"{self.checkpoint.keep_best} best checkpoints asked for but no metric ranks them; "
+                "set quality_gate.metric (and its mode), or keep_best: 0"
+            ),
         )
 
     def _validate_untracked_names(self) -> None:
