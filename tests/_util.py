@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -147,3 +148,28 @@ def run_tony_without_jdk(
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=hidden)
     assert_no_java_started(hidden)
     return out
+
+
+@contextlib.contextmanager
+def cpu_load(per_cpu: int = 2) -> Iterator[list[Any]]:
+    """``per_cpu`` busy processes per CPU for the block: the machine as loaded as CI at its busiest.
+
+    Plain ``python -c`` loops at normal priority, so that everything else
+    (the AM, the executors, the daemons) waits its turn for a core; killed
+    and reaped when the block ends, whatever happened in it.
+    """
+    import os
+    import subprocess
+    import sys
+
+    hogs = [
+        subprocess.Popen([sys.executable, "-I", "-c", "while True: pass"])
+        for _ in range(per_cpu * (os.cpu_count() or 1))
+    ]
+    try:
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(timeout=30)

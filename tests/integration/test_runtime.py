@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._util import get_json, rm_app, rm_apps, wait_until
+from tests._util import cpu_load, get_json, rm_app, rm_apps, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -215,6 +216,35 @@ def test_frozen_executor_is_caught_by_heartbeat_timeout(tony_client, app_tag, py
     assert not result.succeeded
     assert "worker:1" in result.diagnostics and "missed heartbeats" in result.diagnostics, result.diagnostics
     assert "[retryable]" in result.diagnostics
+    assert_no_live_containers(result.app_id)
+
+
+def test_a_blamed_peer_that_still_beats_is_not_declared_lost_under_load(tony_client, app_tag, python_exe) -> None:
+    """No false loss (issue 40): worker:1 fails with TensorFlow's words blaming worker:0, which is
+    alive; with every core busy twice over, worker:0's beats still arrive, so the early declaration
+    (blame plus ``BLAMED_MISSED_BEATS`` missed beats) never fires: the verdict is worker:1's own
+    retryable peer failure and nobody is lost (a false loss would name worker:0 and move its
+    container off a healthy node)."""
+    spec = job(
+        python_exe,
+        {"worker": behave("blame", 3, "--index", "1", "--target", "0")},
+        heartbeat_interval=1.0,
+        heartbeat_timeout=10,
+    )
+    with cpu_load() as hogs:
+        started = time.monotonic()
+        result = run(tony_client, spec, app_tag)
+        busy = sum(psutil.Process(h.pid).cpu_times().user for h in hogs)
+    print(
+        f"{len(hogs)} busy processes used {busy:.0f} CPU-s in {time.monotonic() - started:.0f} s; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    assert not result.succeeded
+    tasks = result.am_state.tasks
+    assert [t for t, s in tasks.items() if s.state == "LOST"] == [], {t: s.message for t, s in tasks.items()}
+    assert "worker:1 exited with code 1" in result.diagnostics, result.diagnostics
+    assert "TensorFlow blames a peer, none was seen lost" in result.diagnostics, result.diagnostics
+    assert "[retryable]" in result.diagnostics, result.diagnostics
     assert_no_live_containers(result.app_id)
 
 

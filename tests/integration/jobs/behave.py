@@ -1,9 +1,11 @@
 """A task that misbehaves on request, for the runtime's failure-policy tests.
 
-    behave.py MODE [--index I] [--code C] [--seconds S] [--freeze-after S]
+    behave.py MODE [--index I] [--code C] [--seconds S] [--freeze-after S] [--target T]
 
 Only the task whose TONY_TASK_INDEX equals --index misbehaves; the others
 sleep until stopped (so that their siblings' fate is decided by the AM).
+``blame`` exits 1 with the lines TensorFlow prints when a collective's peer
+``--target`` (same role) went away, while that peer lives on.
 ``ok`` and ``tfconfig`` report and exit at once: the executor's exit record
 carries the last progress to the AM, no heartbeat has to.
 """
@@ -58,12 +60,14 @@ def rendezvous() -> int:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument(
-        "mode", choices=["ok", "exit", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig", "rendezvous"]
+        "mode",
+        choices=["ok", "exit", "blame", "stop-executor", "kill-executor", "stall", "sleep", "tfconfig", "rendezvous"],
     )
     p.add_argument("--index", type=int, default=0)
     p.add_argument("--role", default="worker")
     p.add_argument("--code", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3600)
+    p.add_argument("--target", type=int, default=0, help="blame: the index of the peer blamed")
     # bench/run.py's failure section only: the executor is frozen or killed S seconds after the
     # report, so that a heartbeat has carried the report to the AM and the bench can time the
     # failure from the report's own clock (report time + S). Tests leave it at 0.
@@ -94,6 +98,16 @@ def main() -> int:
     if args.mode == "exit":
         print(f"behave: {os.environ['TONY_TASK_ID']} giving up with code {args.code}", file=sys.stderr, flush=True)
         return args.code
+    if args.mode == "blame":
+        progress.report(step=1)
+        peer = f"/job:{args.role}/replica:0/task:{args.target}"
+        print(
+            "UnavailableError: Collective ops is aborted by: failed to connect to all addresses; "
+            f"Additional GRPC error information from remote target {peer}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     if args.mode in ("stop-executor", "kill-executor"):
         progress.report(step=1)
         if args.freeze_after > 0:
