@@ -230,6 +230,11 @@ class _NodeLossClient:
         ok = bool(restarts) or attempt == 2
         return SimpleNamespace(am_state=state, succeeded=ok, retryable=not ok, diagnostics="node lost")
 
+    def job_history(self, app_id: str) -> Any:
+        """Each task's metric points: one step before the loss (ignored) and one a second after it."""
+        points = [SimpleNamespace(step=9, time=time.time() - 3600), SimpleNamespace(step=11, time=time.time() + 1)]
+        return SimpleNamespace(metrics=dict.fromkeys(("chief:0", "worker:0"), points))
+
     def kill(self, app_id: str) -> None:
         self.killed.append(app_id)
 
@@ -263,4 +268,7 @@ def test_node_loss_bench_runs_both_paths_and_writes_its_report(tmp_path: Path, m
     assert doc["paths"]["in_application"]["runs"][0]["applications"] == 1
     assert doc["paths"]["airflow_retry"]["runs"][0]["applications"] == 2
     assert doc["paths"]["airflow_retry"]["runs"][0]["steps_redone"] == 10
+    for path in ("in_application", "airflow_retry"):  # the step after the loss, by its report's time
+        run = doc["paths"][path]["runs"][0]
+        assert 0 < run["loss_to_training_resumed_s"] < 5 and run["loss_to_resumed_seen_s"] >= 0, run
     assert "| in_application |" in (tmp_path / "node_loss.md").read_text()
