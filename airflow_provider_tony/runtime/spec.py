@@ -482,13 +482,20 @@ class PythonEnv(Model):
     archive: str | None = None
     """A packed environment (venv-pack or conda-pack ``.tar.gz``/``.tgz``/``.zip``), local or ``hdfs://``; uploaded to
     HDFS once per content and unpacked as ``environment`` in every container."""
+    am_interpreter: str | None = None
+    """Absolute path of a Python on every node, with skein installed, that runs the application master alone (the
+    tasks keep ``interpreter`` or ``archive``). With an ``archive``, the AM otherwise runs the archive's Python, and
+    with it the archive's packages and any ``.pth`` file in them; ``kerberos.refresh_tokens`` puts the keytab in the
+    AM's container, so that pair needs it."""
 
     def validate(self) -> None:
         fix = "give the python's full path on the nodes, like '/usr/bin/python3'"
-        self.interpreter = _optional_text(self.interpreter, "interpreter", fix)
-        if self.interpreter is not None:
-            absolute = self.interpreter.startswith("/")
-            _check(absolute, "interpreter", lambda: f"{shown(self.interpreter)} is not an absolute path; {fix}")
+        for name in ("interpreter", "am_interpreter"):
+            value = _optional_text(getattr(self, name), name, fix)
+            _check(
+                value is None or value.startswith("/"), name, lambda: f"{shown(value)} is not an absolute path; {fix}"
+            )
+            setattr(self, name, value)
         fix = "give a .tar.gz, .tgz or .zip made by venv-pack/conda-pack, as a local absolute path or hdfs:// URL"
         self.archive = None if self.archive is None else _location(self.archive, "archive", fix)
         if self.archive is not None:
@@ -1126,6 +1133,7 @@ class JobSpec(Model):
         self.inputs = self._validated_inputs()
         self._validate_gate()
         self._validate_memory_retry()
+        self._validate_am_apart()
         self.am_memory = parse_memory_mib(self.am_memory, "am_memory")
         self.am_vcores = _int(self.am_vcores, "am_vcores", 1, "give the application master at least 1 vcore")
         self.max_restarts = _int(
@@ -1393,6 +1401,18 @@ class JobSpec(Model):
         roles = dict(self.roles)
         roles[role] = dataclasses.replace(self.roles[role], memory=memory_mib)
         return dataclasses.replace(self, roles=roles)
+
+    def _validate_am_apart(self) -> None:
+        """The keytab never shares a process with the job's code: with an archive, the AM would run the
+        archive's Python (its packages, any ``.pth`` file) beside the keytab ``refresh_tokens`` ships."""
+        _check(
+            not (self.kerberos.refresh_tokens and self.python.archive and not self.python.am_interpreter),
+            "kerberos.refresh_tokens",
+            "puts the connection's keytab in the AM's container, and with python.archive the AM would run the "
+            "archive's Python and packages beside it; set python.am_interpreter to a Python on the nodes with "
+            "skein installed (the AM then runs none of the archive), or give python.interpreter instead of the "
+            "archive, or turn refresh_tokens off",
+        )
 
     def _validate_gate(self) -> None:
         """A gate judges a published model, and best-N retention needs the metric it ranks by."""

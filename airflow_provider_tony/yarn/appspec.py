@@ -153,10 +153,12 @@ def _launch_script(python: str, module: str, *, user_path: bool) -> str:
     return f'{export}exec {shlex.quote(python)} -I -u -c {boot} "$PWD/{C.RUNTIME_ZIP}" {module}\n'
 
 
-def am_files(files: Mapping[str, skein.File]) -> dict[str, skein.File]:
+def am_files(files: Mapping[str, skein.File], *, with_archive: bool = True) -> dict[str, skein.File]:
     """What the AM's container localises: the runtime zip, and the environment archive when that is
-    the job's interpreter; never the job's ``files``, scripts or source tree (skein adds its own)."""
-    return {k: v for k, v in files.items() if k in (C.RUNTIME_ZIP, ARCHIVE_ALIAS)}
+    the AM's interpreter (``with_archive``: no ``python.am_interpreter``); never the job's ``files``,
+    scripts or source tree (skein adds its own)."""
+    kept = (C.RUNTIME_ZIP, ARCHIVE_ALIAS) if with_archive else (C.RUNTIME_ZIP,)
+    return {k: v for k, v in files.items() if k in kept}
 
 
 def _file(source: str, archive: bool = False) -> skein.File:
@@ -262,6 +264,7 @@ def build_application_spec(
     plan = placement_plan if placement_plan is not None else plan_placement(spec, None)
     services = {}
     script = _launch_script(python, EXECUTOR_MODULE, user_path=True)
+    am_python = spec.python.am_interpreter
     for name, role in spec.roles.items():
         placement = role.placement
 
@@ -306,9 +309,10 @@ def build_application_spec(
         acls=acls,
         master=skein.Master(
             resources=skein.Resources(memory=f"{spec.am_memory} MiB", vcores=spec.am_vcores),
-            files=am_files(files),  # the AM runs no user code and is given none
+            # the AM runs no user code and is given none (nor the archive, when it has a Python of its own)
+            files=am_files(files, with_archive=am_python is None),
             env={"JAVA_TOOL_OPTIONS": java_tool_options(), **env},  # skein's AM JVM: see yarn/jvm.py
-            script=_launch_script(python, AM_MODULE, user_path=False),
+            script=_launch_script(am_python or python, AM_MODULE, user_path=False),
         ),
         services=services,
     )

@@ -79,6 +79,38 @@ def test_the_am_is_given_the_runtime_but_none_of_the_jobs_files(tmp_path: Path) 
     assert set(app.master.files) == {C.RUNTIME_ZIP, ARCHIVE_ALIAS}
 
 
+def test_an_am_interpreter_runs_the_am_without_the_archive() -> None:
+    """``python.am_interpreter``: the AM starts with it and is given no archive; the tasks keep the archive's Python."""
+    job = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "python": {"archive": "hdfs:///u/env.tar.gz", "am_interpreter": "/opt/tony/bin/python"},
+            "kerberos": {"refresh_tokens": True},
+        }
+    )
+    app = build_application_spec(job, python=job.python.python_command(), python_archive_source="hdfs:///u/e.tgz")
+    assert set(app.master.files) == {C.RUNTIME_ZIP}
+    assert app.master.script.splitlines()[-1].startswith("exec /opt/tony/bin/python -I ")
+    assert f"exec ./{ARCHIVE_ALIAS}/bin/python -I " in app.services["worker"].script
+    assert ARCHIVE_ALIAS in app.services["worker"].files
+
+
+def test_the_keytab_never_shares_the_am_with_an_archives_python() -> None:
+    """refresh_tokens ships the keytab to the AM; with an archive and no am_interpreter the AM would run the
+    archive's packages (and any .pth file in them) beside it: refused before anything is submitted."""
+    doc = {
+        "roles": {"worker": {"command": ["true"]}},
+        "python": {"archive": "hdfs:///u/env.tar.gz"},
+        "kerberos": {"refresh_tokens": True},
+    }
+    with pytest.raises(SpecError, match=r"^kerberos\.refresh_tokens: .*set python\.am_interpreter"):
+        JobSpec.from_dict(doc)
+    JobSpec.from_dict({**doc, "python": {"interpreter": "/usr/bin/python3"}})  # a node's Python: allowed
+    JobSpec.from_dict({**doc, "kerberos": {"refresh_tokens": False}})  # no keytab in the AM: allowed
+    with pytest.raises(SpecError, match=r"am_interpreter: 'bin/python' is not an absolute path"):
+        JobSpec.from_dict({**doc, "python": {"archive": "hdfs:///u/env.tar.gz", "am_interpreter": "bin/python"}})
+
+
 @pytest.mark.parametrize("name", [C.RUNTIME_ZIP, ARCHIVE_ALIAS, C.SRC_ALIAS, C.AM_KEYTAB_ALIAS, ".skein.sh"])
 def test_a_shipped_file_cannot_take_a_name_of_the_runtime(name: str) -> None:
     with pytest.raises(SpecError, match=rf"files\.{name.replace('.', '[.]')}: .*rename the shipped file"):

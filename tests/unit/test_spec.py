@@ -77,7 +77,11 @@ FULL: dict[str, Any] = {
             "args": [],
         },
     },
-    "python": {"interpreter": None, "archive": "hdfs://nn:8020/envs/tf.tar.gz"},
+    "python": {
+        "interpreter": None,
+        "archive": "hdfs://nn:8020/envs/tf.tar.gz",
+        "am_interpreter": "/opt/tony/bin/python",
+    },
     "files": {"trainer": "/src/trainer", "data.csv": "hdfs:///data/data.csv"},
     "src_dir": "hdfs:///projects/trainer-src.tar.gz",
     "heartbeat_interval": 2.0,
