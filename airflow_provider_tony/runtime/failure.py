@@ -31,7 +31,7 @@ class FailureKind(str, enum.Enum):
     OUT_OF_MEMORY = "out_of_memory"  # YARN killed the container over its memory request (exit -104)
     SIGNAL = "signal"  # the user process was killed by a signal (OOM kill 137, SIGTERM 143)
     RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
-    PEER = "peer"  # TensorFlow reported that a peer failed: a consequence, not a cause
+    PEER = "peer"  # TensorFlow or PyTorch reported that a peer failed: a consequence, not a cause
     STALLED = "stalled"  # a tracked task's step stopped moving (progress_stall_timeout): a deadlock, likely
     HDFS_REFUSED = "hdfs_refused"  # HDFS refused a write for good (quota, permission): exit 77, runtime/hdfs_refusal.py
     CODE = "code"  # the training code failed on its own (a traceback, bad arguments)
@@ -51,8 +51,10 @@ class FailureKind(str, enum.Enum):
 
 #: TensorFlow's errors when a peer of a collective, a parameter server or the
 #: coordination service goes away (TensorFlow 2.21; the texts come from its
-#: collective executor, gRPC and the coordination service). Each entry is
-#: (what it means, pattern over one stderr line).
+#: collective executor, gRPC and the coordination service), and PyTorch's when
+#: a process group's peer or its c10d store does (gloo's TCP pairs, NCCL's
+#: watchdog and remote errors, the store and the elastic rendezvous). Each
+#: entry is (what it means, pattern over one stderr line).
 PEER_FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a collective was aborted", re.compile(r"Collective ops is aborted|CollectiveOpV\d+Aborted|cancelled collective")),
     ("a collective op failed", re.compile(r"\{\{node Collective\w*\}\}")),
@@ -74,6 +76,21 @@ PEER_FAILURE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "a parameter server or worker was lost",
         re.compile(r"PSUnavailableError|WorkerPreemptionError|ClosureAbortedError"),
+    ),
+    (
+        "a PyTorch process group lost a peer",
+        re.compile(
+            r"Connection closed by peer|connectFullMesh failed|Timed out waiting \d+ms for (?:recv|send) operation|"
+            r"DistBackendError|NCCL communicator was aborted|ncclRemoteError|"
+            r"remote process exited or there was a network error|Watchdog caught collective operation timeout"
+        ),
+    ),
+    (
+        "PyTorch's store or rendezvous lost a peer",
+        re.compile(
+            r"DistStoreError|DistNetworkError|Rendezvous(?:Timeout|Closed|Connection)Error|"
+            r"waiting for clients\. \d+/\d+ clients joined"
+        ),
     ),
 )
 

@@ -60,6 +60,55 @@ def test_peer_failure_is_read_from_tensorflows_own_errors(stderr: list[str], exp
         assert found is not None and expected in found
 
 
+# What PyTorch prints when a process group's peer or its store goes away (gloo's TCP pairs, NCCL's
+# watchdog and remote errors, the c10d store, the elastic rendezvous), and two failures of its own.
+TORCH_PEER = [
+    (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+        "[127.0.0.3]:43185",
+        "a PyTorch process group lost a peer",
+    ),
+    (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+        "1800000ms for recv operation to complete",
+        "a PyTorch process group lost a peer",
+    ),
+    (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970,"
+        " remote process exited or there was a network error, NCCL version 2.21.5",
+        "a PyTorch process group lost a peer",
+    ),
+    (
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "a PyTorch process group lost a peer",
+    ),
+    (
+        "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+        "PyTorch's store or rendezvous lost a peer",
+    ),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", "PyTorch's store or rendezvous lost a peer"),
+]
+TORCH_OWN = [
+    "RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x10 and 64x10)",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+]
+
+
+@pytest.mark.parametrize(("line", "meaning"), TORCH_PEER)
+def test_pytorchs_peer_errors_are_consequences_not_code_bugs(line: str, meaning: str) -> None:
+    """A DDP survivor's error about its lost peer is PEER (retryable, a consequence), named for what it says."""
+    found = peer_failure(["Traceback (most recent call last):", line])
+    assert found is not None and found.startswith(f"{meaning}: "), found
+    assert classify_exit(1, [line]) is FailureKind.PEER
+
+
+@pytest.mark.parametrize("line", TORCH_OWN)
+def test_a_pytorch_scripts_own_error_stays_its_own(line: str) -> None:
+    assert peer_failure([line]) is None
+    assert classify_exit(1, ["Traceback (most recent call last):", line]) is FailureKind.CODE
+
+
 @pytest.mark.parametrize(
     ("code", "stderr", "extra", "kind"),
     [
