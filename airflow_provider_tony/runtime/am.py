@@ -87,6 +87,10 @@ CONTAINER_CHECK_MAX_S = 5.0
 # tick: 8 s covers one such interval and the ticks around it. A container that
 # YARN reports ended sooner is judged at once.
 SIGNAL_EXIT_HOLD_S = 8.0
+# A call to skein's AM that fails (an empty ApplicationError from its gRPC server under load, a
+# connection reset) fails the job only when the next ticks fail too: one such answer in a restart
+# ended a CI job as "application master error: ApplicationError: ." with its gang half replaced.
+SKEIN_ERROR_TICKS = 3
 # skein container states of a container asked for and not yet allocated.
 NOT_ALLOCATED = ("WAITING", "REQUESTED")
 # A spread task that has no running container this long after its gang was
@@ -270,10 +274,11 @@ class ApplicationMaster:
     def check_containers(self, now: float) -> None:
         """Containers that ended without an exit record (killed, OOM, lost node) or preempted by YARN.
 
-        Every tick while a signal exit waits for YARN's status, else every
-        ``container_check_interval``.
+        Every tick while a signal exit waits for YARN's status or a failed task's peers may be
+        silent for a reason YARN knows (killed for memory), else every ``container_check_interval``.
         """
-        if not self.held_exits and now - self.last_container_check < self.container_check_interval():
+        due = now - self.last_container_check >= self.container_check_interval()
+        if not (due or self.held_exits or self.tracker.failing()):
             return
         self.last_container_check = now
         ended = self.app.get_containers(states=["SUCCEEDED", "FAILED", "KILLED"])
@@ -548,22 +553,38 @@ class ApplicationMaster:
         return min(RUNNING_TICK_S, self.spec.heartbeat_interval)
 
     def run(self) -> Verdict:
+        failed_ticks = 0
         while True:
-            now = time.monotonic()
-            self.read_store(now)
-            self.check_containers(now)
-            self.place_elsewhere(now)
-            self.publish_cluster(now)
-            self.register_pages()
-            verdict = self.tracker.check(now, time.time())
+            try:
+                verdict = self.step(time.monotonic())
+                failed_ticks = 0
+            except Exception as exc:
+                failed_ticks += 1
+                if not _skein_error(exc) or failed_ticks >= SKEIN_ERROR_TICKS:
+                    raise
+                log.warning("skein's AM failed a call (%d in a row, tick tried again): %r", failed_ticks, exc)
+                verdict = None
             if verdict is not None:
                 return verdict
-            if self.tracker.restart_pending is not None:
-                self.publish_state(now, force=self.drain_started is None)  # followers see RESTARTING at once
-                if self.drain(now):
-                    self.restart_gang(now)
-            self.publish_state(now)
             time.sleep(self.tick())
+
+    def step(self, now: float) -> Verdict | None:
+        """One tick: read, judge, act. Every action is safe to take again on the next tick (a restart
+        cut short by an error starts over: its first act stops every container of the gang)."""
+        self.read_store(now)
+        self.check_containers(now)
+        self.place_elsewhere(now)
+        self.publish_cluster(now)
+        self.register_pages()
+        verdict = self.tracker.check(now, time.time())
+        if verdict is not None:
+            return verdict
+        if self.tracker.restart_pending is not None:
+            self.publish_state(now, force=self.drain_started is None)  # followers see RESTARTING at once
+            if self.drain(now):
+                self.restart_gang(now)
+        self.publish_state(now)
+        return None
 
     def finish(self, verdict: Verdict) -> None:
         log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
@@ -575,6 +596,13 @@ class ApplicationMaster:
             time.sleep(0.2)
         self.remove_staging()
         self.app.shutdown(verdict.final_status, final_diagnostics(verdict, self.app_id))
+
+
+def _skein_error(exc: BaseException) -> bool:
+    """An error skein's client raised for a call to skein's AM (``skein.exceptions.SkeinError``)."""
+    from skein.exceptions import SkeinError
+
+    return isinstance(exc, SkeinError)
 
 
 def main() -> int:

@@ -18,11 +18,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["BLAMED_MISSED_BEATS", "blamed"]
+__all__ = ["BLAMED_MIN_SILENCE_S", "BLAMED_MISSED_BEATS", "blamed"]
 
 #: Beats a blamed task must have missed before it is declared lost: more than one late beat (a GC pause,
 #: a loaded node), far fewer than a heartbeat timeout.
 BLAMED_MISSED_BEATS = 3
+
+#: The least silence that declares a blamed task lost, whatever the heartbeat interval: the time
+#: YARN takes to tell the AM that a container ended (the NodeManager's heartbeat, skein's AM asking
+#: the ResourceManager each second, the AM's next look). A container YARN killed for its memory
+#: dies silent (SIGKILL 250 ms after SIGTERM), its peers blame it at once, and it must be named for
+#: what YARN says, not declared lost (and restarted) before YARN has said it.
+BLAMED_MIN_SILENCE_S = 3.0
 
 _TF_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_tony.runtime.blame import BLAMED_MISSED_BEATS, blamed
+from airflow_provider_tony.runtime.blame import BLAMED_MIN_SILENCE_S, BLAMED_MISSED_BEATS, blamed
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, RETRYABLE_MARK, SIGNAL_EXIT_CODES
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.gpu import assign_gpus
@@ -609,6 +609,11 @@ class JobTracker:
             self._noted_capacity_wait = True
         self.registration_started = now
 
+    def failing(self) -> bool:
+        """A task of the gang has failed and the gang's fate is not decided yet: the AM then reads
+        YARN's container statuses every tick, so that a peer's silence is judged with YARN's word."""
+        return self.verdict is None and any(t.state is TaskState.FAILED for t in self.tasks.values())
+
     def _fatal(self, task: Task) -> bool:
         """A task whose failure fails the gang: tracked, or a member of the TensorFlow cluster."""
         return task.tracked or task.role in TF_CLUSTER_ROLES
@@ -625,7 +630,7 @@ class JobTracker:
         blamers = [t for t in self.tasks.values() if t.state is TaskState.FAILED and t.kind is FailureKind.PEER]
         if not blamers:
             return
-        quiet = spec.heartbeat_interval * BLAMED_MISSED_BEATS
+        quiet = max(spec.heartbeat_interval * BLAMED_MISSED_BEATS, BLAMED_MIN_SILENCE_S)
         for task in self.tasks.values():
             if task.state not in (TaskState.REGISTERED, TaskState.RUNNING) or task.last_heartbeat is None:
                 continue
@@ -643,7 +648,7 @@ class JobTracker:
             task.message = (
                 f"declared lost on {task.host}: {', '.join(a.task_id for a in accusers)} failed blaming it, "
                 f"and it has been silent for {silent:.1f}s (~{int(silent / spec.heartbeat_interval)} beats of "
-                f"{spec.heartbeat_interval:g}s; declared at {BLAMED_MISSED_BEATS} missed with blame, "
+                f"{spec.heartbeat_interval:g}s; declared at {quiet:g}s with blame, "
                 f"{spec.heartbeat_timeout:g}s without); its node or executor is gone"
             )
 

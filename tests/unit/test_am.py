@@ -73,6 +73,21 @@ class FakeUI:
         return {route: target for route, target, _ in self.pages}
 
 
+def test_containers_are_looked_at_every_tick_while_a_failed_task_awaits_judgment() -> None:
+    """A peer's failure pending (a survivor blamed a silent task): YARN's word on the silent task's
+    container (killed for memory, not lost) must reach the tracker before it declares anything."""
+    calls: list[list[str]] = []
+    am = _am(5.0)
+    am.app = SimpleNamespace(kv={}, get_containers=lambda states: calls.append(states) or [])
+    am.check_containers(1000.0)
+    am.check_containers(1000.5)
+    assert len(calls) == 1, "throttled while nothing failed"
+    am.tracker.tasks["worker:0"].state = TaskState.FAILED
+    am.check_containers(1001.0)
+    am.check_containers(1001.5)
+    assert len(calls) == 3
+
+
 def test_the_tensorboard_role_is_registered_once_as_a_page_of_the_ui_when_its_port_is_known() -> None:
     from airflow_provider_tony.runtime.messages import Registration
 
@@ -159,3 +174,35 @@ def test_a_container_that_ended_without_an_exit_record_is_lost() -> None:
     task = am.tracker.tasks["worker:0"]
     assert task.state is TaskState.LOST and task.exit_code is None
     assert "container_1_0001_01_000002" in task.message and "KILLED" in task.message
+
+
+def test_a_failed_call_to_skeins_am_is_tried_again_on_the_next_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty ApplicationError from skein's AM (its gRPC server under load) fails the job only when
+    ``SKEIN_ERROR_TICKS`` ticks in a row fail; a success in between starts the count again."""
+    from skein.exceptions import ApplicationError
+
+    from airflow_provider_tony.runtime.state import Verdict
+
+    monkeypatch.setattr(am_module.time, "sleep", lambda _s: None)
+    done = Verdict(True, "worker:0 succeeded")
+
+    def run_with(answers: list[object]) -> Verdict:
+        am = _am(1.0)
+        outcomes = iter(answers)
+
+        def step(_now: float) -> Verdict | None:
+            answer = next(outcomes)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer  # type: ignore[return-value]
+
+        am.step = step  # type: ignore[method-assign]
+        return am.run()
+
+    flaky = ApplicationError("")
+    limit = am_module.SKEIN_ERROR_TICKS
+    assert run_with([*[flaky] * (limit - 1), None, *[flaky] * (limit - 1), done]) is done
+    with pytest.raises(ApplicationError):
+        run_with([*[flaky] * limit, done])
+    with pytest.raises(KeyError):  # not skein's: the job's failure at once, as before
+        run_with([KeyError("bug"), done])

@@ -8,7 +8,7 @@ still beats, declare nothing. Plain clocks: the boundaries are exact.
 
 from __future__ import annotations
 
-from airflow_provider_tony.runtime.blame import BLAMED_MISSED_BEATS, blamed
+from airflow_provider_tony.runtime.blame import BLAMED_MIN_SILENCE_S, BLAMED_MISSED_BEATS, blamed
 from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.state import JobTracker, TaskState
 from tests.unit.test_state import T0, beat, failed, make_tracker, register
@@ -69,6 +69,22 @@ def test_a_blamed_task_that_missed_three_beats_is_declared_lost_at_the_boundary(
     assert verdict.cause is FailureKind.LOST and verdict.task_id == "worker:2"
     assert verdict.consequences == ["worker:0"]
     assert boundary - T0 < TIMEOUT / 5, "far sooner than the heartbeat timeout"
+
+
+def test_with_a_short_interval_blame_waits_for_yarns_word_on_the_container() -> None:
+    """Heartbeats every 0.5 s: three missed beats are 1.5 s, sooner than YARN tells the AM that a
+    container it killed for memory ended; the declaration waits ``BLAMED_MIN_SILENCE_S``."""
+    tr = make_tracker({"worker": 2}, heartbeat_interval=0.5, heartbeat_timeout=10.0)
+    for i, task_id in enumerate(sorted(tr.tasks)):
+        register(tr, task_id, host=f"127.0.0.{i + 1}")
+    tr.cluster_doc(T0 + 1)
+    for task_id in tr.tasks:
+        beat(tr, task_id, 1, T0 + 2)
+    tail = [line.replace("task:2", "task:1") for line in BY_NAME]
+    tr.exited("worker:0", 1, tail, T0 + 2.4)
+    assert tr.check(T0 + 2 + 3 * 0.5) is None and tr.tasks["worker:1"].state is TaskState.RUNNING
+    assert tr.check(T0 + 2 + BLAMED_MIN_SILENCE_S - 0.01) is None
+    failed(tr.check(T0 + 2 + BLAMED_MIN_SILENCE_S), "worker:1 lost: declared lost", retryable=True)
 
 
 def test_blame_by_the_peers_address_declares_it_too() -> None:

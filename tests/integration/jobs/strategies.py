@@ -3,14 +3,16 @@
     --mode mwms-loop   MultiWorkerMirroredStrategy, a custom loop: every step all-reduces gradients
     --mode keras-fit   MultiWorkerMirroredStrategy, tf-keras ``fit`` with ``BackupAndRestore``
     --mode ps          ParameterServerStrategy: the chief drives a ClusterCoordinator, workers/ps serve
-    --steps N --every N --sleep S
+    --steps N --every N --sleep S [--hog-task worker:1 --hog-mib M --hog-step S]
 
 Each mode saves a checkpoint every ``--every`` steps under ``$TONY_CHECKPOINT_DIR``
 (the executor uploads the decider's to HDFS and restores the newest before a
 restarted gang starts), resumes from it, and reports the global step as it
 goes; the first report after a start carries ``start_step`` (where this gang
 resumed). ``--sleep`` paces the steps so a test can lose a node mid-training.
-Digits ship with scikit-learn: nothing is downloaded.
+``--hog-task`` (mwms-loop) makes that task take ``--hog-mib`` more resident memory
+at step ``--hog-step`` and train on, for the memory-kill tests. The data is drawn
+by numpy from a fixed seed: nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -102,8 +104,15 @@ def mwms_loop(args: argparse.Namespace, tf_config: dict) -> int:  # type: ignore
         return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
     rng = np.random.default_rng(tf_config.get("task", {}).get("index", 0))
+    me = f"{tf_config.get('task', {}).get('type')}:{tf_config.get('task', {}).get('index')}"
+    held = bytearray()
     first = True
     for step in range(start + 1, args.steps + 1):
+        if me == args.hog_task and step == args.hog_step:
+            held = bytearray(args.hog_mib * 1024 * 1024)
+            for offset in range(0, len(held), 4096):  # bytearray() maps zero pages: write each one
+                held[offset] = 1
+            print(f"strategies: {me} holds {args.hog_mib} MiB more at step {step}", file=sys.stderr, flush=True)
         pick = rng.integers(0, len(x), 32)
         loss = float(train_step(tf.constant(x[pick]), tf.constant(y[pick])))
         step_var.assign(step)
@@ -233,6 +242,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--every", type=int, default=10)
     p.add_argument("--sleep", type=float, default=0.2)
+    p.add_argument("--hog-task", default="", help="mwms-loop: the task (worker:1) that takes --hog-mib more")
+    p.add_argument("--hog-mib", type=int, default=0)
+    p.add_argument("--hog-step", type=int, default=1)
     args = p.parse_args(argv)
     tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     return MODES[args.mode](args, tf_config)
