@@ -151,8 +151,8 @@ def run_tony_without_jdk(
 
 
 @contextlib.contextmanager
-def cpu_load(per_cpu: int = 2) -> Iterator[list[Any]]:
-    """``per_cpu`` busy processes per CPU for the block: the machine as loaded as CI at its busiest.
+def cpu_load(per_cpu: int = 1) -> Iterator[list[Any]]:
+    """``per_cpu`` busy processes per CPU for the block: every core contended, as in CI.
 
     Plain ``python -c`` loops at normal priority, so that everything else
     (the AM, the executors, the daemons) waits its turn for a core; killed
