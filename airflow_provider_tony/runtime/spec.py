@@ -645,9 +645,13 @@ class RoleSpec(Model):
     def _validate_program(self) -> None:
         fix = "set exactly one of command, module or script"
         programs = {"command": self.command, "module": self.module, "script": self.script}
-        given = [f"{k} {v!r}" for k, v in programs.items() if v is not None]
-        _check(len(given) > 0, "command", lambda: f"no program given; {fix}")
-        _check(len(given) == 1, "command", lambda: f"{' and '.join(given)} both given; {fix}")
+        given = [k for k, v in programs.items() if v is not None]
+        _check(len(given) > 0, "command", f"no program given; {fix}")
+        _check(
+            len(given) == 1,
+            "command",
+            lambda: f"{' and '.join(f'{k} {shown(programs[k])}' for k in given)} both given; {fix}",
+        )
         if isinstance(self.command, str):
             _fail(
                 "command",
@@ -1228,7 +1232,7 @@ class JobSpec(Model):
             any(r in roles for r in _DECIDING_ROLES),
             "roles",
             lambda: (
-                f"{sorted(roles)!r} has no 'chief' or 'worker';"
+                f"{shown(sorted(roles))} has no 'chief' or 'worker';"
                 " add a 'worker' (or 'chief') role that runs your training"
             ),
         )

@@ -640,3 +640,14 @@ def test_from_rendered_turns_text_into_numbers_reads_src_dir_beside_the_dag_and_
     assert spec.src_dir == str((tmp_path / "project").resolve())
     kept = JobSpec.from_rendered({**data, "name": "mine", "src_dir": "hdfs:///p.tar.gz"}, base_dir=str(tmp_path))
     assert (kept.name, kept.src_dir) == ("mine", "hdfs:///p.tar.gz")
+
+
+def test_two_programs_are_named_with_their_values_capped() -> None:
+    """The message quotes both programs, each capped: a 3,000-argument command is not written out whole."""
+    with pytest.raises(
+        SpecError, match=r"^roles\.worker\.command: command \['python', 'x\.py'\] and script 'x\.py' both"
+    ):
+        JobSpec.from_dict({"roles": {"worker": {"command": ["python", "x.py"], "script": "x.py"}}})
+    with pytest.raises(SpecError) as caught:
+        JobSpec.from_dict({"roles": {"worker": {"command": ["python", *["a" * 100] * 3000], "script": "x.py"}}})
+    assert len(str(caught.value)) < 1000, len(str(caught.value))
