@@ -33,7 +33,7 @@ from yaml.reader import ReaderError
 
 from airflow_provider_tony import __version__
 from airflow_provider_tony.runtime import jobyaml
-from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, JobFileError, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
 from airflow_provider_tony.yarn.logformat import shown
@@ -98,10 +98,6 @@ def load_job(path: str) -> JobSpec:
     (``yarn.source.paths_beside_job_file``, which the operator uses too)."""
     data = read_job_file(path)
     return JobSpec.from_dict(paths_beside_job_file(data, Path(path).resolve().parent))
-
-
-class JobFileError(TonyError, ValueError):
-    """A job file that is not a YAML mapping; the message is one line: ``FILE:LINE:COLUMN: what; the fix``."""
 
 
 _JINJA_MARKERS = ("{{", "{%", "{#")

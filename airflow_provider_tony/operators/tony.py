@@ -63,7 +63,7 @@ XCOM_FAILURE = "failure"
 OUT_OF_MEMORY = "out_of_memory"
 
 
-class QualityGateFailed(AirflowFailException):
+class QualityGateFailed(AirflowFailException, TonyError):
     """The job trained, but its model is worse than the published one: not published, not retried.
 
     A retry would train on the same data and judge the same way; the figures

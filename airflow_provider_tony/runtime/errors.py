@@ -87,3 +87,63 @@ class DocumentVersionError(SpecError):
     with the versions and the fix (upgrade the provider on the reading side),
     not taken for a malformed document.
     """
+
+
+class TfConfigError(TonyError, ValueError):
+    """The task addresses cannot form a valid TensorFlow cluster.
+
+    A ``ValueError`` too, because it is always caused by a bad input value
+    (a malformed task id, a gap in the indexes), never by the environment.
+    """
+
+
+class GpuAssignmentError(TonyError):
+    """GPUs could not be divided among the containers of a node.
+
+    Raised by the application master before any task starts, so the job fails
+    with a clear message instead of tasks running out of GPU memory.
+    """
+
+
+class GpuLeaseError(TonyError):
+    """The node has too few GPUs for this task, or they stayed taken too long."""
+
+
+class JobFileError(TonyError, ValueError):
+    """A job file that is not a YAML mapping; the message is one line: ``FILE:LINE:COLUMN: what; the fix``."""
+
+
+class LockBusy(ClusterError):
+    """Another live run holds the model's publish lock."""
+
+
+class KerberosError(ClusterError):
+    """Kerberos credentials could not be obtained or were refused; the message says which step."""
+
+
+class ClusterForbidden(ClusterError):
+    """The server answered 401/403: the caller is not authenticated or not allowed."""
+
+
+class NotFound(ClusterError):
+    """The server answered 404 for the thing asked about (an application: see ``ApplicationUnknown``)."""
+
+
+class AmUnreachable(ClusterError):
+    """The RM's proxy answered, but could not reach the AM (a 5xx for its page): not a stale document.
+
+    Raised by a transport's ``am_fetch``; the look counts how long it lasts and
+    then asks where the AM runs (``Request.AM_NODE``).
+    """
+
+
+class OutcomeUnknown(ClusterUnreachable):
+    """A call that creates or changes something got no answer: it may or may not have taken effect.
+
+    Failover does not send it again; the caller looks at what happened first (a
+    submission: is the application known? a write: is the file there?).
+    """
+
+
+class StateUnavailable(TonyError):
+    """The AM's state could not be read (not serving yet, already gone): not an error while following."""

@@ -25,7 +25,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import TonyError
+from airflow_provider_tony.runtime.errors import GpuAssignmentError
 
 #: ``NVIDIA_VISIBLE_DEVICES`` values meaning "no GPU for this container".
 _NO_DEVICES = frozenset({"none", "void", ""})
@@ -36,14 +36,6 @@ _ALL_DEVICES = "all"
 NVIDIA_SMI_ARGS: tuple[str, ...] = ("--query-gpu=index", "--format=csv,noheader")
 #: nvidia-smi can hang on a wedged driver; an executor must not hang with it.
 NVIDIA_SMI_TIMEOUT_S = 30.0
-
-
-class GpuAssignmentError(TonyError):
-    """GPUs could not be divided among the containers of a node.
-
-    Raised by the application master before any task starts, so the job fails
-    with a clear message instead of tasks running out of GPU memory.
-    """
 
 
 def parse_visible_devices(value: str | None) -> list[str] | None:

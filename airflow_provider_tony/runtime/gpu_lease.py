@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import TonyError
+from airflow_provider_tony.runtime.errors import GpuLeaseError
 
 #: Where leases live unless ``TONY_GPU_LEASE_DIR`` says otherwise. It must be
 #: on the node (not in a container's own directory) and shared by every
@@ -48,10 +48,6 @@ ENV_LEASE_DIR = "TONY_GPU_LEASE_DIR"
 LEASE_POLL_S = 1.0
 #: The NodeManager's REST view of its GPUs and which container holds which.
 NM_GPU_RESOURCE_PATH = "/ws/v1/node/resources/yarn.io%2Fgpu"
-
-
-class GpuLeaseError(TonyError):
-    """The node has too few GPUs for this task, or they stayed taken too long."""
 
 
 def _device_key(device: str) -> tuple[int, int, str]:

@@ -22,6 +22,8 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import MappingNode, Node
 
+from airflow_provider_tony.runtime.errors import TonyError
+
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "JobYamlError", "load"]
 
 #: The largest job file read: a JobSpec travels in one environment variable of at
@@ -33,7 +35,7 @@ MAX_BYTES = 128 * 1024
 MAX_DEPTH = 32
 
 
-class JobYamlError(ComposerError):
+class JobYamlError(ComposerError, TonyError):
     """A job file's YAML refused for its shape (alias, repeated key, depth, size), with its position."""
 
 

@@ -27,15 +27,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import ClusterError
+from airflow_provider_tony.runtime.errors import LockBusy
 
 __all__ = ["LockHolder", "LockBusy", "held", "release", "take"]
 
 MAX_LOCK_BYTES = 4096
-
-
-class LockBusy(ClusterError):
-    """Another live run holds the model's publish lock."""
 
 
 @dataclass(frozen=True)

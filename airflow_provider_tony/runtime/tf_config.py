@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import TonyError
+from airflow_provider_tony.runtime.errors import TfConfigError
 
 #: Roles that are members of the TensorFlow cluster, in the order TensorFlow
 #: documents them. Only these appear in ``TF_CONFIG["cluster"]``.
@@ -29,14 +29,6 @@ TF_CLUSTER_ROLES: tuple[str, ...] = ("chief", "worker", "ps")
 #: (so ``tf.distribute`` knows its task type) but must not be listed in the
 #: cluster, or the workers would wait for it to join their collectives.
 EVALUATOR_ROLE = "evaluator"
-
-
-class TfConfigError(TonyError, ValueError):
-    """The task addresses cannot form a valid TensorFlow cluster.
-
-    A ``ValueError`` too, because it is always caused by a bad input value
-    (a malformed task id, a gap in the indexes), never by the environment.
-    """
 
 
 def parse_task_id(task_id: str) -> tuple[str, int]:

@@ -43,6 +43,8 @@ from urllib.parse import unquote
 import requests
 from hdfs import InsecureClient
 
+from airflow_provider_tony.runtime.errors import TonyError
+
 log = logging.getLogger("tony.hdfs")
 
 __all__ = [
@@ -90,7 +92,7 @@ def not_sent(exc: BaseException) -> bool:
     return name in ("NewConnectionError", "ConnectTimeoutError") or "refused" in str(reason).lower()
 
 
-class NoActiveNameNode(requests.ConnectionError):
+class NoActiveNameNode(requests.ConnectionError, TonyError):
     """Every NameNode refused or answered standby for ``patience`` seconds; the message lists each one."""
 
 

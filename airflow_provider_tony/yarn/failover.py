@@ -36,7 +36,7 @@ from enum import Enum
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ClusterUnreachable, OutcomeUnknown
 
 __all__ = [
     "AsyncFailoverTransport",
@@ -54,14 +54,6 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 STANDBY_EXCEPTIONS = frozenset({"StandbyException", "RetriableException"})
 #: Transport errors raised before the request reached the server: nothing happened there.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
-
-
-class OutcomeUnknown(ClusterUnreachable):
-    """A call that creates or changes something got no answer: it may or may not have taken effect.
-
-    Failover does not send it again; the caller looks at what happened first (a
-    submission: is the application known? a write: is the file there?).
-    """
 
 
 def split_addresses(text: str) -> tuple[str, ...]:

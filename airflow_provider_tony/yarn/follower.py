@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
-from airflow_provider_tony.runtime.errors import ApplicationUnknown, ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import AmUnreachable, ApplicationUnknown, ClusterError, ClusterUnreachable
 from airflow_provider_tony.runtime.messages import Cost, Failure, Message, StateDocument
 from airflow_provider_tony.yarn import logformat
 from airflow_provider_tony.yarn.am_node import AmNode
@@ -84,14 +84,6 @@ KIND_STARTUP_TIMEOUT = "startup_timeout"
 KIND_HUNG_AM = "hung_am"
 KIND_AM_NODE_LOST = "am_node_lost"
 KIND_YARN = "yarn"
-
-
-class AmUnreachable(ClusterError):
-    """The RM's proxy answered, but could not reach the AM (a 5xx for its page): not a stale document.
-
-    Raised by a transport's ``am_fetch``; the look counts how long it lasts and
-    then asks where the AM runs (``Request.AM_NODE``).
-    """
 
 
 def yarn_diagnostics_failure(diagnostics: str) -> Failure:

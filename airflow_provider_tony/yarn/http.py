@@ -34,6 +34,7 @@ from airflow_provider_tony.runtime.errors import (
     ClusterUnreachable,
     DocumentVersionError,
     SpecError,
+    StateUnavailable,
 )
 from airflow_provider_tony.runtime.messages import (
     MAX_DOCUMENT_BYTES,
@@ -121,10 +122,6 @@ def async_http_client(settings: HttpSettings | None = None) -> httpx.AsyncClient
         return httpx.AsyncClient(**_transport_options(settings), **_options(settings))
     transport = AsyncFailoverTransport(settings.endpoints, httpx.AsyncHTTPTransport(**_transport_options(settings)))
     return httpx.AsyncClient(transport=transport, **_options(settings))
-
-
-class StateUnavailable(Exception):
-    """The AM's state could not be read (not serving yet, already gone): not an error while following."""
 
 
 def rm_app_url(rm_url: str, app_id: str) -> str:

@@ -23,11 +23,7 @@ from typing import Any
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterError
-
-
-class KerberosError(ClusterError):
-    """Kerberos credentials could not be obtained or were refused; the message says which step."""
+from airflow_provider_tony.runtime.errors import KerberosError
 
 
 @dataclass(frozen=True)

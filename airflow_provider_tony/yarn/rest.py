@@ -30,19 +30,17 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable, RenameFailed
+from airflow_provider_tony.runtime.errors import (
+    ClusterError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    NotFound,
+    RenameFailed,
+)
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.kerberos import KerberosError
 
 __all__ = ["ClusterForbidden", "ClusterHttp", "ClusterUrls", "NotFound", "WebHdfs", "cluster_error"]
-
-
-class ClusterForbidden(ClusterError):
-    """The server answered 401/403: the caller is not authenticated or not allowed."""
-
-
-class NotFound(ClusterError):
-    """The server answered 404 for the thing asked about (an application: see ``ApplicationUnknown``)."""
 
 
 def cluster_error(what: str, exc: BaseException) -> ClusterError:
