@@ -36,10 +36,10 @@ from typing import Any
 from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
-from airflow_provider_tony.runtime.errors import InputTooLarge
+from airflow_provider_tony.runtime.errors import GpuLeaseError, InputTooLarge
 from airflow_provider_tony.runtime.frameworks import framework_env, holds_port
 from airflow_provider_tony.runtime.gpu import discover_local_gpus, gpu_env, parse_visible_devices
-from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases, lease_dir, yarn_assigned_gpus
+from airflow_provider_tony.runtime.gpu_lease import GpuLeases, lease_dir, yarn_assigned_gpus
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX, refusal, refused_line
 from airflow_provider_tony.runtime.messages import (
     ClusterDocument,

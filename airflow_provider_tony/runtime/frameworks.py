@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, TfConfigError, build_cluster, tf_config_env
+from airflow_provider_tony.runtime.errors import TfConfigError
+from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, build_cluster, tf_config_env
 
 #: The frameworks a job may name (``framework:``); the first is the default.
 FRAMEWORKS: tuple[str, ...] = ("tensorflow", "pytorch")

@@ -29,7 +29,15 @@ import httpx
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
-from airflow_provider_tony.runtime.errors import ClusterError, RenameFailed, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import (
+    ClusterError,
+    ClusterForbidden,
+    KerberosError,
+    NotFound,
+    RenameFailed,
+    SpecError,
+    TonyError,
+)
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
@@ -60,9 +68,9 @@ from airflow_provider_tony.yarn.follower import (
 )
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
 from airflow_provider_tony.yarn.hdfs_room import Folder, check_room
-from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosError, KerberosSession
+from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
-from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 
 log = logging.getLogger(__name__)

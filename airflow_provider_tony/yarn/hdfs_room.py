@@ -30,8 +30,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_tony.runtime.errors import ClusterError, SpecError
-from airflow_provider_tony.yarn.rest import ClusterForbidden, NotFound, WebHdfs
+from airflow_provider_tony.runtime.errors import ClusterError, ClusterForbidden, NotFound, SpecError
+from airflow_provider_tony.yarn.rest import WebHdfs
 
 __all__ = ["Folder", "QuotaUse", "check_room", "headroom_problem"]
 

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime.errors import (
+    AmUnreachable,
     ApplicationUnknown,
     ClusterError,
     ClusterUnreachable,
@@ -46,7 +47,7 @@ from airflow_provider_tony.runtime.messages import (
 from airflow_provider_tony.runtime.web import page_url
 from airflow_provider_tony.yarn.am_node import AmNode, read_am_node_async
 from airflow_provider_tony.yarn.failover import AsyncFailoverTransport, Endpoints, FailoverTransport
-from airflow_provider_tony.yarn.follower import AmUnreachable, AppReport
+from airflow_provider_tony.yarn.follower import AppReport
 
 __all__ = [
     "AsyncFollowTransport",

@@ -34,11 +34,11 @@ from airflow_provider_tony.runtime.errors import (
     ClusterError,
     ClusterForbidden,
     ClusterUnreachable,
+    KerberosError,
     NotFound,
     RenameFailed,
 )
 from airflow_provider_tony.yarn import http as web
-from airflow_provider_tony.yarn.kerberos import KerberosError
 
 __all__ = ["ClusterForbidden", "ClusterHttp", "ClusterUrls", "NotFound", "WebHdfs", "cluster_error"]
 

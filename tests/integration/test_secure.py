@@ -112,8 +112,8 @@ def _hdfs_site(key: str) -> str | None:
 
 
 def test_connection_names_each_step(krb, other) -> None:
+    from airflow_provider_tony.runtime.errors import KerberosError
     from airflow_provider_tony.yarn.client import TonyClient
-    from airflow_provider_tony.yarn.kerberos import KerberosError
 
     text = krb.describe()
     assert "Kerberos as " in text and "active node" in text and "WebHDFS" in text and "accepts it" in text
@@ -141,8 +141,8 @@ def loopback_alias() -> str:
 
 def test_spnego_refusals_name_the_missing_principal(krb, loopback_alias) -> None:
     """A host name with no HTTP/<host> principal: the client gets no service ticket to offer."""
+    from airflow_provider_tony.runtime.errors import KerberosError
     from airflow_provider_tony.yarn.client import TonyClient
-    from airflow_provider_tony.yarn.kerberos import KerberosError
 
     me = dict(principal=os.environ["TONY_KERBEROS_PRINCIPAL"], keytab=os.environ["TONY_KERBEROS_KEYTAB"])
     alias = loopback_alias
@@ -155,8 +155,8 @@ def test_spnego_refusals_name_the_missing_principal(krb, loopback_alias) -> None
 
 
 def test_no_ticket_fails_before_anything_is_submitted(krb, tag, tmp_path, monkeypatch) -> None:
+    from airflow_provider_tony.runtime.errors import KerberosError
     from airflow_provider_tony.yarn.client import TonyClient
-    from airflow_provider_tony.yarn.kerberos import KerberosError
 
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'empty-cache'}")
     no_ticket = TonyClient(rm_url=krb.rm_url, webhdfs_url=krb.webhdfs_url, kerberos=True)

@@ -22,10 +22,16 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable, RenameFailed
+from airflow_provider_tony.runtime.errors import (
+    ClusterError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    KerberosError,
+    NotFound,
+    RenameFailed,
+)
 from airflow_provider_tony.yarn.http import HttpSettings
-from airflow_provider_tony.yarn.kerberos import KerberosError
-from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, WebHdfs, cluster_error
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs, cluster_error
 
 APP = "application_1700000000000_0042"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_tony.runtime.errors import GpuLeaseError
 from airflow_provider_tony.runtime.executor import (
     GPU_LEASE_EXIT_CODE,
     STDERR_TAIL_LINES,
@@ -23,7 +24,6 @@ from airflow_provider_tony.runtime.executor import (
     after_final_flush,
     gpu_lease_exit,
 )
-from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import ExitRecord
 from tests._util import wait_until
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.errors import GpuLeaseError
 from airflow_provider_tony.runtime.executor import (
     GPU_LEASE_EXIT_CODE,
     Gpus,
@@ -19,7 +20,6 @@ from airflow_provider_tony.runtime.executor import (
     report_gpu_failure,
     task_environment,
 )
-from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import ClusterDocument, ExitRecord, Registration
 from airflow_provider_tony.runtime.spec import JobSpec
 

@@ -11,10 +11,9 @@ import json
 
 import pytest
 
-from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.errors import SpecError, TfConfigError
 from airflow_provider_tony.runtime.frameworks import TORCH_ENV, framework_env, torch_env, torch_ranks
 from airflow_provider_tony.runtime.spec import JobSpec
-from airflow_provider_tony.runtime.tf_config import TfConfigError
 
 TABLE = {
     "worker:1": "h2:2002",

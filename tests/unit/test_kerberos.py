@@ -165,7 +165,8 @@ def test_transport_errors_never_carry_the_token() -> None:
 
 def test_no_ticket_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("gssapi")
-    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosError, KerberosSession
+    from airflow_provider_tony.runtime.errors import KerberosError
+    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
 
     monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'no-such-cache'}")
     with pytest.raises(KerberosError, match="no Kerberos ticket.*kinit"):
@@ -177,7 +178,8 @@ def test_no_ticket_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_the_keytab_path_is_in_no_message(tmp_path: Path) -> None:
     """Where the keytab lives is a secret's address: before, both errors quoted it (issue 27, point 10)."""
     pytest.importorskip("gssapi")
-    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosError, KerberosSession
+    from airflow_provider_tony.runtime.errors import KerberosError
+    from airflow_provider_tony.yarn.kerberos import KerberosConfig, KerberosSession
 
     garbage = tmp_path / "hidden-place.keytab"
     garbage.write_bytes(b"not a keytab")

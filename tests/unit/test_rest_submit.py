@@ -22,10 +22,10 @@ import skein
 from skein import proto as skein_proto
 
 from airflow_provider_tony.runtime import retention
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import ClusterError, ClusterForbidden, ClusterUnreachable, NotFound
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
 from airflow_provider_tony.yarn.http import HttpSettings
-from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound, cluster_error
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, cluster_error
 from airflow_provider_tony.yarn.submit import (
     MAX_INLINE_SPEC,
     SPEC_ENV,

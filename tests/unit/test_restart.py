@@ -13,8 +13,8 @@ import pytest
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.am import ApplicationMaster
+from airflow_provider_tony.runtime.errors import GpuLeaseError
 from airflow_provider_tony.runtime.executor import GPU_LEASE_EXIT_CODE, DrainWatch, find_slot, gpu_lease_exit
-from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError
 from airflow_provider_tony.runtime.messages import (
     AppState,
     ClusterDocument,

@@ -21,12 +21,17 @@ import skein
 from skein import proto as skein_proto
 
 from airflow_provider_tony.runtime import retention
-from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
+from airflow_provider_tony.runtime.errors import (
+    ClusterError,
+    ClusterForbidden,
+    ClusterUnreachable,
+    NotFound,
+    OutcomeUnknown,
+)
 from airflow_provider_tony.runtime.hadoop_tokens import Token
 from airflow_provider_tony.yarn import submit as submit_mod
-from airflow_provider_tony.yarn.failover import OutcomeUnknown
 from airflow_provider_tony.yarn.http import HttpSettings
-from airflow_provider_tony.yarn.rest import ClusterForbidden, ClusterHttp, ClusterUrls, NotFound
+from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
 from airflow_provider_tony.yarn.submit import (
     SPEC_ENV,
     LocalResource,

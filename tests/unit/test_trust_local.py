@@ -103,7 +103,8 @@ FOUR = ["0", "1", "2", "3"]
 
 
 def test_a_lease_directory_made_by_another_user_is_refused(tmp_path: Path) -> None:
-    from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases
+    from airflow_provider_tony.runtime.errors import GpuLeaseError
+    from airflow_provider_tony.runtime.gpu_lease import GpuLeases
 
     shared = shared_tmp()
     try:
@@ -116,7 +117,8 @@ def test_a_lease_directory_made_by_another_user_is_refused(tmp_path: Path) -> No
 
 
 def test_a_loose_lease_directory_of_ours_is_refused(tmp_path: Path) -> None:
-    from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases
+    from airflow_provider_tony.runtime.errors import GpuLeaseError
+    from airflow_provider_tony.runtime.gpu_lease import GpuLeases
 
     host = tmp_path / "leases" / "node1"
     host.mkdir(parents=True)
@@ -126,7 +128,8 @@ def test_a_loose_lease_directory_of_ours_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_lease_file_planted_as_a_symlink_is_not_truncated_through(tmp_path: Path) -> None:
-    from airflow_provider_tony.runtime.gpu_lease import GpuLeaseError, GpuLeases
+    from airflow_provider_tony.runtime.errors import GpuLeaseError
+    from airflow_provider_tony.runtime.gpu_lease import GpuLeases
 
     shared = shared_tmp()
     victim = tmp_path / "victim.txt"
