@@ -1,10 +1,22 @@
 """Names shared by the submitting side, the AM, the executors and user code.
 
 Environment variable names and the key-value store layout live here and
-nowhere else, so the three sides can never disagree on a spelling.
+nowhere else, so the three sides can never disagree on a spelling. The rule
+(tests/unit/test_contracts.py): an environment variable's name is a constant
+named ``ENV_*``; the provider's own start with ``TONY_``, those of TonY's,
+torch's, TensorFlow's, YARN's and Hadoop's keep their owners' spelling, and
+TonY's are ``ENV_TONY_*``.
 """
 
 from __future__ import annotations
+
+# ---- the submitting side's own configuration (TonyClient.from_env; the WebHDFS pair below too)
+ENV_RM_URL = "TONY_RM_URL"  # the ResourceManager(s), comma-separated for an HA pair
+ENV_KERBEROS_PRINCIPAL = "TONY_KERBEROS_PRINCIPAL"
+ENV_KERBEROS_KEYTAB = "TONY_KERBEROS_KEYTAB"
+ENV_SKEIN_SPEC = "TONY_SKEIN_SPEC"  # the finished skein spec (base64) on the AM's command line
+#: A job's ``env`` may not set names under this prefix: the runtime's own wiring lives there.
+ENV_RESERVED_PREFIX = "TONY_"
 
 # ---- environment handed to containers by the submitting side
 ENV_JOB_SPEC = "TONY_JOB_SPEC"  # the JobSpec as JSON
@@ -41,6 +53,22 @@ ENV_PORT = "TONY_PORT"  # the port the executor reserved for this task (the user
 ENV_MODEL_DIR = "TONY_MODEL_DIR"  # local directory for the final model
 ENV_TF_CONFIG = "TF_CONFIG"
 ENV_CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+ENV_INPUTS_SEEN = "TONY_INPUTS_SEEN"  # ``name=files:bytes,...``: what the submitting side listed
+ENV_INPUT_DIR = "TONY_INPUT_{}_DIR"  # .format(input name, upper case): its staged folder
+ENV_INPUT_MANIFEST = "TONY_INPUT_{}_MANIFEST"  # .format(input name, upper case): its manifest
+# On the node, not set by us: where GPU leases live when not under the default root.
+ENV_GPU_LEASE_DIR = "TONY_GPU_LEASE_DIR"
+
+# ---- framework: pytorch (runtime/frameworks.py): torchrun's variables, then TonY's PyTorchRuntime's
+ENV_MASTER_ADDR = "MASTER_ADDR"
+ENV_MASTER_PORT = "MASTER_PORT"
+ENV_RANK = "RANK"
+ENV_WORLD_SIZE = "WORLD_SIZE"
+ENV_LOCAL_RANK = "LOCAL_RANK"
+ENV_LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+ENV_GROUP_RANK = "GROUP_RANK"
+ENV_TONY_INIT_METHOD = "INIT_METHOD"  # tcp://host:port
+ENV_TONY_WORLD = "WORLD"
 
 # Set by YARN / skein inside containers.
 ENV_SKEIN_CONTAINER_ID = "SKEIN_CONTAINER_ID"  # "<service>_<instance>"
@@ -136,15 +164,15 @@ SRC_ALIAS = "src"  # the packed source directory is unpacked under this name in 
 ENV_PYTHONPATH = "PYTHONPATH"
 
 # ---- the variables TonY's task executors set (TFRuntime / ApplicationMaster), so TonY scripts run unchanged
-TONY_JOB_NAME = "JOB_NAME"  # the role ("worker")
-TONY_TASK_INDEX = "TASK_INDEX"
-TONY_TASK_NUM = "TASK_NUM"  # how many tracked tasks the job has
-TONY_JOB_ID = "JOB_ID"  # the YARN application id
-TONY_IS_CHIEF = "IS_CHIEF"  # "true" on the task that decides success; unset elsewhere
-TONY_CLUSTER_SPEC = "CLUSTER_SPEC"  # JSON {role: ["host:port", ...]}, every role
-TONY_DISTRIBUTED_MODE = "DISTRIBUTED_MODE"
-TONY_SESSION_ID = "SESSION_ID"
-TONY_TB_PORT = "TB_PORT"  # the port a tensorboard task serves on
+ENV_TONY_JOB_NAME = "JOB_NAME"  # the role ("worker")
+ENV_TONY_TASK_INDEX = "TASK_INDEX"
+ENV_TONY_TASK_NUM = "TASK_NUM"  # how many tracked tasks the job has
+ENV_TONY_JOB_ID = "JOB_ID"  # the YARN application id
+ENV_TONY_IS_CHIEF = "IS_CHIEF"  # "true" on the task that decides success; unset elsewhere
+ENV_TONY_CLUSTER_SPEC = "CLUSTER_SPEC"  # JSON {role: ["host:port", ...]}, every role
+ENV_TONY_DISTRIBUTED_MODE = "DISTRIBUTED_MODE"
+ENV_TONY_SESSION_ID = "SESSION_ID"
+ENV_TONY_TB_PORT = "TB_PORT"  # the port a tensorboard task serves on
 
 # ---- limits both sides enforce
 #: The most tasks a job may run: the AM's state document holds at most this many

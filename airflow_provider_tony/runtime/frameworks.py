@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import TfConfigError
 from airflow_provider_tony.runtime.tf_config import TF_CLUSTER_ROLES, build_cluster, tf_config_env
 
@@ -25,15 +26,15 @@ TORCH_RANK_ROLES: tuple[str, ...] = ("chief", "worker")
 
 #: What the runtime sets for a PyTorch task; a job's ``env`` may not set them (spec.py).
 TORCH_ENV: tuple[str, ...] = (
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "INIT_METHOD",
-    "WORLD",
+    C.ENV_MASTER_ADDR,
+    C.ENV_MASTER_PORT,
+    C.ENV_RANK,
+    C.ENV_WORLD_SIZE,
+    C.ENV_LOCAL_RANK,
+    C.ENV_LOCAL_WORLD_SIZE,
+    C.ENV_GROUP_RANK,
+    C.ENV_TONY_INIT_METHOD,
+    C.ENV_TONY_WORLD,
 )
 
 
@@ -61,15 +62,15 @@ def torch_env(addresses: Mapping[str, str], task_id: str) -> dict[str, str]:
     host, _, port = addresses[ranks[0]].rpartition(":")
     world = str(len(ranks))
     return {
-        "MASTER_ADDR": host,
-        "MASTER_PORT": port,
-        "RANK": str(rank),
-        "WORLD_SIZE": world,
-        "LOCAL_RANK": "0",
-        "LOCAL_WORLD_SIZE": "1",
-        "GROUP_RANK": str(rank),
-        "INIT_METHOD": f"tcp://{host}:{port}",
-        "WORLD": world,
+        C.ENV_MASTER_ADDR: host,
+        C.ENV_MASTER_PORT: port,
+        C.ENV_RANK: str(rank),
+        C.ENV_WORLD_SIZE: world,
+        C.ENV_LOCAL_RANK: "0",
+        C.ENV_LOCAL_WORLD_SIZE: "1",
+        C.ENV_GROUP_RANK: str(rank),
+        C.ENV_TONY_INIT_METHOD: f"tcp://{host}:{port}",
+        C.ENV_TONY_WORLD: world,
     }
 
 

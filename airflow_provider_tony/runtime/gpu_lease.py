@@ -37,13 +37,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import GpuLeaseError
 
 #: Where leases live unless ``TONY_GPU_LEASE_DIR`` says otherwise. It must be
 #: on the node (not in a container's own directory) and shared by every
 #: container there, whichever application or user runs it.
 DEFAULT_LEASE_ROOT = "/tmp/tony-gpu-leases"  # noqa: S108 - a shared, sticky, node-wide dir on purpose
-ENV_LEASE_DIR = "TONY_GPU_LEASE_DIR"
 #: How often a waiting task looks again for free GPUs.
 LEASE_POLL_S = 1.0
 #: The NodeManager's REST view of its GPUs and which container holds which.
@@ -71,7 +71,7 @@ def choose_devices(devices: Iterable[str], wanted: int, busy: Iterable[str]) -> 
 def lease_dir(env: dict[str, str], host: str) -> Path:
     """The node's lease directory; per NodeManager host so that NodeManagers
     sharing one machine (a test cluster) keep separate GPU sets."""
-    root = env.get(ENV_LEASE_DIR) or DEFAULT_LEASE_ROOT
+    root = env.get(C.ENV_GPU_LEASE_DIR) or DEFAULT_LEASE_ROOT
     safe_host = "".join(c if c.isalnum() or c in "-._" else "_" for c in host) or "node"
     return Path(root) / safe_host
 
@@ -95,7 +95,7 @@ def check_lease_dir(path: Path, euid: int | None = None) -> None:
         raise GpuLeaseError(
             f"the GPU lease directory {path} belongs to uid {st.st_uid}, neither this user ({me}) nor root, "
             "so its owner could delete the lock files of other users' tasks; remove it, or have the node's "
-            f"admin create it as root with mode 1777 (or point {ENV_LEASE_DIR} at such a directory)"
+            f"admin create it as root with mode 1777 (or point {C.ENV_GPU_LEASE_DIR} at such a directory)"
         )
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         raise GpuLeaseError(

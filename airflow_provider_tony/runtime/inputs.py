@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import InputMissing, InputTooLarge, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 
 __all__ = [
-    "ENV_INPUTS_SEEN",
     "check_shardable",
     "INPUTS_DIR",
     "InputFile",
@@ -71,7 +71,6 @@ log = logging.getLogger("tony.inputs")
 #: Folder under the container's working directory where inputs are staged, one folder per input.
 INPUTS_DIR = "inputs"
 #: ``name=files:bytes,...``: what the submitting side listed, checked again by every task.
-ENV_INPUTS_SEEN = "TONY_INPUTS_SEEN"
 #: Files copied at once per task: WebHDFS reads are latency-bound for small files, and more
 #: streams than this only share the same disk and network.
 PARALLEL_READS = 8
@@ -289,7 +288,7 @@ def seen_env(listed: Mapping[str, list[InputFile]]) -> dict[str, str]:
     if not listed:
         return {}
     seen = ",".join(f"{name}={len(items)}:{sum(f.size for f in items)}" for name, items in sorted(listed.items()))
-    return {ENV_INPUTS_SEEN: seen}
+    return {C.ENV_INPUTS_SEEN: seen}
 
 
 def _parse_seen(text: str) -> dict[str, list[int]]:
@@ -305,7 +304,7 @@ def _parse_seen(text: str) -> dict[str, list[int]]:
 def env_names(name: str) -> tuple[str, str]:
     """``$TONY_INPUT_<NAME>_DIR`` and ``$TONY_INPUT_<NAME>_MANIFEST`` for input ``name``."""
     upper = name.upper()
-    return f"TONY_INPUT_{upper}_DIR", f"TONY_INPUT_{upper}_MANIFEST"
+    return C.ENV_INPUT_DIR.format(upper), C.ENV_INPUT_MANIFEST.format(upper)
 
 
 def manifest(
@@ -401,7 +400,7 @@ def stage_inputs(
     Raises :class:`TonyError` (or the WebHDFS client's error) when an input cannot be staged whole;
     the caller turns that into a retryable exit before the script starts.
     """
-    seen = _parse_seen(env.get(ENV_INPUTS_SEEN) or "")
+    seen = _parse_seen(env.get(C.ENV_INPUTS_SEEN) or "")
     out: dict[str, str] = {}
     staged: list[StagedInput] = []
     shares: dict[str, tuple[list[InputFile], int, int, float]] = {}

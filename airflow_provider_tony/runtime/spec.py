@@ -40,7 +40,13 @@ from typing import Any, ClassVar, NoReturn, TypeVar, get_args, get_type_hints
 import yaml
 
 from airflow_provider_tony.runtime import jobyaml
-from airflow_provider_tony.runtime.constants import AM_KEYTAB_ALIAS, MAX_TASKS, RUNTIME_ZIP, SRC_ALIAS
+from airflow_provider_tony.runtime.constants import (
+    AM_KEYTAB_ALIAS,
+    ENV_RESERVED_PREFIX,
+    MAX_TASKS,
+    RUNTIME_ZIP,
+    SRC_ALIAS,
+)
 from airflow_provider_tony.runtime.errors import SpecError
 
 __all__ = [
@@ -96,7 +102,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Variables the runtime sets itself; a user value would silently break the
 # cluster wiring (TF_CONFIG) or GPU isolation (CUDA_VISIBLE_DEVICES).
 _RESERVED_ENV = frozenset({"TF_CONFIG", "CUDA_VISIBLE_DEVICES"})
-_RESERVED_ENV_PREFIX = "TONY_"
+_RESERVED_ENV_PREFIX = ENV_RESERVED_PREFIX
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".zip")
 _HDFS = "hdfs://"
 # YARN's own limits on application tags (ApplicationSubmissionContext.checkTags).

@@ -92,16 +92,16 @@ def tony_env(
         by_role.setdefault(name, {})[int(i)] = address
     cluster = {name: [slots[i] for i in sorted(slots)] for name, slots in sorted(by_role.items())}
     env = {
-        C.TONY_JOB_NAME: role,
-        C.TONY_TASK_INDEX: str(index),
-        C.TONY_TASK_NUM: str(tracked_tasks),
-        C.TONY_JOB_ID: app_id,
-        C.TONY_CLUSTER_SPEC: json.dumps(cluster, sort_keys=True),
-        C.TONY_DISTRIBUTED_MODE: "GANG",
-        C.TONY_SESSION_ID: "0",
+        C.ENV_TONY_JOB_NAME: role,
+        C.ENV_TONY_TASK_INDEX: str(index),
+        C.ENV_TONY_TASK_NUM: str(tracked_tasks),
+        C.ENV_TONY_JOB_ID: app_id,
+        C.ENV_TONY_CLUSTER_SPEC: json.dumps(cluster, sort_keys=True),
+        C.ENV_TONY_DISTRIBUTED_MODE: "GANG",
+        C.ENV_TONY_SESSION_ID: "0",
     }
     if is_chief:
-        env[C.TONY_IS_CHIEF] = "true"
+        env[C.ENV_TONY_IS_CHIEF] = "true"
     if role == "tensorboard" and port is not None:
-        env[C.TONY_TB_PORT] = str(port)
+        env[C.ENV_TONY_TB_PORT] = str(port)
     return env

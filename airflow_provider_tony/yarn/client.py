@@ -253,7 +253,7 @@ class TonyClient:
         explicit address beats the derived one (``HADOOP_CONF_DIR`` still tells
         where the rest of the configuration is: fs.defaultFS, the class path, the RM's principal).
         """
-        rm_url = os.environ.get("TONY_RM_URL") or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
+        rm_url = os.environ.get(C.ENV_RM_URL) or rm_url_from_conf(os.environ.get("HADOOP_CONF_DIR") or "")
         if not rm_url:
             raise ClusterError(
                 "no cluster configured: set TONY_RM_URL or HADOOP_CONF_DIR "
@@ -261,12 +261,12 @@ class TonyClient:
             )
         return cls(
             rm_url=rm_url,
-            webhdfs_url=os.environ.get("TONY_WEBHDFS_URL")
+            webhdfs_url=os.environ.get(C.ENV_WEBHDFS_URL)
             or ",".join(namenode_addresses(os.environ.get("HADOOP_CONF_DIR")))
             or None,
-            webhdfs_user=os.environ.get("TONY_WEBHDFS_USER"),
-            principal=os.environ.get("TONY_KERBEROS_PRINCIPAL"),
-            keytab=os.environ.get("TONY_KERBEROS_KEYTAB"),
+            webhdfs_user=os.environ.get(C.ENV_WEBHDFS_USER),
+            principal=os.environ.get(C.ENV_KERBEROS_PRINCIPAL),
+            keytab=os.environ.get(C.ENV_KERBEROS_KEYTAB),
         )
 
     @property

@@ -49,6 +49,7 @@ from typing import Any
 
 import skein
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError, NotFound, OutcomeUnknown
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
 from airflow_provider_tony.runtime.retention import REFERENCES_NAME, references_json
@@ -127,8 +128,6 @@ def am_classpath(application_classpath: str | None) -> str:
     return CPS.join(["{{CLASSPATH}}", "./*", *entries])
 
 
-#: The environment variable that carries the finished spec (base64) to the AM's command.
-SPEC_ENV = "TONY_SKEIN_SPEC"
 #: Its largest size: Linux refuses an environment string over 128 KiB (MAX_ARG_STRLEN).
 MAX_INLINE_SPEC = 96 * 1024
 
@@ -150,7 +149,7 @@ def am_command(app_dir_url: str, log_level: str = "INFO", *, inline_spec: bool =
     )
     if not inline_spec:
         return java
-    return f"printenv {SPEC_ENV} | base64 -d >.skein.proto && exec {java}"
+    return f"printenv {C.ENV_SKEIN_SPEC} | base64 -d >.skein.proto && exec {java}"
 
 
 def _entries(mapping: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -313,7 +312,7 @@ class RestSubmitter:
                 **app_spec.master.env,
                 "CLASSPATH": am_classpath(self.application_classpath),
                 "SKEIN_APPLICATION_ID": app_id,
-                **({SPEC_ENV: inline} if inline else {}),
+                **({C.ENV_SKEIN_SPEC: inline} if inline else {}),
             }
             if os.environ.get("LANG"):
                 env["LANG"] = os.environ["LANG"]

@@ -1,17 +1,22 @@
-"""The package's contracts, checked over the whole tree: one error hierarchy.
+"""The package's contracts, checked over the whole tree: one error hierarchy, one list of names.
 
 A newcomer catching ``TonyError`` catches everything the provider raises on purpose, and finds
 every error class in ``runtime/errors.py``, but for the few that must also be a library's own
-exception, which live beside the code that needs that library.
+exception, which live beside the code that needs that library. Every environment variable the
+provider or TonY defines is spelled once, in ``runtime/constants.py``, as an ``ENV_*`` constant.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+import re
+from pathlib import Path
 
 import airflow_provider_tony
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import TonyError
 
 #: Error classes defined outside runtime/errors.py, and why: each also derives from a library's
@@ -44,3 +49,39 @@ def test_every_error_class_is_a_tony_error_defined_in_the_errors_module() -> Non
     assert not outside, f"not TonyErrors: {sorted(outside)}"
     elsewhere = {name for name in classes if not name.startswith("airflow_provider_tony.runtime.errors.")}
     assert elsewhere == BESIDE_THEIR_LIBRARY, f"error classes outside runtime/errors.py: {sorted(elsewhere)}"
+
+
+PACKAGE_DIR = Path(airflow_provider_tony.__file__).parent
+#: A provider variable's name, or a template of one (``TONY_INPUT_{}_DIR``).
+_TONY_NAME = re.compile(r"TONY_[A-Z0-9_{}]*")
+
+
+def _env_constants() -> dict[str, str]:
+    """constants.py's module-level names whose value is an environment variable's name (upper case)."""
+    return {
+        name: value
+        for name, value in vars(C).items()
+        if isinstance(value, str) and re.fullmatch(r"[A-Z][A-Z0-9_{}]*", value)
+    }
+
+
+def test_every_environment_variable_name_is_an_env_constant_defined_once() -> None:
+    env = _env_constants()
+    assert not [name for name in env if not name.startswith("ENV_")], "names an env var but is not ENV_*"
+    values = list(env.values())
+    assert len(values) == len(set(values)), sorted(v for v in values if values.count(v) > 1)
+    # The provider's own start with TONY_; a constant named ENV_TONY_* is TonY's, in TonY's spelling.
+    tonys = {name: value for name, value in env.items() if name.startswith("ENV_TONY_")}
+    assert tonys and not [v for v in tonys.values() if v.startswith("TONY_")], tonys
+    spelled_elsewhere = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        if path.name == "constants.py" and path.parent.name == "runtime":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                if _TONY_NAME.fullmatch(text) or text in tonys.values():
+                    spelled_elsewhere.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno}: {text!r}")
+    assert not spelled_elsewhere, "spell these with runtime/constants.py's ENV_* names:\n" + "\n".join(
+        spelled_elsewhere
+    )

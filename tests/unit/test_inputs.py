@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hdfs.util import HdfsError
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs
 from airflow_provider_tony.runtime.errors import InputMissing, InputTooLarge, SpecError, TonyError
 from airflow_provider_tony.runtime.inputs import InputFile, deal, list_input, shard_of
@@ -194,7 +195,7 @@ def test_check_inputs_refuses_fewer_files_than_shards_and_returns_the_listing() 
     with pytest.raises(SpecError, match=r"inputs.d.sharding: /data/d/dt=2 holds 1 file\(s\) but 2 tasks"):
         check_inputs(_spec("/data/d/dt=2", sharding="shard"), FakeHdfs(PARTITION))
     listed = check_inputs(_spec("/data/d/dt=2"), FakeHdfs(PARTITION))  # 'all': one file is enough
-    assert inputs.seen_env(listed) == {inputs.ENV_INPUTS_SEEN: "d=1:4"}  # no quotes: YARN's launch script
+    assert inputs.seen_env(listed) == {C.ENV_INPUTS_SEEN: "d=1:4"}  # no quotes: YARN's launch script
 
 
 # --------------------------------------------------------------------------- staging in the container
@@ -514,7 +515,7 @@ def test_what_the_submitting_side_saw_travels_for_every_input(tmp_path: Path) ->
     hdfs = FakeHdfs(dict(PARTITION))
     spec = _two_inputs()
     seen = inputs.seen_env(check_inputs(spec, hdfs))
-    assert seen == {inputs.ENV_INPUTS_SEEN: "a=3:22,b=1:4"}
+    assert seen == {C.ENV_INPUTS_SEEN: "a=3:22,b=1:4"}
     env, _ = inputs.stage_inputs(hdfs, spec, "worker:0", tmp_path / "ok", seen, lambda m: None)
     assert set(env) == {"TONY_INPUT_A_DIR", "TONY_INPUT_A_MANIFEST", "TONY_INPUT_B_DIR", "TONY_INPUT_B_MANIFEST"}
     hdfs.files["/data/d/dt=2/part-1"] = b"late"

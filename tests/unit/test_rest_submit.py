@@ -21,6 +21,7 @@ import pytest
 import skein
 from skein import proto as skein_proto
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import retention
 from airflow_provider_tony.runtime.errors import ClusterError, ClusterForbidden, ClusterUnreachable, NotFound
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
@@ -28,7 +29,6 @@ from airflow_provider_tony.yarn.http import HttpSettings
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, cluster_error
 from airflow_provider_tony.yarn.submit import (
     MAX_INLINE_SPEC,
-    SPEC_ENV,
     RestSubmitter,
     am_classpath,
     am_command,
@@ -150,7 +150,7 @@ def staged_spec(rm: FakeRm) -> skein_proto.ApplicationSpec:
     """The spec the AM's command writes as ``.skein.proto``: from its environment."""
     env = {e["key"]: e["value"] for e in rm.submitted[0]["am-container-spec"]["environment"]["entry"]}
     msg = skein_proto.ApplicationSpec()
-    msg.ParseFromString(base64.b64decode(env[SPEC_ENV]))
+    msg.ParseFromString(base64.b64decode(env[C.ENV_SKEIN_SPEC]))
     return msg
 
 
@@ -380,7 +380,7 @@ def test_a_spec_too_large_for_the_environment_is_written_to_hdfs(tmp_path: Path)
     am = rm.submitted[0]["am-container-spec"]
     resources = {e["key"]: e["value"] for e in am["local-resources"]["entry"]}
     assert resources[".skein.proto"]["size"] == len(fs.files[f"{app_dir}/.skein.proto"])
-    assert SPEC_ENV not in {e["key"] for e in am["environment"]["entry"]}
+    assert C.ENV_SKEIN_SPEC not in {e["key"] for e in am["environment"]["entry"]}
     assert am["commands"]["command"] == am_command(f"{FS}{app_dir}")
     msg = skein_proto.ApplicationSpec()
     msg.ParseFromString(fs.files[f"{app_dir}/.skein.proto"])
@@ -405,7 +405,7 @@ def test_the_am_command_writes_the_spec_as_yarns_launch_script_runs_it(tmp_path:
     command = am_command("hdfs://nn:9000/d", inline_spec=True)
     command = command.replace("{{JAVA_HOME}}", str(tmp_path / "jdk")).replace("<LOG_DIR>", str(tmp_path))
     launch = tmp_path / "launch_container.sh"
-    launch.write_text(f'#!/bin/bash\nexport {SPEC_ENV}="{spec}"\nexec {shell} -c "{command}"\n')
+    launch.write_text(f'#!/bin/bash\nexport {C.ENV_SKEIN_SPEC}="{spec}"\nexec {shell} -c "{command}"\n')
     env = {"PATH": os.environ["PATH"]}
     out = subprocess.run(["bash", str(launch)], cwd=tmp_path, capture_output=True, text=True, timeout=30, env=env)
     assert out.returncode == 0, out.stderr

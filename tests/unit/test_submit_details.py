@@ -20,6 +20,7 @@ import pytest
 import skein
 from skein import proto as skein_proto
 
+from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import retention
 from airflow_provider_tony.runtime.errors import (
     ClusterError,
@@ -33,7 +34,6 @@ from airflow_provider_tony.yarn import submit as submit_mod
 from airflow_provider_tony.yarn.http import HttpSettings
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
 from airflow_provider_tony.yarn.submit import (
-    SPEC_ENV,
     LocalResource,
     RestSubmitter,
     kill_application,
@@ -179,7 +179,7 @@ def resources_of(context: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def staged(context: dict[str, Any]) -> skein_proto.ApplicationSpec:
     msg = skein_proto.ApplicationSpec()
-    msg.ParseFromString(base64.b64decode(env_of(context)[SPEC_ENV]))
+    msg.ParseFromString(base64.b64decode(env_of(context)[C.ENV_SKEIN_SPEC]))
     return msg
 
 

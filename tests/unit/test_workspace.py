@@ -79,13 +79,19 @@ def test_source_entries_are_linked_unless_the_name_is_taken(tmp_path: Path) -> N
 
 def test_tony_variables() -> None:
     env = workspace.tony_env("worker", 1, CLUSTER["addresses"], 2, False, "application_1_0001", 5555)
-    assert env[C.TONY_JOB_NAME] == "worker" and env[C.TONY_TASK_INDEX] == "1" and env[C.TONY_TASK_NUM] == "2"
-    assert json.loads(env[C.TONY_CLUSTER_SPEC]) == {"worker": ["h1:1", "h2:2"], "ps": ["h3:3"], "tensorboard": ["h4:4"]}
-    assert env[C.TONY_JOB_ID] == "application_1_0001" and C.TONY_IS_CHIEF not in env
-    assert C.TONY_TB_PORT not in env
+    assert (
+        env[C.ENV_TONY_JOB_NAME] == "worker" and env[C.ENV_TONY_TASK_INDEX] == "1" and env[C.ENV_TONY_TASK_NUM] == "2"
+    )
+    assert json.loads(env[C.ENV_TONY_CLUSTER_SPEC]) == {
+        "worker": ["h1:1", "h2:2"],
+        "ps": ["h3:3"],
+        "tensorboard": ["h4:4"],
+    }
+    assert env[C.ENV_TONY_JOB_ID] == "application_1_0001" and C.ENV_TONY_IS_CHIEF not in env
+    assert C.ENV_TONY_TB_PORT not in env
     tb = workspace.tony_env("tensorboard", 0, CLUSTER["addresses"], 2, False, "a", 5555)
-    assert tb[C.TONY_TB_PORT] == "5555"
-    assert workspace.tony_env("worker", 0, CLUSTER["addresses"], 2, True, "a", 1)[C.TONY_IS_CHIEF] == "true"
+    assert tb[C.ENV_TONY_TB_PORT] == "5555"
+    assert workspace.tony_env("worker", 0, CLUSTER["addresses"], 2, True, "a", 1)[C.ENV_TONY_IS_CHIEF] == "true"
 
 
 def test_user_environment_carries_tony_variables_and_the_users_wins(tmp_path: Path) -> None:
