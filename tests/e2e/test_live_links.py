@@ -30,8 +30,8 @@ def links(stack: Any, dag: str, run_id: str) -> dict[str, str]:
     return stack.api("GET", f"/dags/{dag}/dagRuns/{run_id}/taskInstances/train/links")["extra_links"]
 
 
-def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> Any:
-    """Click the task page's link ``name``; the page it opened."""
+def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str, load_timeout_ms: float = 30_000) -> Any:
+    """Click the task page's link ``name``; the page it opened, once loaded."""
     page.goto(f"{stack.url}/dags/{dag}/runs/{run_id}/tasks/train/details")
     link = page.get_by_role("link", name=name)
     link.wait_for(timeout=60_000)
@@ -39,10 +39,10 @@ def open_in_browser(page: Any, stack: Any, dag: str, run_id: str, name: str) -> 
         with page.context.expect_page() as opened:
             link.click()
         target = opened.value
-        target.wait_for_load_state()
+        target.wait_for_load_state(timeout=load_timeout_ms)
         return target
     link.click()
-    page.wait_for_load_state()
+    page.wait_for_load_state(timeout=load_timeout_ms)
     return page
 
 
@@ -87,11 +87,10 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(
             "the TensorBoard link while the task runs",
         )
         assert tb_url.startswith(f"{cluster.rm_url}/proxy/{app_id}/"), tb_url
-        opened = open_in_browser(page, airflow_stack, dag, run_id, "TensorBoard")
 
         def tensorboard_serves() -> bool:
             # Linked from submit on (a deferred task cannot write XCom later): it answers once the role
-            # serves. Asked over plain HTTP: reloading the browser tab every look restarts TensorBoard's
+            # serves. Asked over plain HTTP: reloading a browser tab every look restarts TensorBoard's
             # multi-megabyte page, which on a loaded machine may never finish loading within a look.
             try:
                 answer = httpx.get(tb_url, timeout=30)
@@ -100,17 +99,23 @@ def test_yarn_and_tensorboard_links_open_while_the_task_runs(
             return answer.status_code == 200 and "<title>TensorBoard</title>" in answer.text
 
         wait_until(tensorboard_serves, 300, "TensorBoard to answer through the ResourceManager's proxy")
+        seen: list[str] = []
 
-        def tab_shows_tensorboard() -> bool:
-            # The tab the link opened, reloaded now that the page is there, and again only while it
-            # shows something else (a proxy's error page of a loaded moment, CI): not on every look.
-            if opened.title() == "TensorBoard":
-                return True
-            opened.reload(timeout=180_000)
-            opened.wait_for_load_state(timeout=180_000)
-            return opened.title() == "TensorBoard"
+        def link_opens_tensorboard() -> Any:
+            # Clicked once TensorBoard serves, and clicked again (not the tab reloaded) while it shows
+            # something else: a tab the proxy sent elsewhere at a loaded moment stays there on reload.
+            tab = open_in_browser(page, airflow_stack, dag, run_id, "TensorBoard", load_timeout_ms=180_000)
+            if tab.title() == "TensorBoard":
+                return tab
+            seen.append(f"{tab.title()!r} at {tab.url}")
+            if tab is not page:
+                tab.close()
+            return None
 
-        wait_until(tab_shows_tensorboard, 300, "TensorBoard's own page through the link", interval=2.0)
+        try:
+            opened = wait_until(link_opens_tensorboard, 300, "the TensorBoard link to open TensorBoard", interval=2.0)
+        except AssertionError as failed:
+            raise AssertionError(f"{failed}; the tab showed: {seen[-3:]}") from None
         opened.screenshot(path=str(shots_dir / f"live-tensorboard-{mode}.png"), full_page=True)
         assert task(airflow_stack, dag, run_id)["state"] == mode, "both links were opened while the task ran"
         print(

@@ -272,3 +272,39 @@ def test_node_loss_bench_runs_both_paths_and_writes_its_report(tmp_path: Path, m
         run = doc["paths"][path]["runs"][0]
         assert 0 < run["loss_to_training_resumed_s"] < 5 and run["loss_to_resumed_seen_s"] >= 0, run
     assert "| in_application |" in (tmp_path / "node_loss.md").read_text()
+
+
+class _Ended:
+    """A client whose application ended; its history holds ``points`` for worker:1."""
+
+    def __init__(self, points: list[Any]) -> None:
+        self.points = points
+
+    def am_state(self, app_id: str) -> None:
+        return None  # the AM is gone
+
+    def report(self, app_id: str) -> Any:
+        return SimpleNamespace(active=False)
+
+    def job_history(self, app_id: str) -> Any:
+        return SimpleNamespace(metrics={"worker:1": self.points})
+
+
+def test_a_report_that_never_reached_the_am_is_untimed_and_the_round_runs_again() -> None:
+    # Ended with the report in its history: timed from the report's own clock.
+    assert run._report_time(_Ended([SimpleNamespace(time=12.5)]), "app_1", "worker:1") == 12.5
+    # Ended with no report (the executor froze before a heartbeat carried it): untimed, not 300 s waited.
+    with pytest.raises(run.Untimed, match="app_1 ended before worker:1's report"):
+        run._report_time(_Ended([]), "app_1", "worker:1")
+    tries: list[int] = []
+
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise run.Untimed("no report")
+        return "timed"
+
+    assert run._timed(flaky) == "timed" and len(tries) == 3
+    tries.clear()
+    with pytest.raises(run.Untimed):
+        run._timed(flaky, tries=2)
