@@ -627,7 +627,7 @@ def main() -> int:
     try:
         # kerberos.refresh_tokens: a daemon thread, None otherwise. Before the loop, so before the
         # cluster spec is handed out: the keytab's staged copy must be gone before any job code runs.
-        am.refresher = token_refresh.start_for_am(app)
+        am.refresher = token_refresh.start_for_am(app, connect=hdfs_io.client_from_env)
         verdict = am.run()
     except KeytabCopyLeft as exc:
         verdict = Verdict(False, str(exc), retryable=False)

@@ -547,12 +547,19 @@ def _token_client(url: str) -> Callable[[str], Any]:
     return client_for
 
 
-def start_for_am(app: Any, env: dict[str, str] | None = None, hdfs: Any = None) -> TokenRefresher | None:
+def start_for_am(
+    app: Any,
+    env: dict[str, str] | None = None,
+    hdfs: Any = None,
+    connect: Callable[..., Any] | None = None,
+) -> TokenRefresher | None:
     """The AM's hook: start a refresher when the job shipped a keytab, else do nothing (None).
 
     Before it returns (so before the AM publishes the cluster spec and any
     task runs user code) the keytab's staged copy on HDFS is deleted with
-    ``hdfs`` (the AM's WebHDFS client unless given); when that fails it raises
+    ``hdfs``, or with the client ``connect(env, kv=app.kv)`` makes (the AM passes
+    ``hdfs_io.client_from_env``, which itself builds on this module: taken as an
+    argument, not imported, so the two modules do not import each other); when that fails it raises
     :class:`KeytabCopyLeft` and the AM ends the job before handing out the
     cluster spec: a copy left readable by every container of the job is worse
     than a failed try.
@@ -575,11 +582,11 @@ def start_for_am(app: Any, env: dict[str, str] | None = None, hdfs: Any = None) 
     if not app_id:
         log.error("kerberos.refresh_tokens is on but the AM does not know its application id; tokens are not refreshed")
         return None
+    if hdfs is None and connect is None:
+        raise TypeError("start_for_am needs the AM's WebHDFS client (hdfs) or how to make it (connect)")
     try:
-        if hdfs is None:
-            from airflow_provider_tony.runtime.hdfs_io import client_from_env
-
-            hdfs = client_from_env(env, kv=app.kv)
+        if hdfs is None and connect is not None:  # one of them is given: checked above
+            hdfs = connect(env, kv=app.kv)
         removed = remove_staged_copies(hdfs, app_id, keytab)
         folder = str(hdfs.resolve(f".skein/{app_id}"))
     except Exception as exc:  # noqa: BLE001 - every failure here leaves the copy

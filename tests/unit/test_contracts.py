@@ -85,3 +85,73 @@ def test_every_environment_variable_name_is_an_env_constant_defined_once() -> No
     assert not spelled_elsewhere, "spell these with runtime/constants.py's ENV_* names:\n" + "\n".join(
         spelled_elsewhere
     )
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module of the package ``path`` imports, at module level or inside a function (a
+    function-level import is still a dependency; it only hides a circle), but not the imports
+    that run only under ``typing.TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph[module]):
+            if imported not in index:
+                connect(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    return found
+
+
+def test_the_package_has_no_import_circle() -> None:
+    modules = {_module_name(path): path for path in PACKAGE_DIR.rglob("*.py")}
+    graph = {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+    assert sum(map(len, graph.values())) > 100  # the walk saw the package's imports
+    assert _circles(graph) == []
+    # The check itself finds a circle hidden by a function-level import.
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

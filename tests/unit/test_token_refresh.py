@@ -1134,8 +1134,6 @@ def test_the_am_hook_removes_the_staged_keytab_then_refreshes_as_the_job(
     application's staging folder and pointers and events to the application's store."""
     import sys
 
-    from airflow_provider_tony.runtime import hdfs_io
-
     url, handler = webhdfs
     monkeypatch.chdir(tmp_path)
     (tmp_path / C.AM_KEYTAB_ALIAS).write_bytes(b"\x05\x02the-key")
@@ -1148,7 +1146,6 @@ def test_the_am_hook_removes_the_staged_keytab_then_refreshes_as_the_job(
         asked.append((env, kv))
         return staged
 
-    monkeypatch.setattr(hdfs_io, "client_from_env", client_from_env)
     gss = FakeGss()
 
     class Auth:
@@ -1168,7 +1165,7 @@ def test_the_am_hook_removes_the_staged_keytab_then_refreshes_as_the_job(
     }
     app = KvApp()
     with caplog.at_level("INFO", logger="tony.tokens"):
-        refresher = tr.start_for_am(app, env)
+        refresher = tr.start_for_am(app, env, connect=client_from_env)
     assert isinstance(refresher, tr.TokenRefresher) and started == [refresher]
     assert asked == [(env, app.kv)] and staged.files == {}, "the AM's own client deleted the copy"
     assert _am_events(app) == ["AM removed the keytab's staged copy from HDFS"]
