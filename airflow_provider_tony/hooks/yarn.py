@@ -227,7 +227,7 @@ class YarnHook(BaseHook):
 
     def default_fs(self) -> str:
         """The cluster's ``fs.defaultFS`` (``hdfs://namenode:8020``): the namespace of lineage datasets."""
-        return self.get_conn()._default_fs()
+        return self.get_conn().default_fs()
 
 
 def rm_urls_of_host(host: str, scheme: str, port: int | None) -> str:

@@ -6,6 +6,9 @@ reading an Airflow task log knows what to change without reading our code.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class TonyError(Exception):
     """Base of every error this provider raises on purpose."""
@@ -147,3 +150,18 @@ class OutcomeUnknown(ClusterUnreachable):
 
 class StateUnavailable(TonyError):
     """The AM's state could not be read (not serving yet, already gone): not an error while following."""
+
+
+@contextmanager
+def cluster_errors(what: str) -> Iterator[None]:
+    """The one place where skein's, gRPC's and HTTP's errors become ``ClusterError``.
+
+    ``what`` says what was being done; the transport's own message follows it.
+    Errors that are already ours pass through unchanged.
+    """
+    try:
+        yield
+    except TonyError:
+        raise
+    except Exception as exc:
+        raise ClusterError(f"{what}: {exc}") from exc

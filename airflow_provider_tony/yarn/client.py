@@ -8,19 +8,14 @@ where skein and HTTP errors become this provider's own exceptions.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import getpass
-import hashlib
 import logging
 import os
 import sys
-import tempfile
-import threading
 import time
 import urllib.parse
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +29,9 @@ from airflow_provider_tony.runtime.errors import (
     ClusterForbidden,
     KerberosError,
     NotFound,
-    RenameFailed,
     SpecError,
     TonyError,
+    cluster_errors,
 )
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobHistory, StateDocument
@@ -56,6 +51,7 @@ from airflow_provider_tony.yarn.checks import (
     validate_local_files,
 )
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv, security_for
+from airflow_provider_tony.yarn.container_logs import ContainerLogs
 from airflow_provider_tony.yarn.failover import Endpoints, split_addresses
 from airflow_provider_tony.yarn.follower import (
     ACTIVE_YARN_STATES,
@@ -72,6 +68,7 @@ from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig,
 from airflow_provider_tony.yarn.logformat import shown
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
+from airflow_provider_tony.yarn.upload_cache import StagedSource, UploadCache
 
 log = logging.getLogger(__name__)
 #: How long an ended application's cost is waited for: its AM container exits right after it unregistered.
@@ -81,32 +78,6 @@ FINAL_COST_WAIT_S = 30.0
 def short_name(principal: str) -> str:
     """A Kerberos principal's user as Hadoop names it: ``alice/host@REALM`` -> ``alice``."""
     return principal.split("@", 1)[0].split("/", 1)[0]
-
-
-@contextmanager
-def _cluster_errors(what: str) -> Iterator[None]:
-    """The one place where skein's, gRPC's and HTTP's errors become ``ClusterError``.
-
-    ``what`` says what was being done; the transport's own message follows it.
-    Errors that are already ours pass through unchanged.
-    """
-    try:
-        yield
-    except TonyError:
-        raise
-    except Exception as exc:
-        raise ClusterError(f"{what}: {exc}") from exc
-
-
-@functools.lru_cache(maxsize=16)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:24]
-
-
-def _digest(path: str) -> str:
-    """A local file's content hash, computed once per process while it stays unchanged."""
-    st = os.stat(path)
-    return _file_digest(path, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -134,19 +105,6 @@ class Staged:
     runtime_url: str | None = None
 
 
-@dataclass
-class StagedSource:
-    """Where a job's source tree went on HDFS, and what that cost (for the log and the bench)."""
-
-    url: str
-    digest: str
-    size: int
-    uploaded: bool
-    scan_s: float
-    pack_s: float
-    upload_s: float
-
-
 def _read_site(conf_dir: str | None, name: str, key: str) -> str | None:
     if not conf_dir:
         return None
@@ -168,12 +126,6 @@ def rm_url_from_conf(conf_dir: str) -> str | None:
     cluster's RMs come comma-separated, in the configured order (``yarn/hadoop_conf.py``).
     """
     return ",".join(rm_addresses(conf_dir)) or None
-
-
-def _same_file(now: dict[str, Any] | None, seen: dict[str, Any]) -> bool:
-    """Whether the status ``now`` is of the very file ``seen`` described (owner, length, modification time)."""
-    keys = ("owner", "length", "modificationTime", "fileId")
-    return now is not None and all(now.get(k) == seen.get(k) for k in keys)
 
 
 class TonyClient:
@@ -226,7 +178,6 @@ class TonyClient:
                 _read_site(self.cluster_env.conf_dir(), "core-site.xml", "hadoop.security.authentication") == "kerberos"
             )
         self._krb = KerberosSession(KerberosConfig(principal, keytab, ca_bundle)) if kerberos else None
-        self._trusted_dirs: set[str] = set()  # HDFS cache folders checked by _check_cache_dir
         self._tls: Any = None  # skein's TLS credentials for the AMs, read once
         self._webhdfs: WebHdfs | None = None
         # Every HTTP call to the cluster (RM, NodeManagers, proxy, WebHDFS tokens) goes through one
@@ -244,6 +195,11 @@ class TonyClient:
         )
         # URLs are built against the first address; the failover transport picks the active one.
         self.urls = ClusterUrls(self.rm_url, self.webhdfs_url)
+        self.logs = ContainerLogs(self.cluster, self.urls, lambda path: self._rm_get(path))
+        # Late-bound through self: the WebHDFS connection and fs.defaultFS are made when first needed.
+        self.cache = UploadCache(
+            self.base_path, lambda: self.webhdfs, lambda: self.hdfs_owner, lambda: self.default_fs()
+        )
 
     @classmethod
     def from_env(cls) -> TonyClient:
@@ -414,7 +370,7 @@ class TonyClient:
         """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them."""
         if not spec.inputs:
             return {}
-        with _cluster_errors("could not list the job's inputs on HDFS"):
+        with cluster_errors("could not list the job's inputs on HDFS"):
             return inputs.seen_env(check_inputs(spec, self.webhdfs))
 
     def check_room(self, spec: JobSpec) -> None:
@@ -431,203 +387,24 @@ class TonyClient:
         check_room(self.webhdfs, folders)
 
     def stage_archive(self, archive: str) -> str:
-        """Upload a local environment archive to HDFS once per content hash."""
-        if archive.startswith("hdfs://"):
-            return archive
-        digest = hashlib.sha256()
-        with open(archive, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        suffix = "".join(Path(archive).suffixes[-2:]) or ".tar.gz"
-        remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
-        client = self.webhdfs
-        with _cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
-            if self._put_once(
-                client, remote, lambda tmp: client.upload(tmp, archive, overwrite=True), size=os.path.getsize(archive)
-            ):
-                log.info("uploaded python environment %s to %s", archive, remote)
-        fs = self._default_fs()
-        return f"{fs}{remote}"
+        """A local environment archive in the upload cache (``hdfs://`` URL); one on HDFS as it is."""
+        return self.cache.archive(archive)
+
+    def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
+        """A local source tree packed into the upload cache once per content hash (``yarn/upload_cache.py``)."""
+        return self.cache.source(src_dir, tree=tree)
 
     def stage_runtime(self) -> str:
         """The runtime zip (what containers import) in the upload cache: its ``hdfs://`` URL."""
-        return f"{self._default_fs()}{self.stage_cached(str(runtime_zip_path()), 'tony_runtime')}"
-
-    def stage_cached(self, local: str, name: str) -> str:
-        """``local`` uploaded once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
-
-        For what every job ships unchanged (skein's jar, the runtime zip): reused
-        only under the same trust checks as environments (``_reusable``).
-        """
-        remote = f"{self.base_path}/cache/{name}-{_digest(local)}{Path(local).suffix}"
-        client = self.webhdfs
-        with _cluster_errors(f"could not upload {local} to {remote} on HDFS"):
-            self._put_once(
-                client, remote, lambda tmp: client.upload(tmp, local, overwrite=True), size=os.path.getsize(local)
-            )
-        return remote
-
-    def stage_cached_data(self, data: bytes, name: str, suffix: str, private: bool) -> str:
-        """``data`` written once per content hash to ``<base_path>/cache/<name>-<hash><suffix>``; its HDFS path.
-
-        For the small files skein's AM needs that are the same job after job
-        (the launch scripts, the TLS certificate and key of the connection's
-        skein folder): each write is a NameNode and a DataNode round trip and
-        may wait for the block report, so writing them with every job was most
-        of a submit's time. ``private`` data (the key) is written 0600 from the
-        first byte and reused only while no one else may read it.
-        """
-        remote = f"{self.base_path}/cache/{name}-{hashlib.sha256(data).hexdigest()[:24]}{suffix}"
-        client = self.webhdfs
-        with _cluster_errors(f"could not write {remote} on HDFS"):
-            mode = "600" if private else "644"
-            write = functools.partial(client.write, data=data, overwrite=True, permission=mode)
-            self._put_once(client, remote, write, size=len(data), private=private)
-        return remote
-
-    def _put_once(
-        self, client: Any, remote: str, write: Callable[[str], None], size: int | None = None, private: bool = False
-    ) -> bool:
-        """Make ``remote`` (named by its content hash) hold our copy; True when this call wrote it.
-
-        A good copy is never replaced: a job staged at the same moment may have
-        taken its modification time, and YARN refuses to localise a file that
-        changed since ("changed on src filesystem"). So the new copy is written
-        under a temporary name and renamed into place only where nothing is;
-        when a racing submit got there first with the same bytes, ours goes.
-        Only a copy that is not provably ours (``_reusable``) is removed first.
-        """
-        seen: list[dict[str, Any] | None] = []
-        if self._reusable(client, remote, size=size, private=private, seen=seen):
-            return False
-        # Only the very copy judged not ours goes: one seen absent, or replaced since (a racing
-        # submit's good copy, published between the two looks), stays; the rename below then loses.
-        if seen and seen[0] is not None and _same_file(client.status(remote, strict=False), seen[0]):
-            client.delete(remote)
-        tmp = f"{remote}.tmp-submit-{os.getpid()}-{threading.get_ident()}"
-        write(tmp)
-        try:
-            client.rename(tmp, remote)
-        except RenameFailed:  # the name is taken: a racing submit's copy, judged just below
-            pass
-        client.delete(tmp)
-        if not self._reusable(client, remote, size=size, private=private):
-            raise ClusterError(f"{remote} on HDFS changed under this submit: try again")
-        return True
-
-    def stage_source(self, src_dir: str, *, tree: src.SourceTree | None = None) -> StagedSource:
-        """Pack a local source directory and upload it once per content hash.
-
-        The hash comes from the files themselves, so an unchanged tree is
-        neither packed nor uploaded again. An ``hdfs://`` archive is used as is.
-        ``tree`` is the check phase's scan of ``src_dir``, when it made one.
-        """
-        if src_dir.startswith("hdfs://"):
-            return StagedSource(src_dir, "", 0, False, 0.0, 0.0, 0.0)
-        started = time.monotonic()
-        if tree is None:
-            tree = src.scan(src_dir)
-            src.check_size(tree)
-        digest = tree.digest()
-        scanned = time.monotonic()
-        remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
-        client = self.webhdfs
-        pack_s = upload_s = 0.0
-        with _cluster_errors(f"could not check {remote} on HDFS"):
-            uploaded = not self._reusable(client, remote)
-        if uploaded:  # HDFS is the cache: the local archive lives only as long as the upload
-            with tempfile.TemporaryDirectory(prefix="tony-src-") as tmp:
-                local = src.pack(tree, Path(tmp) / "src.tar.gz")
-                packed = time.monotonic()
-                with _cluster_errors(f"could not upload {src_dir} to {remote} on HDFS"):
-                    self._put_once(client, remote, lambda dest: client.upload(dest, str(local), overwrite=True))
-            pack_s, upload_s = packed - scanned, time.monotonic() - packed
-            log.info("uploaded source tree %s (%d entries) to %s", src_dir, len(tree.entries), remote)
-        return StagedSource(
-            f"{self._default_fs()}{remote}", digest, tree.size, uploaded, scanned - started, pack_s, upload_s
-        )
+        return f"{self.default_fs()}{self.cache.file(str(runtime_zip_path()), 'tony_runtime')}"
 
     @property
     def hdfs_owner(self) -> str:
         """The HDFS user whose files this client writes (the owner its uploads get)."""
         return self.yarn_user if self._krb is not None else self.webhdfs_user
 
-    def _check_cache_dir(self, client: Any, directory: str) -> None:
-        """Refuse to use a cache folder (``<base_path>/envs``, ``/src``) someone else could write to.
-
-        A cached upload is named by its content hash, but the name proves
-        nothing if another user can put a file there: it would run in every
-        container. The folder and ``base_path`` must be ours and writable by
-        no one else; above them, no folder may be writable by everyone
-        without the sticky bit (that user could move ours aside). Checked once
-        per folder and client; a folder not yet made is made by us (0755).
-        """
-        if directory in self._trusted_dirs:
-            return
-        base = self.base_path.rstrip("/")
-        parts = [p for p in directory.strip("/").split("/") if p]
-        for i in range(len(parts) + 1):
-            path = "/" + "/".join(parts[:i])
-            status = client.status(path, strict=False)
-            if status is None:
-                continue
-            mode = int(str(status.get("permission") or "0"), 8)
-            owner = status.get("owner")
-            ours = path == base or path.startswith(base + "/")
-            if ours and (owner != self.hdfs_owner or mode & 0o022):
-                raise ClusterError(
-                    f"{path} on HDFS belongs to {owner!r} with mode {mode:o}: the provider reuses uploads under "
-                    f"base_path only from a folder of {self.hdfs_owner!r} that no one else may write to; "
-                    f"`hdfs dfs -chmod -R go-w {path}` (as its owner), or set the connection's base_path "
-                    "to a folder of your own"
-                )
-            if not ours and mode & 0o002 and not mode & 0o1000:
-                raise ClusterError(
-                    f"{path} on HDFS is writable by everyone without the sticky bit (mode {mode:o}): "
-                    "another user could replace the folders below it; `hdfs dfs -chmod +t` it, "
-                    "or choose a base_path elsewhere"
-                )
-        self._trusted_dirs.add(directory)
-
-    def _reusable(
-        self,
-        client: Any,
-        remote: str,
-        size: int | None = None,
-        private: bool = False,
-        seen: list[dict[str, Any] | None] | None = None,
-    ) -> bool:
-        """Whether ``remote`` (named by its content hash) is our upload and may be reused as it is.
-
-        It must be a file of ours that no one else may write to (nor read, when
-        ``private``), in a folder that passes :meth:`_check_cache_dir`, of the
-        expected ``size`` when known. A file that fails is uploaded again over it.
-        ``seen`` (when given) receives the status judged, so the caller deletes only that copy.
-        """
-        self._check_cache_dir(client, remote.rsplit("/", 1)[0])
-        status = client.status(remote, strict=False)
-        if seen is not None:
-            seen.append(status)
-        if status is None:
-            return False
-        mode = int(str(status.get("permission") or "0"), 8)
-        ok = (
-            status.get("type") == "FILE"
-            and status.get("owner") == self.hdfs_owner
-            and not mode & (0o077 if private else 0o022)
-            and (size is None or status.get("length") == size)
-        )
-        if not ok:
-            log.warning(
-                "not reusing %s on HDFS (owner %r, mode %o, %s bytes): uploading it again",
-                remote,
-                status.get("owner"),
-                mode,
-                status.get("length"),
-            )
-        return ok
-
-    def _default_fs(self) -> str:
+    def default_fs(self) -> str:
+        """The cluster's ``fs.defaultFS`` (``hdfs://nn:8020`` or ``hdfs://<nameservice>``), from the conf dir."""
         fs = _read_site(self.cluster_env.conf_dir(), "core-site.xml", "fs.defaultFS")
         if not fs:
             raise ClusterError(
@@ -639,7 +416,7 @@ class TonyClient:
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """check -> stage -> build -> submit (over the RM's REST API); returns the YARN application id."""
         app_spec = self.build(self.stage(self.check(spec)), attempt=attempt, extra_tags=extra_tags)
-        with _cluster_errors(f"YARN refused the application {spec.name!r}"):
+        with cluster_errors(f"YARN refused the application {spec.name!r}"):
             return self.submitter().submit(app_spec)
 
     def submitter(self) -> RestSubmitter:
@@ -661,14 +438,14 @@ class TonyClient:
             http=self.cluster,
             urls=self.urls,
             hdfs=self.webhdfs,
-            default_fs=self._default_fs(),
+            default_fs=self.default_fs(),
             user=self.yarn_user,
             application_classpath=_read_site(conf, "yarn-site.xml", "yarn.application.classpath"),
             rm_principal=principal,
             rm_address=rm_address,
             security=self._security(),
-            cache=self.stage_cached,
-            cache_data=self.stage_cached_data,
+            cache=self.cache.file,
+            cache_data=self.cache.data,
         )
 
     def _security(self) -> Any:
@@ -749,7 +526,7 @@ class TonyClient:
             return None
         path = f"{self.history_dir}/{app_id}.json"
         client = self.webhdfs
-        with _cluster_errors(f"could not read {path} on HDFS"):
+        with cluster_errors(f"could not read {path} on HDFS"):
             if client.status(path, strict=False) is None:
                 return None
             with client.read(path) as reader:
@@ -810,7 +587,7 @@ class TonyClient:
         The application's staging folder goes too: a killed AM never removes
         it, and it may hold the keytab's copy (``kerberos.refresh_tokens``).
         """
-        with _cluster_errors(f"could not kill {app_id}"):
+        with cluster_errors(f"could not kill {app_id}"):
             kill_application(self.cluster, self.urls, app_id)
         self.remove_staging(app_id)
 
@@ -903,79 +680,12 @@ class TonyClient:
         ]
 
     def application_containers(self, app_id: str) -> list[tuple[str, str]]:
-        """``(container_id, host)`` of every container of ``app_id`` whose logs a NodeManager keeps.
-
-        While the application runs, each NodeManager lists its containers
-        (REST ``/ws/v1/node/apps/<app>``). Once it ended, neither the
-        ResourceManager nor the NodeManagers list them (that needs the timeline
-        server), but the RM still names each attempt's AM container, and YARN
-        numbers an attempt's containers in sequence after it: ids are tried in
-        order on every node until three in a row are found on none.
-        """
-        nodes = {
-            n["nodeHTTPAddress"]: n["nodeHostName"]
-            for n in (self._rm_get("nodes").get("nodes") or {}).get("node") or []
-        }
-        found: set[tuple[str, str]] = set()
-        for address, host in nodes.items():
-            app = self._nm_get(address, f"apps/{urllib.parse.quote(app_id)}") or {}
-            found.update((cid, host) for cid in (app.get("app") or {}).get("containerids") or [])
-        if found:
-            return sorted(found)
-        attempts = self._rm_get(f"apps/{urllib.parse.quote(app_id)}/appattempts").get("appAttempts") or {}
-        for attempt in attempts.get("appAttempt") or []:
-            prefix, _, first = str(attempt.get("containerId") or "").rpartition("_")
-            if not prefix or not first.isdigit():
-                continue
-            misses, number = 0, int(first)
-            while misses < 3:
-                cid = f"{prefix}_{number:0{len(first)}d}"
-                # A NodeManager answers for any id; one that ran the container lists its log files.
-                hosts = [
-                    host
-                    for address, host in nodes.items()
-                    if ((self._nm_get(address, f"containers/{cid}/logs") or {}).get("containerLogsInfo") or {}).get(
-                        "containerLogInfo"
-                    )
-                ]
-                found.update((cid, host) for host in hosts)
-                misses = 0 if hosts else misses + 1
-                number += 1
-        return sorted(found)
-
-    def _nm_get(self, address: str, path: str) -> Any:
-        """A NodeManager REST document, or None when it has nothing there (or is unreachable)."""
-        try:
-            return self.cluster.get_json(self.urls.nm(address, path), what=f"NodeManager at {address}")
-        except ClusterError as exc:
-            log.debug("%s", exc)
-            return None
+        """``(container_id, host)`` of every container of ``app_id`` whose logs a NodeManager keeps."""
+        return self.logs.containers(app_id)
 
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
-        """A container's log files as its NodeManager serves them (REST), by file name.
-
-        Works while the NodeManager keeps them (``yarn.nodemanager.log.retain-seconds``
-        when log aggregation is off); an empty dict when it no longer does. On a
-        Kerberized cluster the calls carry SPNEGO (the NodeManager checks the
-        application's view ACL), like every call of ``self.cluster``.
-        """
-        nodes = (self._rm_get("nodes").get("nodes") or {}).get("node") or []
-        address = next((n["nodeHTTPAddress"] for n in nodes if n.get("nodeHostName") == host), None)
-        if address is None:
-            return {}
-        listing = self._nm_get(address, f"containers/{container_id}/logs") or {}
-        infos = (listing.get("containerLogsInfo") or {}).get("containerLogInfo") or []
-        if isinstance(infos, dict):
-            infos = [infos]
-        out = {}
-        # skein writes each service's stdout+stderr to <service>.log.
-        for name in [i["fileName"] for i in infos if i["fileName"].endswith((".log", ".err", ".out"))]:
-            url = self.urls.nm(address, f"containerlogs/{container_id}/{urllib.parse.quote(name)}")
-            try:
-                out[name] = self.cluster.get_text(url, what=f"NodeManager at {address}")
-            except ClusterError as exc:  # a missing file must not hide the others
-                log.warning("could not read %s of %s: %s", name, container_id, str(exc)[:300])
-        return out
+        """A container's log files as its NodeManager serves them, by file name (empty once it no longer does)."""
+        return self.logs.read(container_id, host)
 
     # ------------------------------------------------------------ follow
 

@@ -209,7 +209,7 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     from airflow_provider_tony.runtime.messages import JobHistory
     from airflow_provider_tony.runtime.page import render_page
 
-    hdfs, default_fs = client.hdfs(), client._default_fs()
+    hdfs, default_fs = client.hdfs(), client.default_fs()
     env = {
         **with_base_path(env, base),
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),

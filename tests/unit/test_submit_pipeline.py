@@ -19,7 +19,8 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import source as src
 from airflow_provider_tony.yarn.checks import ClusterInfo
-from airflow_provider_tony.yarn.client import StagedSource, TonyClient
+from airflow_provider_tony.yarn.client import TonyClient
+from airflow_provider_tony.yarn.upload_cache import StagedSource
 
 INFO = ClusterInfo(
     max_memory_mb=8192, max_vcores=8, resource_types=["memory-mb", "vcores"], queues=["default"],

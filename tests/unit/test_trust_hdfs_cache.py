@@ -71,7 +71,7 @@ def _client(monkeypatch: pytest.MonkeyPatch, fake: FakeHdfs) -> TonyClient:
     client = TonyClient(rm_url="http://rm:8088", webhdfs_url="http://nn:9870", webhdfs_user="alice", base_path=BASE)
     monkeypatch.setattr(client, "hdfs", lambda: fake)
     monkeypatch.setattr(TonyClient, "webhdfs", property(lambda self: fake))
-    monkeypatch.setattr(client, "_default_fs", lambda: "hdfs://nn:8020")
+    monkeypatch.setattr(client, "default_fs", lambda: "hdfs://nn:8020")
     return client
 
 
@@ -147,12 +147,12 @@ def test_a_private_small_file_is_written_0600_once_and_reused(monkeypatch) -> No
     fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755")})
     client = _data_client(monkeypatch, fake)
     key = b"-----BEGIN PRIVATE KEY-----"
-    remote = client.stage_cached_data(key, "skein-key", ".pem", True)
+    remote = client.cache.data(key, "skein-key", ".pem", True)
     assert remote == _cached_name(key, "skein-key", ".pem")
     (written,) = fake.writes
     assert written[1] == "600" and written[0].startswith(f"{remote}.tmp-"), "0600 from the first byte"
     assert fake.entries[remote]["permission"] == "600" and not any(".tmp-" in p for p in fake.entries)
-    assert client.stage_cached_data(key, "skein-key", ".pem", True) == remote
+    assert client.cache.data(key, "skein-key", ".pem", True) == remote
     assert len(fake.writes) == 1, "the second submit reuses it"
 
 
@@ -162,7 +162,7 @@ def test_a_cached_key_others_may_read_is_written_again(monkeypatch, perm: str) -
     remote = _cached_name(key, "skein-key", ".pem")
     fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755"), remote: _file("alice", perm, len(key))})
     client = _data_client(monkeypatch, fake)
-    assert client.stage_cached_data(key, "skein-key", ".pem", True) == remote
+    assert client.cache.data(key, "skein-key", ".pem", True) == remote
     assert len(fake.writes) == 1 and fake.entries[remote]["permission"] == "600"
 
 
@@ -171,11 +171,11 @@ def test_a_public_small_file_may_be_read_by_others_but_not_written(monkeypatch) 
     remote = _cached_name(script, "launch", ".sh")
     fake = WritingHdfs({**_tree(), f"{BASE}/cache": _dir("alice", "755"), remote: _file("alice", "644", len(script))})
     client = _data_client(monkeypatch, fake)
-    assert client.stage_cached_data(script, "launch", ".sh", False) == remote
+    assert client.cache.data(script, "launch", ".sh", False) == remote
     assert fake.writes == [], "our 0644 script is reused"
     fake.entries[remote] = _file("mallory", "644", len(script))
     client2 = _data_client(monkeypatch, fake)
-    client2.stage_cached_data(script, "launch", ".sh", False)
+    client2.cache.data(script, "launch", ".sh", False)
     assert fake.writes and fake.entries[remote]["owner"] == "alice", "someone else's file is replaced"
 
 
@@ -196,7 +196,7 @@ def test_a_copy_a_racing_submit_published_first_is_kept_not_replaced(monkeypatch
     real_delete = fake.delete
     fake.delete = lambda path, recursive=False: deleted.append(path) or real_delete(path, recursive)  # type: ignore[method-assign]
     client = _data_client(monkeypatch, fake)
-    assert client.stage_cached_data(script, "launch", ".sh", False) == remote
+    assert client.cache.data(script, "launch", ".sh", False) == remote
     assert fake.entries[remote] == racer, "the winner's copy is untouched"
     assert remote not in deleted and not any(".tmp-" in p for p in fake.entries), "ours went, theirs stayed"
 
@@ -235,6 +235,6 @@ def test_a_racing_submits_copy_published_between_the_two_looks_is_not_deleted(mo
     deleted: list[str] = []
     real_delete = fake.delete
     fake.delete = lambda path, recursive=False: deleted.append(path) or real_delete(path, recursive)  # type: ignore[method-assign]
-    assert _data_client(monkeypatch, fake).stage_cached_data(script, "launch", ".sh", False) == remote
+    assert _data_client(monkeypatch, fake).cache.data(script, "launch", ".sh", False) == remote
     assert remote not in deleted, "the racer's good copy was deleted"
     assert fake.entries[remote] == racer and not any(".tmp-" in p for p in fake.entries)
