@@ -188,8 +188,8 @@ def source_links(spec: JobSpec, workdir: Path) -> list[str]:
     return workspace.link_source(workdir / C.SRC_ALIAS, workdir, reserved)
 
 
-class Heartbeat(threading.Thread):
-    """Writes a beat (with the latest user progress) every heartbeat interval.
+class HeartbeatSender(threading.Thread):
+    """Sends this task's ``messages.Heartbeat``: writes a beat (with the latest user progress) every heartbeat interval.
 
     A change the AM waits for (the user process has started) is sent at once
     through ``nudge`` rather than at the next interval, so a long interval
@@ -640,8 +640,9 @@ def take_gpus(
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
-    """Who this container is, learnt once at start-up and passed to every phase of :func:`main`."""
+class ContainerTask:
+    """Who this container is, learnt once at start-up and passed to every phase of :func:`main`
+    (the AM's record of a task is ``state.TaskRecord``)."""
 
     app: Any
     spec: JobSpec
@@ -691,13 +692,13 @@ class Uploads:
     drain_watch: DrainWatch
 
 
-def identify(app: Any, spec: JobSpec, env: dict[str, str], workdir: Path) -> Task:
+def identify(app: Any, spec: JobSpec, env: dict[str, str], workdir: Path) -> ContainerTask:
     """Phase 1: learn this container's task and gang (see :func:`find_slot`)."""
     role, index, generation = find_slot(app, spec, env)
-    return Task(app=app, spec=spec, env=env, role=role, index=index, generation=generation, workdir=workdir)
+    return ContainerTask(app=app, spec=spec, env=env, role=role, index=index, generation=generation, workdir=workdir)
 
 
-def prepare_workdir(task: Task) -> None:
+def prepare_workdir(task: ContainerTask) -> None:
     """Phase 2: the local checkpoint folder and the job's source tree linked in."""
     (task.workdir / task.spec.checkpoint.local_dir).mkdir(parents=True, exist_ok=True)
     skipped = source_links(task.spec, task.workdir)
@@ -710,7 +711,7 @@ def prepare_workdir(task: Task) -> None:
         )
 
 
-def claim_gpus(task: Task, host: str) -> Gpus:
+def claim_gpus(task: ContainerTask, host: str) -> Gpus:
     """Phase 3: the node's GPUs this task may use; raises :class:`GpuLeaseError` when they stayed taken."""
     pinned = parse_visible_devices(task.env.get("NVIDIA_VISIBLE_DEVICES"))
     local = discover_local_gpus() if task.spec.roles[task.role].gpus > 0 else []
@@ -718,14 +719,14 @@ def claim_gpus(task: Task, host: str) -> Gpus:
     return Gpus(local=local, pinned=pinned, owned=owned, leases=leases)
 
 
-def report_gpu_failure(task: Task, exc: GpuLeaseError) -> None:
+def report_gpu_failure(task: ContainerTask, exc: GpuLeaseError) -> None:
     """Phase 3's failure, reported like any task exit and before registering: the AM fails the job
     with this message instead of a registration timeout."""
     log.error("%s: %s", task.task_id, exc)
     task.app.kv[C.kv_exit(task.task_id)] = gpu_lease_exit(exc, task.generation).to_json()
 
 
-def register(task: Task, host: str, port: int, gpus: Gpus) -> Heartbeat:
+def register(task: ContainerTask, host: str, port: int, gpus: Gpus) -> HeartbeatSender:
     """Phase 4: start beating and register this task's address; returns the running heartbeat."""
     # gpus_pinned: devices this container owns on the node (YARN's or leased);
     # the AM treats them as fixed and withholds them from the job's other tasks.
@@ -738,7 +739,7 @@ def register(task: Task, host: str, port: int, gpus: Gpus) -> Heartbeat:
         gpus_pinned=gpus.pinned if gpus.pinned is not None else gpus.owned,
         generation=task.generation,
     )
-    heartbeat = Heartbeat(
+    heartbeat = HeartbeatSender(
         task.app, task.task_id, task.spec.heartbeat_interval, task.workdir / PROGRESS_FILE, task.generation
     )
     heartbeat.start()
@@ -747,7 +748,7 @@ def register(task: Task, host: str, port: int, gpus: Gpus) -> Heartbeat:
     return heartbeat
 
 
-def stage_inputs(task: Task) -> dict[str, str] | None:
+def stage_inputs(task: ContainerTask) -> dict[str, str] | None:
     """Phase 4b: the job's HDFS inputs on this task's disk before its script starts (see
     :mod:`~airflow_provider_tony.runtime.inputs`); returns the script's variables.
 
@@ -785,7 +786,7 @@ def stage_inputs(task: Task) -> dict[str, str] | None:
     return found
 
 
-def task_environment(task: Task, cluster: ClusterDocument, port: int, gpus: Gpus) -> dict[str, str]:
+def task_environment(task: ContainerTask, cluster: ClusterDocument, port: int, gpus: Gpus) -> dict[str, str]:
     """Phase 5: the user process's environment, once the gang's cluster spec is known."""
     user_env = user_environment(
         task.spec, task.role, task.index, cluster, task.app_id, task.workdir, task.env, port=port
@@ -799,7 +800,7 @@ def task_environment(task: Task, cluster: ClusterDocument, port: int, gpus: Gpus
 
 
 def start_user(
-    task: Task, user_env: dict[str, str], sock: socket.socket, gpus: Gpus, heartbeat: Heartbeat
+    task: ContainerTask, user_env: dict[str, str], sock: socket.socket, gpus: Gpus, heartbeat: HeartbeatSender
 ) -> UserProcess:
     """Phase 7: release the port and start the user's code; the AM counts its start-up from the next beat."""
     role = task.spec.roles[task.role]
@@ -822,7 +823,7 @@ def start_user(
     return user
 
 
-def start_events(task: Task, hdfs: Any, events: str | None) -> checkpoint.DirSync | None:
+def start_events(task: ContainerTask, hdfs: Any, events: str | None) -> checkpoint.DirSync | None:
     """Phase 8a (the decider, when someone reads them): mirror the TensorBoard events to ``events`` on HDFS.
 
     With checkpoints at their pace (each upload costs the nodes that train);
@@ -837,7 +838,7 @@ def start_events(task: Task, hdfs: Any, events: str | None) -> checkpoint.DirSyn
     return sync
 
 
-def start_uploads(task: Task, hdfs: Any, user: UserProcess, restored: int | None, resumed: bool) -> Uploads:
+def start_uploads(task: ContainerTask, hdfs: Any, user: UserProcess, restored: int | None, resumed: bool) -> Uploads:
     """Phase 8 (the decider, with a checkpoint dir): upload checkpoints while the user code runs, and
     answer the AM's drain before a gang restart."""
     spec = task.spec
@@ -872,7 +873,7 @@ def start_uploads(task: Task, hdfs: Any, user: UserProcess, restored: int | None
     return Uploads(sync=sync, drain_watch=drain_watch)
 
 
-def finish_uploads(task: Task, uploads: Uploads, code: int, tail: list[str]) -> tuple[int, list[str]]:
+def finish_uploads(task: ContainerTask, uploads: Uploads, code: int, tail: list[str]) -> tuple[int, list[str]]:
     """Phase 9: the last checkpoint upload after the user process exited (see :func:`after_final_flush`)."""
     if uploads.drain_watch.draining.is_set():  # stopped for a gang restart: the watch uploads and answers
         uploads.drain_watch.join(timeout=C.DRAIN_UPLOAD_S + USER_STOP_S)
@@ -885,7 +886,7 @@ def finish_uploads(task: Task, uploads: Uploads, code: int, tail: list[str]) -> 
     return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, sync.last_error, sync.refused)
 
 
-def report_exit(task: Task, code: int, tail: list[str], used: Usage | None = None) -> None:
+def report_exit(task: ContainerTask, code: int, tail: list[str], used: Usage | None = None) -> None:
     """Phase 11: the exit record; it carries the last progress and the recent reports too, because the
     script's final report (its metrics) often lands after the last heartbeat, and what the user process used."""
     latest, recent = progress_api.read_all(task.workdir / PROGRESS_FILE)

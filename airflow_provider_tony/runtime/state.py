@@ -90,7 +90,9 @@ class Verdict:
 
 
 @dataclass
-class Task:
+class TaskRecord:
+    """The AM's record of one task (the executor's own view of itself is ``executor.ContainerTask``)."""
+
     task_id: str
     role: str
     index: int
@@ -159,7 +161,7 @@ def _stderr_line(tail: list[str]) -> str:
     return lines[-1].strip()[:500] if lines else "(no stderr)"
 
 
-def _earliest(tasks: list[Task]) -> Task:
+def _earliest(tasks: list[TaskRecord]) -> TaskRecord:
     """The failed task the AM learned of first (every failure is numbered when it is seen)."""
     return min(tasks, key=lambda t: t.failed_seq)
 
@@ -197,14 +199,16 @@ class JobTracker:
         # The current gang's wait for capacity after a preemption is in the events.
         self._noted_capacity_wait = False
         self.failures_seen = 0
-        self.tasks: dict[str, Task] = self._new_tasks()
+        self.tasks: dict[str, TaskRecord] = self._new_tasks()
 
-    def _new_tasks(self) -> dict[str, Task]:
+    def _new_tasks(self) -> dict[str, TaskRecord]:
         tracked = set(self.spec.tracked_roles())
-        tasks: dict[str, Task] = {}
+        tasks: dict[str, TaskRecord] = {}
         for task_id in self.spec.task_ids():
             role, index = parse_task_id(task_id)
-            tasks[task_id] = Task(task_id, role, index, tracked=role in tracked, gpus_wanted=self.spec.roles[role].gpus)
+            tasks[task_id] = TaskRecord(
+                task_id, role, index, tracked=role in tracked, gpus_wanted=self.spec.roles[role].gpus
+            )
         return tasks
 
     def task_of_container(self, service: str, instance: int) -> str | None:
@@ -233,7 +237,7 @@ class JobTracker:
         task.last_heartbeat = now
         self.events.append(f"{task_id} registered at {task.host}:{task.port}")
 
-    def rendezvous_tasks(self) -> list[Task]:
+    def rendezvous_tasks(self) -> list[TaskRecord]:
         return [t for t in self.tasks.values() if t.tracked or t.role in RENDEZVOUS_ROLES]
 
     def rendezvous_ready(self) -> bool:
@@ -355,7 +359,7 @@ class JobTracker:
             self._failed(task, now)
         self.events.append(f"{task_id} exited with code {exit_code}")
 
-    def _used(self, task: Task, usage: Usage) -> None:
+    def _used(self, task: TaskRecord, usage: Usage) -> None:
         """The executor's figures, with the role's request from the AM's own JobSpec and the notes on it."""
         role = self.spec.roles.get(task.role)
         if role is not None:
@@ -367,7 +371,7 @@ class JobTracker:
             usage.notes = usage_notes(usage, role.memory, role.vcores, role.gpus)
         task.usage = usage
 
-    def _failed(self, task: Task, now: float) -> None:
+    def _failed(self, task: TaskRecord, now: float) -> None:
         self.failures_seen += 1
         task.failed_at = now
         task.failed_seq = self.failures_seen
@@ -413,7 +417,7 @@ class JobTracker:
         task.message = self._memory_text(task)
         self.events.append(f"{task_id} killed by YARN for memory: {task.message}")
 
-    def _memory_text(self, task: Task) -> str:
+    def _memory_text(self, task: TaskRecord) -> str:
         kill = task.memory_kill
         role = self.spec.roles.get(task.role)
         requested = role.memory if role is not None else None
@@ -614,7 +618,7 @@ class JobTracker:
         YARN's container statuses every tick, so that a peer's silence is judged with YARN's word."""
         return self.verdict is None and any(t.state is TaskState.FAILED for t in self.tasks.values())
 
-    def _fatal(self, task: Task) -> bool:
+    def _fatal(self, task: TaskRecord) -> bool:
         """A task whose failure fails the gang: tracked, or a member of the TensorFlow cluster."""
         return task.tracked or task.role in TF_CLUSTER_ROLES
 
@@ -672,7 +676,7 @@ class JobTracker:
                     "hung or its node is lost"
                 )
 
-    def grace(self, failed: list[Task], now: float) -> float:
+    def grace(self, failed: list[TaskRecord], now: float) -> float:
         """How long after the gang's first failure the AM waits for its root cause.
 
         A failure that TensorFlow blames on a peer (a collective aborted, a
@@ -697,7 +701,7 @@ class JobTracker:
         )
         return full if suspect else min(max(spec.heartbeat_interval, 1.0), 5.0)
 
-    def _judge(self, failed: list[Task], now: float) -> Verdict | None:
+    def _judge(self, failed: list[TaskRecord], now: float) -> Verdict | None:
         """The root cause among a gang's failed tasks, or None while it may still show up.
 
         A lost task (no exit record, missed heartbeats, preempted, killed by a
@@ -722,7 +726,7 @@ class JobTracker:
             root = _earliest(own) if own else first
         return self._failure_verdict(root, [t for t in failed if t is not root])
 
-    def _failure_verdict(self, root: Task, others: list[Task]) -> Verdict:
+    def _failure_verdict(self, root: TaskRecord, others: list[TaskRecord]) -> Verdict:
         # Every failed or lost task has its kind (set where it failed); CODE is the conservative default.
         kind = root.kind or FailureKind.CODE
         memory: dict[str, Any] = {}

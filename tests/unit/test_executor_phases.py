@@ -14,8 +14,8 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import GpuLeaseError
 from airflow_provider_tony.runtime.executor import (
     GPU_LEASE_EXIT_CODE,
+    ContainerTask,
     Gpus,
-    Task,
     register,
     report_gpu_failure,
     task_environment,
@@ -24,10 +24,10 @@ from airflow_provider_tony.runtime.messages import ClusterDocument, ExitRecord, 
 from airflow_provider_tony.runtime.spec import JobSpec
 
 
-def _task(tmp_path: Path, generation: int = 2) -> Task:
+def _task(tmp_path: Path, generation: int = 2) -> ContainerTask:
     spec = JobSpec.from_dict({"name": "t", "roles": {"worker": {"instances": 1, "command": ["true"]}}})
     env = {C.ENV_YARN_CONTAINER_ID: "container_1", C.ENV_SKEIN_APPLICATION_ID: "application_1_0001"}
-    return Task(
+    return ContainerTask(
         app=SimpleNamespace(kv={}), spec=spec, env=env, role="worker", index=0, generation=generation, workdir=tmp_path
     )
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.executor import Heartbeat, wait_for_cluster
+from airflow_provider_tony.runtime.executor import HeartbeatSender, wait_for_cluster
 from airflow_provider_tony.runtime.messages import ClusterDocument
 from airflow_provider_tony.runtime.messages import Heartbeat as Beat
 from tests._util import wait_until
@@ -15,7 +15,7 @@ from tests._util import wait_until
 
 def test_a_nudge_beats_now_and_stop_ends_the_thread_without_waiting_an_interval(tmp_path: Path) -> None:
     app = SimpleNamespace(kv={})
-    beat = Heartbeat(app, "worker:0", interval=3600.0, progress_file=tmp_path / "progress.json")
+    beat = HeartbeatSender(app, "worker:0", interval=3600.0, progress_file=tmp_path / "progress.json")
     beat.start()
     key = next(iter(wait_until(lambda: app.kv, 10, "the first beat", interval=0.01)))
     first = Beat.from_json(app.kv[key])

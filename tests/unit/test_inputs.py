@@ -270,8 +270,8 @@ def test_the_executor_phase_turns_a_staging_failure_into_a_retryable_exit_before
     app = SimpleNamespace(kv={})
     spec = _spec(roles=["worker"])
 
-    def task(role: str, index: int, generation: int) -> executor.Task:
-        return executor.Task(
+    def task(role: str, index: int, generation: int) -> executor.ContainerTask:
+        return executor.ContainerTask(
             app=app, spec=spec, env={}, role=role, index=index, generation=generation, workdir=tmp_path
         )
 
@@ -390,7 +390,7 @@ def test_a_full_disk_while_staging_is_not_retryable_and_names_the_field(tmp_path
     monkeypatch.setattr(inputs, "_copy", full)
     monkeypatch.setattr(hdfs_io, "client_from_env", lambda env, kv=None: FakeHdfs(PARTITION))
     app = SimpleNamespace(kv={})
-    task = executor.Task(app=app, spec=_spec(), env={}, role="worker", index=0, generation=0, workdir=tmp_path)
+    task = executor.ContainerTask(app=app, spec=_spec(), env={}, role="worker", index=0, generation=0, workdir=tmp_path)
     assert executor.stage_inputs(task) is None
     record = ExitRecord.from_json(app.kv["tony/exit/worker:0"])
     assert "inputs.d.max_bytes_per_task" in record.stderr_tail[0] and "filled its disk" in record.stderr_tail[0]

@@ -59,7 +59,7 @@ def _am() -> ApplicationMaster:
 
 def test_every_report_between_two_beats_reaches_the_history_and_the_page(progress_file: Path) -> None:
     am = _am()
-    beats = executor.Heartbeat(am.app, "worker:0", 1.0, progress_file)  # the executor's, writing the AM's store
+    beats = executor.HeartbeatSender(am.app, "worker:0", 1.0, progress_file)  # the executor's, writing the AM's store
     clock = 1000.0
     carried = []
     for step in range(1, 201):
@@ -85,7 +85,7 @@ def test_every_report_between_two_beats_reaches_the_history_and_the_page(progres
 
 
 def test_a_beat_of_a_job_that_reports_rarely_carries_nothing_new(progress_file: Path) -> None:
-    beats = executor.Heartbeat(SimpleNamespace(kv={}), "worker:0", 1.0, progress_file)
+    beats = executor.HeartbeatSender(SimpleNamespace(kv={}), "worker:0", 1.0, progress_file)
     progress.report(step=1, loss=1.0)
     sent = []
     for _ in range(executor.BEATS_PER_POINT + 2):
