@@ -26,13 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import yaml
-from yaml.reader import ReaderError
+from typing import TYPE_CHECKING
 
 from airflow_provider_tony import __version__
-from airflow_provider_tony.runtime import jobyaml
+from airflow_provider_tony.jobfile import read_job_file
 from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, JobFileError, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.checks import validate_local_files
@@ -98,67 +95,6 @@ def load_job(path: str) -> JobSpec:
     (``yarn.source.paths_beside_job_file``, which the operator uses too)."""
     data = read_job_file(path)
     return JobSpec.from_dict(paths_beside_job_file(data, Path(path).resolve().parent))
-
-
-_JINJA_MARKERS = ("{{", "{%", "{#")
-
-
-def _position(text: str, offset: int) -> tuple[int, int]:
-    """1-based line and column of a character offset (PyYAML's reader reports offsets only)."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    return text.count("\n", 0, offset) + 1, offset - line_start + 1
-
-
-def _jinja_hint(text: str, line: int) -> str:
-    """Why a Jinja construct breaks ``tony``: it reads job files as plain YAML; only Airflow renders them."""
-    lines = text.splitlines()
-    near = lines[max(0, line - 2) : line]  # PyYAML often marks the line after the culprit
-    if not any(marker in candidate for candidate in near for marker in _JINJA_MARKERS):
-        return ""
-    return (
-        "; the file holds a Jinja template tag, which `tony` does not render (only Airflow does, for job=...):"
-        " put a plain value there, or quote the tag"
-    )
-
-
-def read_job_file(path: str) -> dict[str, Any]:
-    """The job file's top-level mapping, or a :class:`JobFileError` naming the file and the
-    line and column of the fault: a traceback from the YAML parser tells a user nothing."""
-    raw = Path(path).read_bytes()  # OSError: main() prints it, file name included
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        before = raw[: exc.start].decode("utf-8")  # valid up to the bad byte
-        line, column = _position(before, len(before))
-        raise JobFileError(
-            f"{path}:{line}:{column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); a job file is a JobSpec YAML"
-        ) from exc
-    try:
-        data = jobyaml.load(text)  # strict: no aliases, repeated keys, deep nesting
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = "; ".join(str(part) for part in (exc.context, exc.problem) if part)
-        if mark is None:
-            raise JobFileError(f"{path}: not valid YAML: {problem}") from exc
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}"
-        raise JobFileError(f"{where}: not valid YAML: {problem}{_jinja_hint(text, mark.line + 1)}") from exc
-    except ReaderError as exc:
-        line, column = _position(text, exc.position)
-        raise JobFileError(
-            f"{path}:{line}:{column}: not a text file: character #x{exc.character:04x} ({exc.reason})"
-        ) from exc
-    except yaml.YAMLError as exc:  # no position known
-        raise JobFileError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
-    if data is None:
-        raise JobFileError(f"{path}: holds no job (empty, or only comments); give a JobSpec mapping, e.g. roles: ...")
-    if not isinstance(data, dict):
-        root = yaml.compose(text)  # parsed once already: this cannot fail, and a non-None value has a node
-        where = f"{path}:{root.start_mark.line + 1}:{root.start_mark.column + 1}" if root is not None else path
-        raise JobFileError(
-            f"{where}: holds a {type(data).__name__}, not a JobSpec mapping;"
-            " give the job's fields (roles: ...) at the top level of the file"
-        )
-    return data
 
 
 def _job_argument(parser: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ from airflow_provider_tony.links import (
 )
 from airflow_provider_tony.runtime import gate
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE
-from airflow_provider_tony.runtime.errors import InputMissing, SpecError, TonyError
+from airflow_provider_tony.runtime.errors import InputMissing, JobFileError, SpecError, TonyError
 from airflow_provider_tony.runtime.history import history_paths
 from airflow_provider_tony.runtime.messages import MAX_DIAGNOSTICS_CHARS, GateResult, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -73,13 +73,6 @@ class QualityGateFailed(AirflowFailException, TonyError):
     def __init__(self, message: str, result: GateResult) -> None:
         super().__init__(message)
         self.result = result
-
-
-def yaml_error() -> type[Exception]:
-    """PyYAML's base error, imported when a job file is read (the operator module stays light)."""
-    import yaml
-
-    return yaml.YAMLError
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -214,41 +207,24 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         return next((f / path for f in folders if (f / path).is_file()), folders[0] / path if folders else path)
 
     def _read_job_file(self) -> dict[str, Any]:
-        """The job file's mapping, parsed strictly (``runtime/jobyaml.py``), not yet rendered.
+        """The job file's mapping, read as ``tony`` reads it (``jobfile.py``), not yet rendered.
 
         A file that is missing or not a job fails the task at once (no retry can
-        fix it) and says where it was looked for.
+        fix it) and says where it was looked for, or where in the file the fault is.
         """
-        from airflow_provider_tony.runtime import jobyaml
+        from airflow_provider_tony.jobfile import read_job_file
 
         path = self._job_file_path()
         try:
-            text = path.read_text(encoding="utf-8")
+            return read_job_file(path, shown_as=self._job_file, templated=True)
         except OSError as exc:
             raise AirflowFailException(
                 f"invalid job, nothing was submitted: job: {self._job_file!r} not found (looked beside the DAG file "
                 f"and in template_searchpath, from {path.parent}); give the file's path relative to the DAG file, "
                 f"or an absolute one ({type(exc).__name__})"
             ) from exc
-        except UnicodeDecodeError as exc:
-            raise AirflowFailException(
-                f"invalid job, nothing was submitted: job: {self._job_file!r} is not UTF-8 text; fix the file"
-            ) from exc
-        try:
-            data = jobyaml.load(text)
-        except yaml_error() as exc:
-            raise AirflowFailException(
-                f"invalid job, nothing was submitted: job: {self._job_file!r} is not a valid job file "
-                f"({' '.join(str(exc).split())[:600]}); fix the file (a value that starts with a template, "
-                "like {{ params.x }}, must be quoted)"
-            ) from exc
-        if not isinstance(data, dict):
-            raise SpecError(
-                "job",
-                f"{self._job_file!r} holds a {type(data).__name__}, not a JobSpec mapping; "
-                "give the job's fields at the top level of the file",
-            )
-        return data
+        except JobFileError as exc:
+            raise AirflowFailException(f"invalid job, nothing was submitted: job: {exc}") from exc
 
     def _job_dict(self) -> dict[str, Any]:
         if isinstance(self.job, str):
