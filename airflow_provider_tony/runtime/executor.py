@@ -738,6 +738,7 @@ def register(task: ContainerTask, host: str, port: int, gpus: Gpus) -> Heartbeat
         gpus_local=gpus.local,
         gpus_pinned=gpus.pinned if gpus.pinned is not None else gpus.owned,
         generation=task.generation,
+        nm_http_port=int(task.env[C.ENV_NM_HTTP_PORT]) if task.env.get(C.ENV_NM_HTTP_PORT, "").isdigit() else None,
     )
     heartbeat = HeartbeatSender(
         task.app, task.task_id, task.spec.heartbeat_interval, task.workdir / PROGRESS_FILE, task.generation

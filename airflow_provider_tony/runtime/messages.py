@@ -386,10 +386,13 @@ class Registration(Message):
     gpus_local: list[str] = field(default_factory=list)  # GPUs the executor saw on its node
     gpus_pinned: list[str] | None = None  # NVIDIA_VISIBLE_DEVICES of the container, if set
     generation: int = 0  # the gang this executor belongs to (0 until the AM restarts it)
+    nm_http_port: int | None = None  # its NodeManager's web port (runtime/nm_probe.py asks it)
 
     def validate(self) -> None:
         self.host = str(self.host)
         self.port = int(self.port)
+        raw: Any = self.nm_http_port  # the JSON a container wrote: checked here
+        self.nm_http_port = None if raw is None or raw == "" else int(raw)
         self.gpus_local = [str(g) for g in self.gpus_local or []]
         self.gpus_pinned = None if self.gpus_pinned is None else [str(g) for g in self.gpus_pinned]
 

@@ -15,6 +15,7 @@ ignored. Each restart is a ``RestartRecord`` in the state document.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +102,7 @@ class TaskRecord:
     host: str | None = None
     port: int | None = None
     container_id: str | None = None
+    nm_http_port: int | None = None  # its NodeManager's web port, when the executor said
     gpus_local: list[str] = field(default_factory=list)
     gpus_pinned: list[str] | None = None
     gpus: list[str] = field(default_factory=list)
@@ -199,6 +201,10 @@ class JobTracker:
         # The current gang's wait for capacity after a preemption is in the events.
         self._noted_capacity_wait = False
         self.failures_seen = 0
+        #: Whether a task's NodeManager says its container ended (the AM sets ``nm_probe``'s look;
+        #: pure by default): a blamed task whose container YARN ended is not declared lost early.
+        self.ended_on_its_node: Callable[[TaskRecord], bool] = lambda task: False
+        self._awaiting_yarn: set[str] = set()
         self.tasks: dict[str, TaskRecord] = self._new_tasks()
 
     def _new_tasks(self) -> dict[str, TaskRecord]:
@@ -231,6 +237,7 @@ class JobTracker:
         task.host = info.host
         task.port = info.port
         task.container_id = info.container_id
+        task.nm_http_port = info.nm_http_port
         task.gpus_local = list(info.gpus_local)
         task.gpus_pinned = None if info.gpus_pinned is None else list(info.gpus_pinned)
         task.registered_at = now
@@ -567,6 +574,7 @@ class JobTracker:
         self.registration_started = now
         self.slots = dict(slots)
         self.tasks = self._new_tasks()
+        self._awaiting_yarn = set()
         self.cluster_published_at = None
         self.restart_pending = None
         self.drain_task = None
@@ -645,6 +653,16 @@ class JobTracker:
                 b for b in blamers if task.task_id in blamed([b.stderr_tail], {task.task_id: (task.host, task.port)})
             ]
             if not accusers:
+                continue
+            if self.ended_on_its_node(task):
+                # The node is alive and YARN ended the container: its word (why) is on the way, and
+                # the ordinary heartbeat timeout still declares the task lost if it never comes.
+                if task.task_id not in self._awaiting_yarn:
+                    self._awaiting_yarn.add(task.task_id)
+                    self.events.append(
+                        f"{task.task_id} is blamed and silent, but its NodeManager says its container ended: "
+                        "waiting for YARN's exit status"
+                    )
                 continue
             task.state = TaskState.LOST
             task.kind = FailureKind.LOST

@@ -114,3 +114,16 @@ def test_blame_of_a_peer_that_still_beats_declares_nothing_and_spares_a_slow_bys
     keep_beating(tr, "worker:1", T0 + 20)
     assert tr.check(T0 + 2 + 10 * INTERVAL) is None
     assert tr.tasks["worker:1"].state is TaskState.RUNNING and tr.tasks["worker:2"].state is TaskState.RUNNING
+
+
+def test_a_blamed_task_whose_nodemanager_says_its_container_ended_waits_for_yarns_word() -> None:
+    """The node is alive and YARN ended the container (over its memory, say): no early declaration,
+    one event saying why, and the ordinary heartbeat timeout still declares it lost if YARN never says."""
+    tr, boundary = declared_at(BY_NAME)
+    asked: list[str] = []
+    tr.ended_on_its_node = lambda task: asked.append(task.task_id) or True
+    assert tr.check(boundary + 5) is None and tr.tasks["worker:2"].state is TaskState.RUNNING
+    assert set(asked) == {"worker:2"}, "only the blamed, silent task's node is asked"
+    waiting = [e for e in tr.events if "its NodeManager says its container ended" in e]
+    assert len(waiting) == 1 and waiting[0].startswith("worker:2 "), tr.events
+    failed(tr.check(T0 + 2 + TIMEOUT + 0.01), "worker:2 lost: missed heartbeats", retryable=True)

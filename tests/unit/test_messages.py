@@ -110,6 +110,7 @@ FULL: list[Message] = [
         gpus_local=["0", "1"],
         gpus_pinned=["1"],
         generation=2,
+        nm_http_port=8042,
     ),
     USAGE,
     Heartbeat(
