@@ -246,7 +246,7 @@ def _gc_arguments(parser: argparse.ArgumentParser) -> None:
     _gc_arguments,
 )
 def gc(args: argparse.Namespace) -> int:
-    from airflow_provider_tony.runtime import retention
+    from airflow_provider_tony import retention
 
     try:
         policy = retention.Policy(max_age_days=args.max_age_days, keep_runs=args.keep_runs)
@@ -265,7 +265,7 @@ def gc(args: argparse.Namespace) -> int:
         found = [retention.read_references(hdfs, hdfs.resolve(f".skein/{app.app_id}")) for app in apps]
         referenced = None if None in found else set().union(*(f for f in found if f is not None))
         items = retention.scan(hdfs, base, protect=[*args.protect, *running], active=active, referenced=referenced)
-        removals = retention.plan(items, policy, now=time.time())
+        removals = retention.plan(items, policy, wall_now=time.time())
         for item, why in removals:
             print(f"{'would remove' if args.dry_run else 'removing'} {item.path}: {why}", flush=True)
         if not args.dry_run:

@@ -647,7 +647,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         if spec is None or self._pruned or not (spec.retention.max_age_days or spec.retention.keep_runs):
             return
         self._pruned = True  # the mixin asks for the result twice: prune once
-        from airflow_provider_tony.runtime import retention
+        from airflow_provider_tony import retention
 
         ti = context["ti"]
         task_folder = self.default_checkpoint_dir(context)
@@ -662,7 +662,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             running = [app.tags for app in self.hook.find_by_tags([])]
             active = retention.active_folders(self.hook.base_path, running)
             items = retention.scan_task(hdfs, task_folder, protect, active)
-            removals = retention.plan(items, policy, now=time.time())
+            removals = retention.plan(items, policy, wall_now=time.time())
             for item, why in removals:
                 self.log.info("retention: removing %s (%s)", item.path, why)
             retention.remove(hdfs, removals)

@@ -49,10 +49,10 @@ from typing import Any
 
 import skein
 
+from airflow_provider_tony.retention import REFERENCES_NAME, references_json
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError, NotFound, OutcomeUnknown
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
-from airflow_provider_tony.runtime.retention import REFERENCES_NAME, references_json
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
 
 log = logging.getLogger(__name__)

@@ -310,7 +310,7 @@ def test_gc_keeps_the_staged_files_a_running_job_localises(cluster, app_tag: str
 
     import httpx
 
-    from airflow_provider_tony.runtime import retention
+    from airflow_provider_tony import retention
     from airflow_provider_tony.runtime.spec import JobSpec
     from airflow_provider_tony.yarn.client import TonyClient
 

@@ -21,8 +21,8 @@ import pytest
 import skein
 from skein import proto as skein_proto
 
+from airflow_provider_tony import retention
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import retention
 from airflow_provider_tony.runtime.errors import ClusterError, ClusterForbidden, ClusterUnreachable, NotFound
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
 from airflow_provider_tony.yarn.http import HttpSettings

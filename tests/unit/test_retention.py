@@ -1,4 +1,4 @@
-"""Retention (``runtime/retention.py``) and ``tony gc``: the policy on planted old runs, no cluster.
+"""Retention (``retention.py``) and ``tony gc``: the policy on planted old runs, no cluster.
 
 HDFS is ``test_checkpoint``'s fake over a temporary folder, with HDFS's
 ``modificationTime``/``accessTime`` taken from the files' own times, so a
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_tony import cli
-from airflow_provider_tony.runtime import gate, retention
-from airflow_provider_tony.runtime.retention import Item, Policy, plan
+from airflow_provider_tony import cli, retention
+from airflow_provider_tony.retention import Item, Policy, plan
+from airflow_provider_tony.runtime import gate
 from tests.unit.test_checkpoint import FakeHdfs
 
 NOW = time.time()  # the fake HDFS takes its times from the local files: removing one touches its folder now

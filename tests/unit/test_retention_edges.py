@@ -1,4 +1,4 @@
-"""Retention's edges (``runtime/retention.py``) that mutation testing found unguarded.
+"""Retention's edges (``retention.py``) that mutation testing found unguarded.
 
 What ``--protect`` guards (a folder holding a protected path, not only the path
 itself) and what "used" means (HDFS's access time counts as well as its
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_tony.runtime import retention
-from airflow_provider_tony.runtime.retention import Policy, plan
+from airflow_provider_tony import retention
+from airflow_provider_tony.retention import Policy, plan
 from tests.unit.test_retention import BASE, DAY, NOW, TimedHdfs, names, plant, planted
 
 RUNS = f"{BASE}/checkpoints/nightly/train"

@@ -94,12 +94,15 @@ class Item:
     protected: str = ""  # why it must stay ("" when it may go)
 
 
-def _older(item: Item, policy: Policy, now: float) -> bool:
-    return policy.max_age_days is not None and now - item.used > policy.max_age_days * _DAY_S
+def _older(item: Item, policy: Policy, wall_now: float) -> bool:
+    return policy.max_age_days is not None and wall_now - item.used > policy.max_age_days * _DAY_S
 
 
-def plan(items: Iterable[Item], policy: Policy, now: float) -> list[tuple[Item, str]]:
+def plan(items: Iterable[Item], policy: Policy, wall_now: float) -> list[tuple[Item, str]]:
     """What to remove, each with the reason in words.
+
+    ``wall_now`` is the wall clock (``time.time()``, seconds since the epoch), as HDFS's
+    modification and access times are: not the monotonic ``now`` the follow and AM cores take.
 
     Age applies to everything; the count (``keep_runs``) to each task's runs.
     The newest run of every task stays whatever its age (its retry resumes
@@ -117,8 +120,8 @@ def plan(items: Iterable[Item], policy: Policy, now: float) -> list[tuple[Item, 
                 continue
             if kind == "run" and policy.keep_runs is not None and rank >= policy.keep_runs:
                 removals.append((item, f"beyond the newest {policy.keep_runs} runs of {item.group}"))
-            elif _older(item, policy, now):
-                days = (now - item.used) / _DAY_S
+            elif _older(item, policy, wall_now):
+                days = (wall_now - item.used) / _DAY_S
                 removals.append((item, f"unused for {days:.1f} days (max_age_days {policy.max_age_days:g})"))
     gone = {item.path.rstrip("/") + "/" for item, _why in removals}
     return [(item, why) for item, why in removals if not any(item.path.startswith(g) for g in gone)]
