@@ -79,7 +79,7 @@ SCOPE: dict[str, list[str]] = {
     # The outcome modules written last (issue 41): what is retried, published, pruned, dealt, staged.
     "runtime/failure.py": ["*"],
     "runtime/gate.py": ["*"],
-    "runtime/retention.py": ["*"],
+    "retention.py": ["*"],
     # ``tony gc``: its options. mutmut leaves decorated functions alone, so ``gc`` itself (under
     # ``@command``) has no mutants until its body moves to an undecorated helper; what it decides is
     # retention.py's scan/plan/remove, in scope above.
