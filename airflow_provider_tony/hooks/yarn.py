@@ -214,15 +214,11 @@ class YarnHook(BaseHook):
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         return self.get_conn().container_logs(container_id, host)
 
-    def webhdfs(self) -> Any:
-        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on, failover between an
-        HA pair's NameNodes): the quality gate publishes with it, retention prunes. ``TonyClient.webhdfs``."""
-        return self.get_conn().webhdfs
-
     def hdfs(self) -> Any:
-        """The ``hdfs`` package's client for the connection's NameNode(s), as ``TonyClient.hdfs()``:
-        for DAG code that wants its conveniences (folders, ``download``)."""
-        return self.get_conn().hdfs()
+        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on): the quality gate
+        publishes with it, retention prunes. DAG code that wants the ``hdfs`` package's conveniences
+        (folders, ``download``) takes ``get_conn().hdfs()``."""
+        return self.get_conn().webhdfs
 
     @property
     def history_dir(self) -> str:

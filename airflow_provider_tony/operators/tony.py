@@ -655,7 +655,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
             task_folder = task_folder.rsplit("/", 1)[0]  # <run>[/map-i] -> the task's folder
         policy = retention.Policy(spec.retention.max_age_days, spec.retention.keep_runs)
         try:
-            hdfs = self.hook.webhdfs()
+            hdfs = self.hook.hdfs()
             protect = [d for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
             # Every running application's folders stay, not only this run's: an older run of this task
             # beyond keep_runs may still be training (a manual run, a backfill).
@@ -683,7 +683,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         app_id = str(value["application_id"])
         if self._gate is None:
             try:
-                hdfs = self.hook.webhdfs()
+                hdfs = self.hook.hdfs()
                 self._gate = gate.apply(hdfs, spec, app_id)
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried, the model stays a candidate
                 raise AirflowException(f"quality gate of {app_id} not decided: {type(exc).__name__}: {exc}") from exc

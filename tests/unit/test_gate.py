@@ -249,7 +249,7 @@ def gated_operator(tmp_path: Path, **kwargs: Any) -> tuple[Any, Any, dict[str, A
     hdfs = FakeHdfs(tmp_path / "hdfs")
     op, hook, ctx = operator(succeeded(), **kwargs)
     op.job["quality_gate"] = {"metric": "val_accuracy"}
-    hook.webhdfs = lambda: hdfs
+    hook.hdfs = lambda: hdfs
     hook.history_dir = "/user/airflow/tony/history"
     ctx["outlet_events"] = OutletEvents()
     return op, hook, ctx, hdfs
