@@ -49,7 +49,7 @@ from airflow_provider_tony.runtime.messages import (
 )
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task_of_container
-from airflow_provider_tony.runtime.state import JobTracker, TaskRecord, Verdict, final_diagnostics, material
+from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
 from airflow_provider_tony.runtime.yarn_exit import is_preempted, memory_kill
@@ -118,8 +118,9 @@ class ApplicationMaster:
         self.spec = spec
         self.app_id = app_id
         self.tracker = JobTracker(spec, time.monotonic())
-        self.tracker.ended_on_its_node = self._ended_on_its_node
-        self._node_looks: dict[str, tuple[float, bool]] = {}  # task id -> (when, what its NodeManager said)
+        self.tracker.ended_on_its_node = lambda task: nm_probe.container_ended(
+            task.host, task.nm_http_port, task.container_id
+        )
         self.seq = 0
         self.last_doc: str | None = None
         self.last_publish = 0.0
@@ -272,17 +273,6 @@ class ApplicationMaster:
 
     def container_check_interval(self) -> float:
         return min(max(self.spec.heartbeat_interval, CONTAINER_CHECK_MIN_S), CONTAINER_CHECK_MAX_S)
-
-    def _ended_on_its_node(self, task: TaskRecord) -> bool:
-        """Whether the task's NodeManager says its container ended (``runtime/nm_probe.py``): asked at
-        most once a second per task while the tracker weighs declaring it lost."""
-        now = time.monotonic()
-        looked = self._node_looks.get(task.task_id)
-        if looked is not None and now - looked[0] < 1.0:
-            return looked[1]
-        ended = nm_probe.container_ended(task.host, task.nm_http_port, task.container_id)
-        self._node_looks[task.task_id] = (now, ended)
-        return ended
 
     def check_containers(self, now: float) -> None:
         """Containers that ended without an exit record (killed, OOM, lost node) or preempted by YARN.

@@ -203,6 +203,7 @@ class JobTracker:
         self.failures_seen = 0
         #: Whether a task's NodeManager says its container ended (the AM sets ``nm_probe``'s look;
         #: pure by default): a blamed task whose container YARN ended is not declared lost early.
+        #: Asked once per task: "ended" is final (``_awaiting_yarn``), any other answer declares it lost.
         self.ended_on_its_node: Callable[[TaskRecord], bool] = lambda task: False
         self._awaiting_yarn: set[str] = set()
         self.tasks: dict[str, TaskRecord] = self._new_tasks()
@@ -654,15 +655,16 @@ class JobTracker:
             ]
             if not accusers:
                 continue
+            if task.task_id in self._awaiting_yarn:
+                continue  # its NodeManager said the container ended: a container does not start again
             if self.ended_on_its_node(task):
                 # The node is alive and YARN ended the container: its word (why) is on the way, and
                 # the ordinary heartbeat timeout still declares the task lost if it never comes.
-                if task.task_id not in self._awaiting_yarn:
-                    self._awaiting_yarn.add(task.task_id)
-                    self.events.append(
-                        f"{task.task_id} is blamed and silent, but its NodeManager says its container ended: "
-                        "waiting for YARN's exit status"
-                    )
+                self._awaiting_yarn.add(task.task_id)
+                self.events.append(
+                    f"{task.task_id} is blamed and silent, but its NodeManager says its container ended: "
+                    "waiting for YARN's exit status"
+                )
                 continue
             task.state = TaskState.LOST
             task.kind = FailureKind.LOST
