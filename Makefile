@@ -20,6 +20,8 @@ SECURE_PORT_BASE ?= $(shell echo $$(( $(PORT_BASE) + 600 )))
 CHAOS_PORT_BASE ?= $(or $(TONY_CHAOS_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 900 ))))
 # The HA profile (ZooKeeper, two RMs, two NameNodes; devcluster/dc_ha.py): 1200 above the base.
 HA_PORT_BASE ?= $(or $(TONY_HA_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 1200 ))))
+# The Kerberized HA profile (the HA profile with a KDC, SPNEGO and a second HDFS): 1500 above it.
+SECURE_HA_PORT_BASE ?= $(or $(TONY_SECURE_HA_PORT_BASE),$(shell echo $$(( $(PORT_BASE) + 1500 ))))
 # `make cluster-up SECURE=1`: the Kerberized profile (a local KDC, SPNEGO, ACLs), the cluster of
 # `make test-secure`: its own home (.devcluster-secure, devcluster's default for the profile) and
 # ports (SECURE_PORT_BASE), the jar cache shared. A later plain `make cluster-up` or `make demo`
@@ -36,8 +38,14 @@ export TONY_DEVCLUSTER_HA := 1
 export TONY_DEVCLUSTER_PORT_BASE := $(HA_PORT_BASE)
 export TONY_DEVCLUSTER_JARS := $(or $(TONY_DEVCLUSTER_JARS),$(CURDIR)/.devcluster/jars)
 endif
+# `make cluster-up HA=1 SECURE=1`: the Kerberized HA profile in .devcluster-ha-secure on SECURE_HA_PORT_BASE.
+ifdef HA
+ifdef SECURE
+export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_HA_PORT_BASE)
+endif
+endif
 
-.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos test-ha lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos test-ha test-ha-secure lint mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
@@ -48,6 +56,7 @@ help:
 	@echo "make test-secure     the Kerberos tests on a second, Kerberized cluster (make test runs them too)"
 	@echo "make test-chaos      node loss, daemon restarts, GPUs and placement on a four-node cluster (make test runs them too)"
 	@echo "make test-ha         RM and NameNode failover on the HA cluster profile (make test runs them too, after chaos)"
+	@echo "make test-ha-secure  the Kerberized HA profile: a NameNode failover with tokens, data on a second HDFS"
 	@echo "make mutate          mutation testing of the outcome-deciding modules -> bench/results/mutation.{json,md}"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
@@ -110,18 +119,20 @@ test: bootstrap-test venv
 	if [ "$(TEST_PARALLEL)" = 1 ]; then \
 	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
 	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
-	  ( $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc ) > $(PARTS)/ha.log 2>&1 & ha=$$!; \
+	  ( $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc; \
+	    $(MAKE) --no-print-directory test-ha-secure; echo $$? > $(PARTS)/ha-secure.rc ) > $(PARTS)/ha.log 2>&1 & ha=$$!; \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
-	  wait $$ha; echo "--- the HA part (beside the open part) ---"; cat $(PARTS)/ha.log; \
+	  wait $$ha; echo "--- the HA parts, open then Kerberized (beside the open part) ---"; cat $(PARTS)/ha.log; \
 	  wait $$others; echo "--- the secure and chaos parts (beside the open part) ---"; cat $(PARTS)/others.log; \
-	  for part in secure chaos ha; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
+	  for part in secure chaos ha ha-secure; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
 	else \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
 	  $(MAKE) --no-print-directory test-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	  $(MAKE) --no-print-directory test-chaos || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	  $(MAKE) --no-print-directory test-ha || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	  $(MAKE) --no-print-directory test-ha-secure || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	fi; \
-	$(PY) -m tests._summary --times $(TEST_TIMES) $(OPEN_LANES) secure chaos ha; exit $$rc
+	$(PY) -m tests._summary --times $(TEST_TIMES) $(OPEN_LANES) secure chaos ha ha-secure; exit $$rc
 
 # The open part of make test (unit, integration, e2e) on the default cluster, in three lanes
 # side by side (TEST_PARALLEL=0: one after the other), each its own pytest and its own line in
@@ -194,6 +205,18 @@ test-ha: bootstrap-test venv
 	@export $(HA_ENV); rc=0; \
 	$(MUST_RUN) TONY_TEST_PART=ha $(PY) -m pytest tests/ha $(PYTEST_ARGS) || rc=$$?; [ $$rc -ne 5 ] || rc=0; \
 	$(DEVCLUSTER) down; exit $$rc
+
+# The Kerberized HA profile (tests/ha_secure: the HA profile with a KDC, SPNEGO, delegation tokens
+# and a second HDFS, nameservice `warehouse`), in .devcluster-ha-secure on SECURE_HA_PORT_BASE;
+# tests/ha_secure/conftest.py starts it, and it comes down here whatever happened.
+SECURE_HA_HOME ?= $(or $(TONY_SECURE_HA_HOME),$(CURDIR)/.devcluster-ha-secure)
+SECURE_HA_ENV = TONY_SECURE_HA_HOME="$(SECURE_HA_HOME)" TONY_SECURE_HA_PORT_BASE=$(SECURE_HA_PORT_BASE) \
+	TONY_DEVCLUSTER_HA=1 TONY_DEVCLUSTER_SECURE=1 TONY_DEVCLUSTER_HOME="$(SECURE_HA_HOME)" \
+	TONY_DEVCLUSTER_PORT_BASE=$(SECURE_HA_PORT_BASE) TONY_DEVCLUSTER_JARS="$(SECURE_JARS)"
+test-ha-secure: bootstrap-test venv
+	@export $(SECURE_HA_ENV); rc=0; \
+	$(MUST_RUN) TONY_TEST_PART=ha-secure $(PY) -m pytest tests/ha_secure $(PYTEST_ARGS) || rc=$$?; \
+	[ $$rc -ne 5 ] || rc=0; $(DEVCLUSTER) down; exit $$rc
 
 # The secure profile in its own state dir and ports (SECURE_PORT_BASE), sharing
 # the open cluster's jar cache; started and stopped here. Every test must run: with the

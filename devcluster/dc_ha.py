@@ -33,20 +33,24 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-from dc_configs import fetch_jars, render_conf
+from dc_configs import fetch_jars, fetch_native, render_conf
 from dc_ha_state import (
     NAMESERVICE,
     NN_IDS,
     NN_PORTS,
     RM_IDS,
     RM_PORTS,
+    WAREHOUSE,
     hdfs_ha_ready,
     jn_ready,
     nn_state,
+    warehouse_ready,
     yarn_ha_ready,
     zk_ready,
 )
+from dc_kerberos import start_kdc
 from dc_layout import CONF_TEMPLATES, HA_MARKER, ClusterError, Daemon, Layout
 from dc_processes import daemon_env, java_home, running_pid, start_daemon
 from dc_readiness import wait_for
@@ -140,12 +144,55 @@ def ha_properties(layout: Layout) -> dict[str, dict[str, str]]:
         yarn[f"yarn.resourcemanager.hostname.{rm}"] = "127.0.0.1"
         for key, port in RM_PORTS[rm].items():
             yarn[f"yarn.resourcemanager.{key}.{rm}"] = f"127.0.0.1:{layout.port(port)}"
+    if layout.secure:
+        hdfs.update(_secure_hdfs_properties(layout))
     return {"core-site.xml": core, "hdfs-site.xml": hdfs, "yarn-site.xml": yarn}
+
+
+def _secure_hdfs_properties(layout: Layout) -> dict[str, str]:
+    """What the Kerberized HA profile adds: the JournalNode's principal, and the second HDFS.
+
+    The JournalNode runs as the NameNodes' principal (``nn/localhost``; it is part of their HA
+    machinery, and the secure fragments already map that principal to the daemon user). Clients
+    see the second HDFS as nameservice ``warehouse`` (one NameNode, no HA), the way a client conf
+    names another cluster's filesystem; ``dfs.internal.nameservices`` keeps this cluster's
+    DataNode to ``tony``, and each NameNode and ZKFC copy names its own nameservice.
+    """
+    return {
+        "dfs.journalnode.kerberos.principal": "nn/localhost@TONY.LOCAL",
+        "dfs.journalnode.keytab.file": str(layout.realm.keytab("nn")),
+        "dfs.journalnode.kerberos.internal.spnego.principal": "*",
+        "dfs.nameservices": f"{NAMESERVICE},{WAREHOUSE}",
+        "dfs.internal.nameservices": NAMESERVICE,
+        f"dfs.namenode.rpc-address.{WAREHOUSE}": f"127.0.0.1:{layout.port('wh_nn_rpc_port')}",
+        f"dfs.namenode.http-address.{WAREHOUSE}": f"localhost:{layout.port('wh_nn_http_port')}",
+    }
+
+
+def _render_warehouse_conf(layout: Layout) -> None:
+    """``conf-warehouse/``: the second HDFS's own conf, the rendered single-NameNode one on other ports."""
+    conf = _fresh_copy(layout, WAREHOUSE)
+    data = layout.home / "data"
+    _append(conf / "core-site.xml", {"fs.defaultFS": f"hdfs://127.0.0.1:{layout.port('wh_nn_rpc_port')}"})
+    _append(
+        conf / "hdfs-site.xml",
+        {
+            "dfs.namenode.rpc-address": f"127.0.0.1:{layout.port('wh_nn_rpc_port')}",
+            "dfs.namenode.http-address": f"127.0.0.1:{layout.port('wh_nn_http_port')}",
+            "dfs.namenode.name.dir": str(data / "wh-namenode"),
+            "dfs.datanode.data.dir": str(data / "wh-datanode"),
+            "dfs.datanode.address": f"127.0.0.1:{layout.port('wh_dn_port')}",
+            "dfs.datanode.http.address": f"127.0.0.1:{layout.port('wh_dn_http_port')}",
+            "dfs.datanode.ipc.address": f"127.0.0.1:{layout.port('wh_dn_ipc_port')}",
+        },
+    )
 
 
 def render_ha_conf(layout: Layout) -> None:
     """The shared HA conf (``conf/``), each id's copy, and ZooKeeper's zoo.cfg."""
     render_conf(layout)
+    if layout.secure:
+        _render_warehouse_conf(layout)  # from the plain rendered conf, before the HA keys go in
     for name, props in ha_properties(layout).items():
         path = layout.conf / name
         path.write_text(_strip(path.read_text(), _STRIP[name]))
@@ -158,6 +205,7 @@ def render_ha_conf(layout: Layout) -> None:
                 "dfs.ha.namenode.id": nn,
                 "dfs.namenode.name.dir": str(layout.home / "data" / nn),
                 "dfs.ha.zkfc.port": str(layout.port(NN_PORTS[nn][2])),
+                "dfs.nameservice.id": NAMESERVICE,
             },
         )
     for rm in RM_IDS:
@@ -216,6 +264,9 @@ def up_ha(layout: Layout) -> None:
     for sub in (layout.home, layout.logs, layout.run, layout.home / "data"):
         sub.mkdir(parents=True, exist_ok=True)
     downloaded = fetch_jars(layout)
+    if layout.secure:
+        downloaded |= fetch_native(layout)
+        start_kdc(layout)
     render_ha_conf(layout)
     (layout.home / HA_MARKER).write_text("started with TONY_DEVCLUSTER_HA=1\n")
     by = {d.name: d for d in layout.daemons}
@@ -246,6 +297,8 @@ def up_ha(layout: Layout) -> None:
     wait_for(
         "HDFS HA (one active NameNode with a live DataNode, one standby)", lambda: hdfs_ha_ready(layout), layout, hdfs
     )
+    if layout.secure:
+        _up_warehouse(layout, jhome, ensure)
     ensure("resourcemanager-rm1", "resourcemanager-rm2", "nodemanager")
     yarn = tuple(by[n] for n in ("resourcemanager-rm1", "resourcemanager-rm2", "nodemanager"))
     wait_for("YARN HA (one active RM with the NodeManager, one standby)", lambda: yarn_ha_ready(layout), layout, yarn)
@@ -256,13 +309,23 @@ def up_ha(layout: Layout) -> None:
     )
 
 
+def _up_warehouse(layout: Layout, jhome: Path, ensure: Callable[..., None]) -> None:
+    """The second HDFS (Kerberized HA profile): formatted once, its NameNode and DataNode."""
+    nn_class = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+    if not (layout.home / "data" / "wh-namenode" / "current" / "VERSION").exists():
+        _tool(layout, jhome, WAREHOUSE, nn_class, "-format", "-nonInteractive", "-clusterId", "tony-warehouse")
+    ensure("namenode-warehouse", "datanode-warehouse")
+    daemons = tuple(d for d in layout.daemons if d.conf_sub == WAREHOUSE)
+    wait_for("the second HDFS (warehouse)", lambda: warehouse_ready(layout), layout, daemons)
+
+
 #: ``down``'s order: YARN, then the ZKFCs (no failover while the NameNodes stop), HDFS, the quorum.
 STOP_GROUPS = (
     ("nodemanager",),
     ("resourcemanager-rm1", "resourcemanager-rm2"),
     ("zkfc-nn1", "zkfc-nn2"),
-    ("datanode",),
-    ("namenode-nn1", "namenode-nn2"),
+    ("datanode", "datanode-warehouse"),
+    ("namenode-nn1", "namenode-nn2", "namenode-warehouse"),
     ("journalnode",),
     ("zookeeper",),
 )
@@ -270,4 +333,4 @@ STOP_GROUPS = (
 
 def stop_groups(layout: Layout) -> list[list[Daemon]]:
     by = {d.name: d for d in layout.daemons}
-    return [[by[n] for n in group] for group in STOP_GROUPS]
+    return [[by[n] for n in group if n in by] for group in STOP_GROUPS]

@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 import urllib.error
@@ -16,9 +17,11 @@ import urllib.request
 
 from dc_layout import ClusterError, Daemon, Layout
 from dc_processes import _pid_file, _stop_pids, is_alive, running_pid
-from dc_readiness import wait_for
+from dc_readiness import _launcher_ccache, wait_for
 
 NAMESERVICE = "tony"
+#: The Kerberized HA profile's second HDFS, as the clients' conf names it (a nameservice of one NameNode).
+WAREHOUSE = "warehouse"
 NN_IDS = ("nn1", "nn2")
 RM_IDS = ("rm1", "rm2")
 KINDS = {"rm": RM_IDS, "nn": NN_IDS}
@@ -68,8 +71,14 @@ def rm_urls(layout: Layout) -> tuple[str, ...]:
 # ---------------------------------------------------------------- state
 
 
-def _get(url: str, timeout: float = 3.0) -> tuple[int, bytes]:
-    """One GET that does not follow redirects (a standby RM redirects to the active one)."""
+def _get(url: str, layout: Layout, timeout: float = 3.0) -> tuple[int, bytes]:
+    """One GET that does not follow redirects (a standby RM redirects to the active one).
+
+    On the Kerberized profile every web server wants SPNEGO, which curl speaks and the standard
+    library does not (the launcher's own ticket, as ``dc_readiness`` uses it).
+    """
+    if layout.secure:
+        return _get_spnego(url, layout, timeout)
 
     class _NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: object, **kwargs: object) -> None:
@@ -83,10 +92,22 @@ def _get(url: str, timeout: float = 3.0) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
+def _get_spnego(url: str, layout: Layout, timeout: float) -> tuple[int, bytes]:
+    proc = subprocess.run(
+        ["curl", "-sS", "--max-time", str(timeout), "--negotiate", "-u", ":", "-w", "\n%{http_code}", url],
+        env=_launcher_ccache(layout),
+        capture_output=True,
+    )
+    if proc.returncode != 0:
+        raise OSError(f"curl {url}: {proc.stderr.decode(errors='replace').strip()}")
+    body, _, code = proc.stdout.rpartition(b"\n")
+    return int(code), body
+
+
 def nn_state(layout: Layout, nn: str) -> str | None:
     """``active``/``standby`` from the NameNode's JMX, or None when it does not answer."""
     try:
-        code, body = _get(f"{nn_http_url(layout, nn)}/jmx?qry=Hadoop:service=NameNode,name=NameNodeStatus")
+        code, body = _get(f"{nn_http_url(layout, nn)}/jmx?qry=Hadoop:service=NameNode,name=NameNodeStatus", layout)
         beans = json.loads(body).get("beans", []) if code == 200 else []
     except (OSError, ValueError):
         return None
@@ -96,7 +117,7 @@ def nn_state(layout: Layout, nn: str) -> str | None:
 def rm_state(layout: Layout, rm: str) -> str | None:
     """``active``/``standby`` from the RM's cluster info (its HA state), or None when it does not answer."""
     try:
-        code, body = _get(f"{rm_http_url(layout, rm)}/ws/v1/cluster/info")
+        code, body = _get(f"{rm_http_url(layout, rm)}/ws/v1/cluster/info", layout)
     except OSError:
         return None
     if code in (301, 302, 303, 307):
@@ -123,7 +144,9 @@ def zk_ready(layout: Layout) -> bool:
 
 
 def jn_ready(layout: Layout) -> bool:
-    code, _ = _get(f"http://127.0.0.1:{layout.port('jn_http_port')}/jmx?qry=Hadoop:service=JournalNode,name=JvmMetrics")
+    code, _ = _get(
+        f"http://127.0.0.1:{layout.port('jn_http_port')}/jmx?qry=Hadoop:service=JournalNode,name=JvmMetrics", layout
+    )
     return code == 200
 
 
@@ -134,10 +157,19 @@ def hdfs_ha_ready(layout: Layout) -> bool:
         return False
     active = next(nn for nn, s in states.items() if s == "active")
     base = f"{nn_http_url(layout, active)}/jmx?qry=Hadoop:service=NameNode,name="
-    beans = json.loads(_get(base + "FSNamesystemState")[1]).get("beans", [])
+    beans = json.loads(_get(base + "FSNamesystemState", layout)[1]).get("beans", [])
     if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
         return False
-    return not json.loads(_get(base + "NameNodeInfo")[1])["beans"][0].get("Safemode")
+    return not json.loads(_get(base + "NameNodeInfo", layout)[1])["beans"][0].get("Safemode")
+
+
+def warehouse_ready(layout: Layout) -> bool:
+    """The Kerberized HA profile's second HDFS: a live DataNode, safe mode off."""
+    base = f"http://localhost:{layout.port('wh_nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name="
+    beans = json.loads(_get(base + "FSNamesystemState", layout)[1]).get("beans", [])
+    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
+        return False
+    return not json.loads(_get(base + "NameNodeInfo", layout)[1])["beans"][0].get("Safemode")
 
 
 def yarn_ha_ready(layout: Layout) -> bool:
@@ -146,7 +178,7 @@ def yarn_ha_ready(layout: Layout) -> bool:
     if sorted(states.values(), key=str) != ["active", "standby"]:
         return False
     active = next(rm for rm, s in states.items() if s == "active")
-    code, body = _get(f"{rm_http_url(layout, active)}/ws/v1/cluster/metrics")
+    code, body = _get(f"{rm_http_url(layout, active)}/ws/v1/cluster/metrics", layout)
     return code == 200 and json.loads(body)["clusterMetrics"].get("activeNodes", 0) >= layout.nodemanagers
 
 
@@ -200,7 +232,14 @@ def status_urls(layout: Layout) -> dict[str, str]:
         urls[f"zkfc-{nn}"] = f"127.0.0.1:{layout.port(NN_PORTS[nn][2])}"
     for rm in RM_IDS:
         urls[f"resourcemanager-{rm}"] = f"{rm_http_url(layout, rm)}/cluster  ({rm_state(layout, rm) or 'no answer'})"
+    if layout.secure:
+        urls["namenode-warehouse"] = f"{warehouse_webhdfs_url(layout)}/  (fs hdfs://{WAREHOUSE})"
+        urls["datanode-warehouse"] = f"http://localhost:{layout.port('wh_dn_http_port')}/"
     return urls
+
+
+def warehouse_webhdfs_url(layout: Layout) -> str:
+    return f"http://localhost:{layout.port('wh_nn_http_port')}"
 
 
 def ha_exports(layout: Layout, yarn_conn: dict, webhdfs_conn: dict) -> dict[str, str]:
@@ -219,6 +258,11 @@ def ha_exports(layout: Layout, yarn_conn: dict, webhdfs_conn: dict) -> dict[str,
         "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps(webhdfs_conn, separators=(",", ":")),
         # `failover` and `active` (tests, bench) need the same layout.
         "TONY_DEVCLUSTER_HA": "1",
+        **(
+            {"TONY_WAREHOUSE_FS": f"hdfs://{WAREHOUSE}", "TONY_WAREHOUSE_WEBHDFS_URL": warehouse_webhdfs_url(layout)}
+            if layout.secure
+            else {}
+        ),
         "TONY_DEVCLUSTER_PORT_BASE": str(layout.port_base),
     }
 

@@ -21,10 +21,9 @@ SECURE_FRAGMENTS = HERE / "conf-secure"
 # Hadoop's and YARN's delegation tokens must be renewed this often (ms) on
 # the secure profile: short, so that a test job outlives a renew interval.
 TOKEN_RENEW_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_RENEW_MS", "60000"))
-# ... and stop working this long after they were issued, however often they
-# are renewed (dfs.namenode.delegation.token.max-lifetime; Hadoop's default,
-# 7 days, unless set). `make test-secure` sets a few minutes, so a test job can
-# outlive its first HDFS token (the AM's token refresh, kerberos.refresh_tokens).
+# ... and stop working this long after issue, however often renewed (dfs.namenode.delegation.token.
+# max-lifetime; Hadoop's default, 7 days, unless set). `make test-secure` sets a few minutes, so a
+# test job can outlive its first HDFS token (the AM's token refresh, kerberos.refresh_tokens).
 TOKEN_MAX_LIFETIME_MS = int(os.environ.get("TONY_DEVCLUSTER_TOKEN_MAX_LIFETIME_MS", str(7 * 24 * 3600 * 1000)))
 
 # Offsets from the port base; one place so that `env`, `status` and the
@@ -59,6 +58,12 @@ PORT_OFFSETS = {
     "rm2_port": 36,
     "rm2_admin_port": 37,
     "rm2_http_port": 89,
+    # The Kerberized HA profile's second HDFS (nameservice ``warehouse``): its own NameNode and DataNode.
+    "wh_nn_rpc_port": 72,
+    "wh_nn_http_port": 73,
+    "wh_dn_port": 74,
+    "wh_dn_http_port": 75,
+    "wh_dn_ipc_port": 76,
 }
 
 # Hadoop 3.4 on Java 17 needs these (Hadoop's own scripts add them since
@@ -123,6 +128,7 @@ SECURE_MARKER = "secure-profile"
 HA_MARKER = "ha-profile"
 #: The HA profile's port base when ``TONY_DEVCLUSTER_PORT_BASE`` is unset (the Makefile's is base + 1200).
 HA_DEFAULT_PORT_BASE = 20200
+SECURE_HA_DEFAULT_PORT_BASE = 20500  # the Kerberized HA profile's (the Makefile's is base + 1500)
 
 
 def choose_profile(env: Mapping[str, str], repo: Path, command: str) -> tuple[Path, bool]:
@@ -170,6 +176,11 @@ HA_DAEMONS = (
     Daemon("resourcemanager-rm2", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 384, conf_sub="rm2"),
     Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384, node=0),
 )
+#: The Kerberized HA profile's second HDFS (nameservice ``warehouse``): data on another NameNode.
+WAREHOUSE_DAEMONS = (
+    Daemon("namenode-warehouse", "org.apache.hadoop.hdfs.server.namenode.NameNode", 256, conf_sub="warehouse"),
+    Daemon("datanode-warehouse", "org.apache.hadoop.hdfs.server.datanode.DataNode", 192, conf_sub="warehouse"),
+)
 
 
 def nodemanager(index: int) -> Daemon:
@@ -203,8 +214,11 @@ class Layout:
     def from_env(cls, command: str = "status") -> Layout:
         env = dict(os.environ)
         ha_requested = _truthy(env.get("TONY_DEVCLUSTER_HA", ""))
+        secure_requested = _truthy(env.get("TONY_DEVCLUSTER_SECURE", ""))
         if ha_requested and "TONY_DEVCLUSTER_HOME" not in env:
-            env["TONY_DEVCLUSTER_HOME"] = str(REPO / ".devcluster-ha")
+            env["TONY_DEVCLUSTER_HOME"] = str(
+                REPO / (".devcluster-ha-secure" if secure_requested else ".devcluster-ha")
+            )
         home, secure = choose_profile(env, REPO, command)
         ha_marked = (home / HA_MARKER).exists()
         if command == "up" and ha_marked and not ha_requested:
@@ -213,12 +227,7 @@ class Layout:
                 f"or give the other cluster another TONY_DEVCLUSTER_HOME (or remove {home} after `down`)"
             )
         ha = ha_requested or ha_marked
-        if ha and secure:
-            raise ClusterError(
-                "TONY_DEVCLUSTER_HA with TONY_DEVCLUSTER_SECURE: the Kerberized HA profile is not built; "
-                "unset one of the two"
-            )
-        default_base = str(HA_DEFAULT_PORT_BASE) if ha else "19000"
+        default_base = str(SECURE_HA_DEFAULT_PORT_BASE if secure else HA_DEFAULT_PORT_BASE) if ha else "19000"
         layout = cls(
             home=home,
             port_base=int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", default_base)),
@@ -269,7 +278,7 @@ class Layout:
     @property
     def daemons(self) -> tuple[Daemon, ...]:
         if self.ha:
-            return HA_DAEMONS
+            return HA_DAEMONS + (WAREHOUSE_DAEMONS if self.secure else ())
         return DAEMONS + tuple(nodemanager(i) for i in range(1, self.nodemanagers))
 
     def nm_host(self, index: int) -> str:

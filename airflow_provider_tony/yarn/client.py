@@ -62,7 +62,7 @@ from airflow_provider_tony.yarn.follower import (
     JobResult,
     follow_step,
 )
-from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
+from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses, rm_rpc_addresses
 from airflow_provider_tony.yarn.hdfs_room import Folder, check_room
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
@@ -432,8 +432,7 @@ class TonyClient:
                 )
             rm_host = urllib.parse.urlsplit(self.rm_url).hostname or ""
             principal = principal.replace("_HOST", rm_host)
-            rm_address = _read_site(conf, "yarn-site.xml", "yarn.resourcemanager.address") or f"{rm_host}:8032"
-            rm_address = rm_address.replace("${yarn.resourcemanager.hostname}", rm_host)
+            rm_address = ",".join(rm_rpc_addresses(conf)) or f"{rm_host}:8032"
         return RestSubmitter(
             http=self.cluster,
             urls=self.urls,

@@ -18,8 +18,12 @@ The rules (:func:`verdict`, pure, shared by the blocking and the asyncio driver)
   goes to the next candidate, but a call that creates or changes something is
   **not** sent again: :class:`OutcomeUnknown` tells its caller to look first
   (did the application get submitted? is the file there?);
-- a standby RM that redirects to the active one is followed by httpx as usual,
-  and the candidate that answers at the end is remembered as the active one;
+- a standby RM's redirect to the active one ("This is standby RM", 307) is a standby's answer
+  too: the call goes to the next candidate at its configured address. Followed instead, it
+  would reach the active RM under the host name the standby chose, where a Kerberized
+  client's credentials (bound to the origin they were made for) do not go;
+- the candidate that answered is remembered as the active one, and named on the response
+  (``ANSWERED_BY``), so SPNEGO asks for the ticket of the host that really asked for one;
 - when every candidate failed, a GET's 5xx from one that is up (not a standby)
   is handed back as the answer: behind the RM's proxy it is the proxy's word
   on the AM (gone at the end of the job, not up yet), which the caller reads as
@@ -39,6 +43,7 @@ import httpx
 from airflow_provider_tony.runtime.errors import ClusterUnreachable, OutcomeUnknown
 
 __all__ = [
+    "ANSWERED_BY",
     "AsyncFailoverTransport",
     "Endpoints",
     "FailoverTransport",
@@ -52,6 +57,9 @@ __all__ = [
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: A NameNode's answers for "not me, ask another": the hdfs package treats the same two so.
 STANDBY_EXCEPTIONS = frozenset({"StandbyException", "RetriableException"})
+#: The response extension naming the host of the candidate that answered (the request httpx keeps
+#: on a response is the one addressed to the service's first address).
+ANSWERED_BY = "tony_answered_by"
 #: Transport errors raised before the request reached the server: nothing happened there.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 
@@ -122,6 +130,8 @@ def _standby_answer(status: int, content_type: str, body: bytes) -> str | None:
     """The name of a standby's refusal in an answer, or None."""
     if status == 503 and b"standby" in body[:2000].lower():  # a standby RM that knows no active one
         return "standby (HTTP 503)"
+    if status == 307 and b"this is standby rm" in body[:2000].lower():  # RMWebAppFilter's redirect
+        return "standby (redirect)"
     if status not in (403, 503) or "json" not in content_type:
         return None
     try:
@@ -162,7 +172,7 @@ def _retarget(request: httpx.Request, addressed: str, base: str) -> httpx.Reques
 
 
 def _needs_body(status: int) -> bool:
-    return status in (403, 503)
+    return status in (307, 403, 503)
 
 
 class _Failover:
@@ -195,6 +205,7 @@ class _Failover:
     def answered(self, group: Endpoints, attempt: httpx.Request, response: httpx.Response) -> httpx.Response:
         """``response`` as the call's answer: from the candidate it came from, remembered as the active."""
         response.request = attempt
+        response.extensions[ANSWERED_BY] = attempt.url.host
         self.after(group, response)
         return response
 

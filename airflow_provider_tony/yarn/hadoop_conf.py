@@ -21,7 +21,7 @@ from pathlib import Path
 
 from airflow_provider_tony.runtime.errors import ClusterError
 
-__all__ = ["namenode_addresses", "read_site", "rm_addresses"]
+__all__ = ["namenode_addresses", "read_site", "rm_addresses", "rm_rpc_addresses"]
 
 RM = "yarn.resourcemanager"
 _VAR = re.compile(r"\$\{([^}]+)\}")
@@ -82,6 +82,35 @@ def rm_addresses(conf_dir: str | None) -> tuple[str, ...]:
             raise ClusterError(
                 f"{conf_dir}/yarn-site.xml: HA ResourceManager {rm_id!r} has no web address; "
                 f"set {RM}.{kind}.{rm_id} (or {RM}.hostname.{rm_id})"
+            )
+        found.append(address)
+    return tuple(found)
+
+
+def rm_rpc_addresses(conf_dir: str | None) -> tuple[str, ...]:
+    """Every ResourceManager's client RPC address (``host:port``), one or each HA id's, or ().
+
+    What an RM delegation token is filed under: Hadoop's clients (skein's AM among them) look
+    it up by the comma-joined addresses of every RM id on an HA cluster, by the one address
+    otherwise. An id without an address or host name raises, naming the key.
+    """
+    site = read_site(conf_dir, "yarn-site.xml")
+    if site.get(f"{RM}.ha.enabled", "false").lower() != "true":
+        suffixes = [""]
+    else:
+        suffixes = [f".{i.strip()}" for i in site.get(f"{RM}.ha.rm-ids", "").split(",") if i.strip()]
+    found = []
+    for suffix in suffixes:
+        address = site.get(f"{RM}.address{suffix}")
+        host = site.get(f"{RM}.hostname{suffix}")
+        if (not address or "${" in address) and host:
+            address = f"{host}:8032"
+        if not address or "${" in address:
+            if not suffix:
+                return ()
+            raise ClusterError(
+                f"{conf_dir}/yarn-site.xml: HA ResourceManager {suffix[1:]!r} has no RPC address; "
+                f"set {RM}.address{suffix} (or {RM}.hostname{suffix})"
             )
         found.append(address)
     return tuple(found)

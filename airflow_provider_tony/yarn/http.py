@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.cookiejar
 import json
 import urllib.parse
 from collections.abc import Callable
@@ -92,9 +93,30 @@ class HttpSettings:
 KEEPALIVE_S = 30.0
 
 
+class PortScopedCookieJar(http.cookiejar.CookieJar):
+    """Cookies sent back only to the port that set them.
+
+    Browsers' cookie rules ignore the port, so a NameNode and a ResourceManager on one host (HA
+    masters often share one) would read each other's ``hadoop.auth`` cookie. Hadoop refuses a
+    cookie of another server's authentication type ("Invalid AuthenticationToken type", 401),
+    and a standby RM's redirect to the active one carries the jar's cookie with no chance to
+    negotiate again. Each cookie is given the port of the response that set it, which the
+    standard library's policy then checks (``return_ok_port``) before sending it.
+    """
+
+    def make_cookies(self, response: Any, request: Any) -> list[http.cookiejar.Cookie]:
+        cookies = list(super().make_cookies(response, request))
+        # As the policy reads a request's port: the URL's, else "80" (the standard library's default).
+        _, sep, port = urllib.parse.urlsplit(request.get_full_url()).netloc.rpartition(":")
+        for cookie in cookies:
+            cookie.port, cookie.port_specified = (port if sep and port.isdigit() else "80"), True
+        return cookies
+
+
 def _options(settings: HttpSettings) -> dict[str, Any]:
     # follow_redirects: the RM's proxy may redirect (a standby RM, a trailing slash).
     return {
+        "cookies": PortScopedCookieJar(),
         "auth": settings.auth,
         "timeout": settings.timeout,
         "follow_redirects": True,

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from airflow_provider_tony.runtime.errors import KerberosError
+from airflow_provider_tony.yarn.failover import ANSWERED_BY
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,10 @@ class HttpxSpnegoAuth(httpx.Auth):
         response = yield request
         if response.status_code != 401 or "negotiate" not in response.headers.get("www-authenticate", "").lower():
             return
-        request.headers["Authorization"] = f"Negotiate {self.token(request.url.host)}"
+        # Behind the failover transport the request names the service's first address; the
+        # ticket must be for the host that answered (the transport sends the retry there first).
+        host = response.extensions.get(ANSWERED_BY) or request.url.host
+        request.headers["Authorization"] = f"Negotiate {self.token(host)}"
         yield request
 
     def token(self, host: str) -> str:

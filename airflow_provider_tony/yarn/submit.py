@@ -205,13 +205,18 @@ RM_DELEGATION_TOKEN = "RM_DELEGATION_TOKEN"  # noqa: S105 - a token kind's name,
 
 
 def rpc_token_service(address: str) -> str:
-    """``<ip>:<port>`` of an RPC address (``host:port``), as Hadoop files a token for it."""
-    host, _, port = address.rpartition(":")
-    try:
-        host = socket.gethostbyname(host)
-    except OSError:
-        pass
-    return f"{host}:{port}"
+    """``<ip>:<port>`` of an RPC address (``host:port``), as Hadoop files a token for it; several
+    comma-separated (an HA cluster's RMs) give each one's, comma-joined, as Hadoop's HA clients
+    look an RM token up."""
+    services = []
+    for one in address.split(","):
+        host, _, port = one.strip().rpartition(":")
+        try:
+            host = socket.gethostbyname(host)
+        except OSError:
+            pass
+        services.append(f"{host}:{port}")
+    return ",".join(services)
 
 
 def hdfs_token_service(default_fs: str) -> str:

@@ -620,3 +620,23 @@ def test_an_operation_refused_names_the_operation_and_the_path() -> None:
     fs = fs_of(FakeWebHdfs())
     with pytest.raises(NotFound, match="^WebHDFS LISTSTATUS /none: not found .*FileNotFoundException"):
         fs.list("/none")
+
+
+def test_a_cookie_goes_back_only_to_the_port_that_set_it() -> None:
+    """A NameNode's hadoop.auth cookie must not reach a ResourceManager on the same host (and a
+    standby RM's redirect there): Hadoop refuses another server's token type with a 401."""
+    from airflow_provider_tony.yarn.http import http_client
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/login":
+            return httpx.Response(200, headers={"set-cookie": "hadoop.auth=nn-token; Path=/"})
+        if request.url.port == 9870 and request.url.path == "/hop":  # a standby's redirect to the active one
+            return httpx.Response(307, headers={"location": "http://localhost:8088/seen"})
+        return httpx.Response(200, json={"cookie": request.headers.get("cookie")})
+
+    client = http_client(HttpSettings())
+    client._transport = httpx.MockTransport(server)
+    client.get("http://localhost:9870/login")
+    assert client.get("http://localhost:9870/seen").json() == {"cookie": "hadoop.auth=nn-token"}
+    assert client.get("http://localhost:8088/seen").json() == {"cookie": None}
+    assert client.get("http://localhost:9870/hop").json() == {"cookie": None}

@@ -291,16 +291,20 @@ def test_the_ha_conf_is_written_as_ha_clusters_write_it(tmp_path: Path, monkeypa
     assert len(set(ports)) == len(ports) and all(27200 <= p < 27300 for p in ports)
 
 
-def test_the_ha_profile_has_its_own_home_and_refuses_kerberos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_ha_profiles_have_their_own_homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TONY_DEVCLUSTER_HOME", raising=False)
     monkeypatch.delenv("TONY_DEVCLUSTER_PORT_BASE", raising=False)
     monkeypatch.setenv("TONY_DEVCLUSTER_HA", "1")
     lay = dc.Layout.from_env("status")
     assert lay.home == (REPO / ".devcluster-ha").resolve() and lay.ha and lay.port_base == 20200
     assert [d.name for d in lay.daemons][:2] == ["zookeeper", "journalnode"]
+    assert not lay.secure and "namenode-warehouse" not in [d.name for d in lay.daemons]
+    # Kerberized: its own home and ports, and the second HDFS.
     monkeypatch.setenv("TONY_DEVCLUSTER_SECURE", "1")
-    with pytest.raises(dc.ClusterError, match="Kerberized HA profile is not built"):
-        dc.Layout.from_env("up")
+    lay = dc.Layout.from_env("status")
+    assert lay.home == (REPO / ".devcluster-ha-secure").resolve() and lay.ha and lay.secure
+    assert lay.port_base == 20500
+    assert [d.name for d in lay.daemons][-2:] == ["namenode-warehouse", "datanode-warehouse"]
     # A home started HA is read as HA, but a plain `up` of it is refused.
     monkeypatch.delenv("TONY_DEVCLUSTER_SECURE")
     monkeypatch.delenv("TONY_DEVCLUSTER_HA")
@@ -311,6 +315,29 @@ def test_the_ha_profile_has_its_own_home_and_refuses_kerberos(tmp_path: Path, mo
     assert dc.Layout.from_env("down").ha
     with pytest.raises(dc.ClusterError, match="TONY_DEVCLUSTER_HA=1"):
         dc.Layout.from_env("up")
+
+
+def test_the_kerberized_ha_conf_adds_the_journalnodes_principal_and_a_second_hdfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients see nameservice ``warehouse`` (one NameNode) beside ``tony``; this cluster's DataNode
+    and each NameNode/ZKFC copy keep to ``tony``; the second HDFS has a conf of its own."""
+    from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses
+
+    ha = load_script("devcluster/dc_ha.py", "tony_dc_ha_under_test")
+    monkeypatch.setenv("TONY_DEVCLUSTER_SECURE", "1")
+    lay = _ha_layout(tmp_path, monkeypatch)
+    ha.render_ha_conf(lay)
+    hdfs = props(lay.conf / "hdfs-site.xml")
+    assert hdfs["dfs.journalnode.kerberos.principal"] == "nn/localhost@TONY.LOCAL"
+    assert hdfs["dfs.nameservices"] == "tony,warehouse" and hdfs["dfs.internal.nameservices"] == "tony"
+    assert namenode_addresses(str(lay.conf), "warehouse") == ("http://localhost:27273",)
+    assert namenode_addresses(str(lay.conf)) == ("http://127.0.0.1:27270", "http://127.0.0.1:27271")
+    assert props(tmp_path / "ha" / "conf-nn2" / "hdfs-site.xml")["dfs.nameservice.id"] == "tony"
+    own = tmp_path / "ha" / "conf-warehouse"
+    assert props(own / "core-site.xml")["fs.defaultFS"] == "hdfs://127.0.0.1:27272"
+    assert props(own / "hdfs-site.xml")["dfs.datanode.address"] == "127.0.0.1:27274"
+    assert "dfs.nameservices" not in props(own / "hdfs-site.xml")
 
 
 def test_env_needs_no_jdk_only_up_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

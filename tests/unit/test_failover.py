@@ -17,6 +17,7 @@ import pytest
 
 from airflow_provider_tony.runtime.errors import ClusterError, ClusterUnreachable
 from airflow_provider_tony.yarn.failover import (
+    ANSWERED_BY,
     AsyncFailoverTransport,
     Endpoints,
     FailoverTransport,
@@ -25,7 +26,7 @@ from airflow_provider_tony.yarn.failover import (
     split_addresses,
     verdict,
 )
-from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses
+from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addresses, rm_rpc_addresses
 
 RM1, RM2, RM3 = "http://rm1:8088", "http://rm2:8088", "http://rm3:8088"
 STANDBY = {"RemoteException": {"exception": "StandbyException", "message": "Operation category READ is not supported"}}
@@ -64,6 +65,8 @@ def _down(*hosts: str) -> Handler:
         ("PUT", 403, b'{"RemoteException": {"exception": "AccessControlException"}}', None, Verdict.DONE),
         ("GET", 403, b'{"RemoteException": {"exception": "RetriableException"}}', None, Verdict.NEXT),
         ("POST", 503, b"This is standby RM. Retry later", None, Verdict.NEXT),
+        ("POST", 307, b"This is standby RM. The redirect url is: http://rm2:8088/x", None, Verdict.NEXT),
+        ("PUT", 307, b"", None, Verdict.DONE),  # WebHDFS sends a write on to a DataNode
         ("GET", 500, b"", None, Verdict.NEXT),
         ("POST", 500, b"", None, Verdict.DONE),  # the active failed it: its answer, not a reason to resend
         ("POST", None, b"", httpx.ConnectError("refused"), Verdict.NEXT),
@@ -111,18 +114,49 @@ def test_a_call_that_creates_is_not_sent_again_after_a_timeout() -> None:
     assert seen == ["GET http://rm1:8088", "GET http://rm2:8088"]
 
 
-def test_a_standby_rms_redirect_names_the_active_one() -> None:
+def test_a_standby_rms_redirect_sends_the_call_to_the_next_candidate_not_where_it_points() -> None:
+    """Its Location names the active RM by a host name of the standby's choosing, where a
+    Kerberized client's credentials do not go; the configured address is asked instead."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.host == "rm1":
-            return httpx.Response(307, headers={"Location": f"{RM2}{request.url.path}"})
-        return httpx.Response(200, json={"host": "rm2"})
+            location = f"http://rm2.example:8088{request.url.path}"
+            return httpx.Response(
+                307, headers={"Location": location}, text=f"This is standby RM. The redirect url is: {location}"
+            )
+        return httpx.Response(200, json={"host": request.url.host})
 
     client, group, seen = _client(handler)
-    assert client.get(f"{RM1}/ws/v1/cluster/apps/a").json() == {"host": "rm2"}
+    answer = client.get(f"{RM1}/ws/v1/cluster/apps/a")
+    assert answer.json() == {"host": "rm2"} and answer.extensions[ANSWERED_BY] == "rm2"
     assert group.active == RM2 and seen == ["GET http://rm1:8088", "GET http://rm2:8088"]
     seen.clear()
     client.get(f"{RM1}/ws/v1/cluster/apps/b")
     assert seen == ["GET http://rm2:8088"]
+
+
+def test_spnego_asks_for_the_ticket_of_the_host_that_answered() -> None:
+    """Behind the failover transport the request names rm1; rm2 answered 401, so the ticket is rm2's."""
+    from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth
+
+    asked: list[str] = []
+
+    class Auth(HttpxSpnegoAuth):
+        def token(self, host: str) -> str:
+            asked.append(host)
+            return "dG9rZW4="
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "rm1":
+            raise httpx.ConnectError("refused", request=request)
+        if "authorization" not in request.headers:
+            return httpx.Response(401, headers={"WWW-Authenticate": "Negotiate"})
+        return httpx.Response(200, json={"host": request.url.host})
+
+    group = Endpoints("ResourceManager", (RM1, RM2))
+    client = httpx.Client(transport=FailoverTransport([group], httpx.MockTransport(handler)), auth=Auth(lambda: None))
+    assert client.get(f"{RM1}/ws/v1/cluster/info").json() == {"host": "rm2"}
+    assert asked == ["rm2"]
 
 
 def test_every_candidate_failing_names_each_address_and_its_answer() -> None:
@@ -230,6 +264,22 @@ def test_ha_resourcemanagers_from_their_ids(tmp_path: Path) -> None:
     }
     _site(tmp_path, "yarn-site.xml", https)
     assert rm_addresses(str(tmp_path)) == ("https://rm1.example:8090", "https://rm2.example:8090")
+
+
+def test_rm_rpc_addresses_and_the_token_service_hadoops_ha_clients_look_up(tmp_path: Path) -> None:
+    """skein's AM finds its RM token by every RM id's RPC address, comma-joined (ClientRMProxy)."""
+    from airflow_provider_tony.yarn.submit import rpc_token_service
+
+    _site(tmp_path, "yarn-site.xml", {**HA_RM, "yarn.resourcemanager.address.rm1": "127.0.0.1:8032"})
+    assert rm_rpc_addresses(str(tmp_path)) == ("127.0.0.1:8032", "rm2.example:8032")
+    assert rpc_token_service("localhost:8032,127.0.0.1:9032") == "127.0.0.1:8032,127.0.0.1:9032"
+    _site(tmp_path, "yarn-site.xml", {"yarn.resourcemanager.hostname": "127.0.0.1"})
+    assert rm_rpc_addresses(str(tmp_path)) == ("127.0.0.1:8032",)
+    _site(tmp_path, "yarn-site.xml", {})
+    assert rm_rpc_addresses(str(tmp_path)) == ()
+    _site(tmp_path, "yarn-site.xml", {**HA_RM, "yarn.resourcemanager.ha.rm-ids": "rm1,rm3"})
+    with pytest.raises(ClusterError, match=r"'rm1' has no RPC address; set yarn.resourcemanager.address.rm1"):
+        rm_rpc_addresses(str(tmp_path))
 
 
 def test_one_resourcemanager_by_host_name_and_variable(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: The make running these tests (``make test-fast PYTEST_ARGS=...``) hands its command-line
 #: variables down in MAKEFLAGS: the make under test must not inherit them.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}
-PARTS = ("test-open", "test-secure", "test-chaos", "test-ha")
+PARTS = ("test-open", "test-secure", "test-chaos", "test-ha", "test-ha-secure")
 
 
 LANES = ("test-lane-open", "test-lane-open2", "test-lane-unit")
@@ -88,12 +88,14 @@ def _make_test(
         ({"test-secure": 4, "test-chaos": 5}, 4),
         ({"test-ha": 6}, 6),
         ({"test-chaos": 5, "test-ha": 6}, 5),
+        ({"test-ha-secure": 7}, 7),
+        ({"test-ha": 6, "test-ha-secure": 7}, 6),
     ],
 )
 def test_every_part_runs_and_any_failure_fails_make_test(
     tmp_path: Path, parallel: str, codes: dict[str, int], first: int | None
 ) -> None:
-    """``first``: the exit code of the first failing part (open, secure, chaos, ha), which the recipe
+    """``first``: the exit code of the first failing part (open, secure, chaos, ha, ha-secure), which the recipe
     ends with (make itself then exits 2 and names it); None: every part passed."""
     rc, stderr, ran = _make_test(tmp_path, parallel, codes)
     assert sorted(ran) == sorted(PARTS), ran
@@ -102,7 +104,7 @@ def test_every_part_runs_and_any_failure_fails_make_test(
     else:
         assert rc == 2 and f"test] Error {first}" in stderr, (codes, rc, stderr)
     if parallel == "0":
-        assert ran == list(PARTS), "one after the other: open, secure, chaos"
+        assert ran == list(PARTS), "one after the other: open, secure, chaos, ha, ha-secure"
 
 
 @pytest.mark.parametrize("parallel", ["1", "0"])

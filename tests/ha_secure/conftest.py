@@ -1,0 +1,93 @@
+"""The Kerberized HA tests run on a cluster of their own: the HA profile with Kerberos.
+
+ZooKeeper, two ResourceManagers and two NameNodes of nameservice ``tony`` as in ``tests/ha``,
+plus a KDC, SPNEGO on every web server, delegation tokens in every container, and a second,
+separate HDFS (nameservice ``warehouse`` in the clients' conf), in ``.devcluster-ha-secure``
+(``TONY_SECURE_HA_HOME``) on the open cluster's port base + 1500
+(``TONY_SECURE_HA_PORT_BASE``). Started once for the session, taken down at its end (``make
+test-ha-secure`` takes it down again, whatever happened); a daemon a test killed comes back as
+the standby before the next test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._cluster import DEFAULT_PORT_BASE, DEVCLUSTER, REPO, devcluster, export_cluster_env
+
+SECURE_HA_PORT_OFFSET = 1500
+
+
+def use_secure_ha_cluster() -> None:
+    """Point this process (and what it starts) at the Kerberized HA cluster, never at another one."""
+    default_home = Path(os.environ.get("TONY_DEVCLUSTER_HOME", REPO / ".devcluster"))
+    os.environ.setdefault("TONY_DEVCLUSTER_JARS", str(default_home / "jars"))
+    open_base = int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", str(DEFAULT_PORT_BASE)))
+    os.environ["TONY_DEVCLUSTER_HA"] = "1"
+    os.environ["TONY_DEVCLUSTER_SECURE"] = "1"
+    os.environ["TONY_DEVCLUSTER_HOME"] = os.environ.get("TONY_SECURE_HA_HOME", str(REPO / ".devcluster-ha-secure"))
+    os.environ["TONY_DEVCLUSTER_PORT_BASE"] = os.environ.get(
+        "TONY_SECURE_HA_PORT_BASE", str(open_base + SECURE_HA_PORT_OFFSET)
+    )
+    os.environ.pop("TONY_DEVCLUSTER_NODEMANAGERS", None)
+
+
+use_secure_ha_cluster()
+export_cluster_env()
+
+
+def ha(*args: str, timeout: float = 300) -> str:
+    """``devcluster.py ARGS`` on this cluster; its stdout (``active``/``failover`` print an id)."""
+    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"devcluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secure_ha_cluster_down() -> Iterator[None]:
+    yield
+    if os.environ.get("TONY_HA_KEEP") != "1":  # kept between local runs only when asked
+        devcluster("down")
+
+
+@pytest.fixture(autouse=True)
+def every_daemon_up(cluster: Any) -> None:
+    """A NameNode an earlier test killed comes back (as the standby) before the next."""
+    if subprocess.run([sys.executable, str(DEVCLUSTER), "status"], capture_output=True, timeout=60).returncode:
+        devcluster("up")
+
+
+@pytest.fixture(scope="session")
+def krb(cluster: Any) -> Iterator[Any]:
+    """The submitting principal's client (keytab from ``devcluster.py env``), over both RMs and NameNodes."""
+    from airflow_provider_tony.yarn.client import TonyClient
+
+    with TonyClient.from_env() as client:
+        assert client.kerberos
+        yield client
+
+
+@pytest.fixture
+def tag(krb: Any) -> Iterator[str]:
+    """A tag for this test's applications; cleanup asks whichever RM is active, over SPNEGO."""
+    value = f"pytest-{uuid.uuid4().hex[:12]}"
+    yield value
+    for app in krb.find_by_tags([value]):
+        krb.kill(app.app_id)
+
+
+@pytest.fixture
+def ckpt(krb: Any) -> Iterator[str]:
+    path = f"/tmp/pytest-ha-secure-{uuid.uuid4().hex[:8]}"
+    yield path
+    for folder in (path, f"{path}-model"):
+        krb.hdfs().delete(folder, recursive=True)
