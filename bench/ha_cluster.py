@@ -1,6 +1,6 @@
 """What the local HA cluster profile costs: start-up time, memory, and how long each failover takes.
 
-    TONY_DEVCLUSTER_PORT_BASE=27200 python bench/ha_cluster.py [--rounds 2]
+    TONY_DEVCLUSTER_PORT_BASE=27200 python bench/ha_cluster.py [--rounds 2] [--secure]
 
 Starts the HA profile (``TONY_DEVCLUSTER_HA=1``) in a fresh home (a temporary folder, the jar
 cache shared through ``TONY_DEVCLUSTER_JARS``): the first ``up`` formats both NameNodes, the
@@ -8,7 +8,8 @@ JournalNode and the ZKFCs' znode; then ``down`` and ``up`` again (a formatted ho
 developer's later ``make cluster-up HA=1`` costs). Measures each daemon's resident memory once
 it is up, then ``--rounds`` times: ``failover rm`` and ``failover nn`` (SIGKILL of the active
 one until the other answers as active) and the ``up`` that brings the killed one back as standby.
-Writes ``bench/results/ha_cluster.json`` and ``.md``.
+Writes ``bench/results/ha_cluster.json`` and ``.md`` (``--secure``: the Kerberized HA profile,
+``ha_cluster_secure.*``).
 """
 
 from __future__ import annotations
@@ -50,12 +51,18 @@ def _rss_mb(home: Path) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--secure", action="store_true", help="the Kerberized HA profile (a KDC, SPNEGO, the second HDFS)"
+    )
     args = parser.parse_args()
+    name = "ha_cluster_secure" if args.secure else "ha_cluster"
     jars = os.environ.get("TONY_DEVCLUSTER_JARS") or str(REPO / ".devcluster" / "jars")
     with tempfile.TemporaryDirectory(prefix="tony-ha-bench-") as tmp:
         home = Path(tmp) / "ha"
         env = {**os.environ, "TONY_DEVCLUSTER_HA": "1", "TONY_DEVCLUSTER_HOME": str(home), "TONY_DEVCLUSTER_JARS": jars}
-        env.setdefault("TONY_DEVCLUSTER_PORT_BASE", "20200")
+        env.setdefault("TONY_DEVCLUSTER_PORT_BASE", "20500" if args.secure else "20200")
+        if args.secure:
+            env["TONY_DEVCLUSTER_SECURE"] = "1"
         result: dict[str, object] = {"machine": f"{platform.node()} ({os.cpu_count()} cores)", "rounds": args.rounds}
         try:
             result["up_first_s"] = round(_run(env, "up")[0], 1)
@@ -74,12 +81,14 @@ def main() -> int:
         finally:
             subprocess.run([*DEVCLUSTER, "down"], env=env, capture_output=True, check=False)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ha_cluster.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        "# The local HA cluster profile (bench/ha_cluster.py)",
+        f"# The local {'Kerberized ' if args.secure else ''}HA cluster profile (bench/ha_cluster.py"
+        f"{' --secure' if args.secure else ''})",
         "",
         f"Machine: {result['machine']}. Ten JVMs: ZooKeeper, a JournalNode, two NameNodes, two ZKFCs, "
-        "a DataNode, two ResourceManagers, a NodeManager.",
+        "a DataNode, two ResourceManagers, a NodeManager"
+        + ("; with Kerberos also a KDC and the second HDFS's NameNode and DataNode." if args.secure else "."),
         "",
         "| what | seconds |",
         "|---|---|",
@@ -102,7 +111,7 @@ def main() -> int:
         "|---|---|",
     ]
     lines += [f"| {name} | {mb} |" for name, mb in rss.items()]
-    (RESULTS / "ha_cluster.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
