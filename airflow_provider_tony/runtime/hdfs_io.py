@@ -86,7 +86,9 @@ class Clients(namenodes.Router):
     def for_location(self, location: str) -> Any | None:
         """The client of ``location``'s NameNode; :class:`NameNodeError` for one the job was not given."""
         authority = namenodes.authority_of(location)
-        if authority is None or authority == self.default_authority:
+        # Without $TONY_DEFAULT_FS (a submitter that did not know it) an authority not listed is taken for the default.
+        unknown_default = self.default_authority is None and authority not in self.others
+        if authority is None or authority == self.default_authority or unknown_default:
             return self.default()
         namenode = self.others.get(authority)
         if namenode is None:

@@ -32,9 +32,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime.errors import NameNodeError
+from airflow_provider_tony.runtime.errors import NameNodeError, SpecError
 
-__all__ = ["NameNode", "Router", "authority_of", "decode", "default_token_service", "encode", "pick"]
+__all__ = [
+    "NameNode",
+    "Router",
+    "authority_of",
+    "decode",
+    "default_token_service",
+    "encode",
+    "other_namenodes",
+    "pick",
+]
 
 #: The most NameNodes one job may name: each is a token fetched at submit and a client per container.
 MAX_NAMENODES = 32
@@ -46,6 +55,9 @@ _HDFS = "hdfs://"
 _AUTHORITY = re.compile(r"hdfs://[A-Za-z0-9._\-\[\]:]{1,255}")
 _ADDRESS = re.compile(r"https?://[A-Za-z0-9._\-\[\]:]{1,255}")
 _SERVICE = re.compile(r"[A-Za-z0-9._\-\[\]:]{0,255}")
+#: The most NameNodes a JobSpec's ``other_namenodes`` may name (TonY's ``tony.other.namenodes``).
+MAX_OTHER_NAMENODES = 16
+_URI = re.compile(r"hdfs://(?:[A-Za-z0-9._\-]{1,255}|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?/?")
 _FIX = "the submitting side writes it: submit the job again with this provider's TonyClient"
 
 
@@ -58,6 +70,29 @@ def authority_of(location: str) -> str | None:
         return None
     authority = location[len(_HDFS) :].split("/", 1)[0].lower()
     return f"{_HDFS}{authority}" if authority else None
+
+
+def other_namenodes(value: object, field: str = "other_namenodes") -> list[str]:
+    """A JobSpec's ``other_namenodes``, checked: ``hdfs://<nameservice>`` or ``hdfs://<host>:<port>``, nothing after
+    the authority but ``/``, at most :data:`MAX_OTHER_NAMENODES`; normalised as :func:`authority_of` does."""
+    fix = "give hdfs://<nameservice> or hdfs://<host>:<port> URIs without a path, like ['hdfs://warehouse']"
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise SpecError(field, f"{repr(value)[:120]} is not a list; {fix}")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not _URI.fullmatch(item):
+            raise SpecError(f"{field}[{i}]", f"{repr(item)[:120]} is not an hdfs://<authority> URI; {fix}")
+        authority = authority_of(item)
+        if authority not in out:
+            out.append(str(authority))
+    if len(out) > MAX_OTHER_NAMENODES:
+        raise SpecError(
+            field,
+            f"{len(out)} NameNodes given; at most {MAX_OTHER_NAMENODES}, each one a token and a client: drop some",
+        )
+    return out
 
 
 @dataclass(frozen=True)
