@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import posixpath
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -182,8 +183,8 @@ class Fs:
     def _dirs(self) -> set[str]:
         out = {"/"}
         for path in self.files:
-            parts = path.split("/")[1:-1]
-            out |= {"/" + "/".join(parts[: i + 1]) for i in range(len(parts))}
+            while (path := posixpath.dirname(path)) != "/":
+                out.add(path)
         return out
 
     def status(self, path: str, strict: bool = True) -> dict[str, Any] | None:
