@@ -196,7 +196,7 @@ def _judge(client: TonyClient, spec: JobSpec, app_id: str) -> int:
     from airflow_provider_tony.runtime import gate
     from airflow_provider_tony.runtime.history import history_paths
 
-    hdfs = client.webhdfs
+    hdfs = client.hdfs_for(spec)  # the model's folders on model_dir's NameNode
     verdict = gate.apply(hdfs, spec, app_id)
     gate.annotate_history(hdfs, history_paths(app_id, spec.checkpoint.dir, client.history_dir), verdict)
     word = "passed: published" if verdict.passed else "FAILED: not published, kept"

@@ -40,6 +40,11 @@ def connection_form() -> dict[str, Any]:
             "webhdfs_user": text("WebHDFS user", "HDFS user for checkpoints and models"),
             "webhdfs_conn_id": text("WebHDFS connection id", "Use a `webhdfs` connection instead of the URL"),
             "base_path": text("HDFS base path", "Where jobs keep checkpoints, models and environments"),
+            "namenodes": text(
+                "Other NameNodes",
+                "JSON: WebHDFS of NameNodes the conf dir does not name, by hdfs:// authority, "
+                'e.g. {"hdfs://nn2.example:8020": "http://nn2.example:9870"}',
+            ),
             "skein_config": text(
                 "skein credentials dir", "TLS credentials for skein's AMs (default: fresh ones for every job)"
             ),

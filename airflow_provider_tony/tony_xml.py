@@ -64,7 +64,6 @@ _NO_COUNTERPART = (
     ("tony.application.hdfs-conf-path", "the Hadoop configuration comes from the Airflow connection"),
     ("tony.application.yarn-conf-path", "the Hadoop configuration comes from the Airflow connection"),
     ("tony.application.mapred-conf-path", "the Hadoop configuration comes from the Airflow connection"),
-    ("tony.other.namenodes", "delegation tokens for other name nodes are not fetched; see the Kerberos section"),
     ("tony.gpu-exec-path", "GPUs are found with nvidia-smi on the node's PATH"),
     ("tony.task.am.jvm.opts", "the application master here is skein's and a Python process"),
     ("tony.task.executor.jvm.opts", "task executors here are Python processes, not JVMs"),
@@ -256,6 +255,8 @@ JOB_RULES_AFTER_HEARTBEAT: tuple[Rule, ...] = (
         reason="any tracked task's failure fails the job here (as TonY with this set to true)",
         unmapped_if=lambda v: v.lower() != "true",
     ),
+    # Comma-separated hdfs:// URIs, as TonY reads them: a delegation token is fetched for each.
+    Rule("tony.other.namenodes", "other_namenodes", lambda _k, v: _list(v)),
 )
 # Per-role attributes (``tony.<jobtype>.<attribute>``); ``command`` and ``resources`` are
 # handled by _role (a program's several fields, files shared by the whole job).

@@ -115,6 +115,7 @@ class YarnHook(BaseHook):
             kerberos=extra.get("kerberos"),
             ca_bundle=extra.get("ca_bundle"),
             cluster_env=cluster_env,
+            namenodes=extra.get("namenodes"),
         )
         self.log.info("YARN cluster %s (default queue %s)", rm_url, self._extra.get("queue") or "default")
         return self._client
@@ -219,6 +220,10 @@ class YarnHook(BaseHook):
         publishes with it, retention prunes. DAG code that wants the ``hdfs`` package's conveniences
         (folders, ``download``) takes ``get_conn().hdfs()``."""
         return self.get_conn().webhdfs
+
+    def hdfs_for(self, spec: JobSpec) -> Any:
+        """WebHDFS for ``spec``'s locations, each on its own NameNode (the quality gate publishes with it)."""
+        return self.get_conn().hdfs_for(spec)
 
     @property
     def history_dir(self) -> str:

@@ -683,7 +683,7 @@ class TonyOperator(ResumableJobMixin, BaseOperator):
         app_id = str(value["application_id"])
         if self._gate is None:
             try:
-                hdfs = self.hook.hdfs()
+                hdfs = self.hook.hdfs_for(spec)  # the model's folders on model_dir's NameNode
                 self._gate = gate.apply(hdfs, spec, app_id)
             except Exception as exc:  # noqa: BLE001 - HDFS trouble: retried, the model stays a candidate
                 raise AirflowException(f"quality gate of {app_id} not decided: {type(exc).__name__}: {exc}") from exc

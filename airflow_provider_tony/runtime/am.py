@@ -182,11 +182,11 @@ class ApplicationMaster:
         """The final history on HDFS, so the page and ``tony status`` outlive YARN's memory."""
         paths = history_paths(
             self.app_id,
-            self.spec.checkpoint.dir and hdfs_io.hdfs_path(self.spec.checkpoint.dir),
+            self.spec.checkpoint.dir,  # a URL stays one: write_history takes each path's own NameNode
             os.environ.get(C.ENV_HISTORY_DIR),
         )
-        client = self.hdfs() if paths else None
-        if client is None:
+        client = hdfs_io.Clients(default=self.hdfs) if paths else None
+        if client is None or client.default() is None:
             return
         try:
             for path in write_history(client, paths, self.job_history()):

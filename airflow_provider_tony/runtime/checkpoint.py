@@ -45,6 +45,7 @@ from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOAR
 from airflow_provider_tony.runtime.errors import RenameFailed
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, upload_to_temporary, with_retries
 from airflow_provider_tony.runtime.hdfs_refusal import refusal, refused_line
+from airflow_provider_tony.runtime.namenodes import pick
 
 __all__ = [
     "MANIFEST",
@@ -412,7 +413,8 @@ def restore_latest(
 ) -> tuple[int, str] | None:
     """Download the newest whole checkpoint of the first directory that has one.
 
-    ``remote_dirs`` is the job's own directory first, then a warm-start source.
+    ``remote_dirs`` is the job's own directory first, then a warm-start source;
+    ``client`` is a WebHDFS client or a ``namenodes.Router`` (each read from its own NameNode).
     A candidate that is not whole, or cannot be read, is skipped (``on_event``
     says which and why) and left in place; the next older one is tried. HDFS
     itself failing (a listing, after retries) is not a reason to skip: it
@@ -420,10 +422,11 @@ def restore_latest(
     """
     report = on_event or log.warning
     for remote_dir in remote_dirs:
-        steps = with_retries(f"list {remote_dir}", functools.partial(remote_checkpoints, client, remote_dir))
+        fs = pick(client, remote_dir)
+        steps = with_retries(f"list {remote_dir}", functools.partial(remote_checkpoints, fs, remote_dir))
         for step in reversed(steps):
             source = f"{hdfs_path(remote_dir).rstrip('/')}/{remote_name(step)}"
-            problem = _restore_one(client, source, local_dir)
+            problem = _restore_one(fs, source, local_dir)
             if problem is None:
                 return step, source
             report(f"skipped checkpoint {source}: {problem}; left it in place and tried the next older one")

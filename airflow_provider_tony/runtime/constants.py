@@ -35,6 +35,12 @@ WEBHDFS_AUTH_DELEGATION = "delegation"
 ENV_AM_PRINCIPAL = "TONY_AM_PRINCIPAL"
 AM_KEYTAB_ALIAS = ".tony-am.keytab"
 ENV_TOKENS_REFRESHED = "TONY_TOKENS_REFRESHED"  # "1" in every container of such a job
+# Data on several NameNodes (runtime/namenodes.py): the cluster's fs.defaultFS ("hdfs://tony",
+# "hdfs://10.0.0.1:8020"), and, when the job touches others, a JSON object naming every NameNode it
+# touches, the default's included: {"hdfs://<authority>": {"webhdfs": ["http://h:p", ...],
+# "token_service": "ha-hdfs:<ns>" | "<ip>:<port>"}}.
+ENV_DEFAULT_FS = "TONY_DEFAULT_FS"
+ENV_NAMENODES = "TONY_NAMENODES"
 
 # ---- environment the executor exports to user code
 ENV_ROLE = "TONY_ROLE"

@@ -83,6 +83,14 @@ class TokenFileError(TonyError, ValueError):
     """A Hadoop token file (``HADOOP_TOKEN_FILE_LOCATION``) is missing, malformed or lacks the token needed."""
 
 
+class NameNodeError(TonyError, ValueError):
+    """A location is on a NameNode the job was not given, or ``$TONY_NAMENODES`` cannot be read.
+
+    Raised inside the containers (``runtime/namenodes.py``) rather than read the
+    location's path on the default NameNode, which would be another folder.
+    """
+
+
 class DocumentVersionError(SpecError):
     """A message was written in a newer major version of its layout than this reader knows.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import json
 import logging
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, priority, usage, workspace
+from airflow_provider_tony.runtime import checkpoint, gate, hdfs_io, inputs, namenodes, priority, usage, workspace
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import progress as progress_api
 from airflow_provider_tony.runtime.errors import GpuLeaseError, InputTooLarge
@@ -544,15 +545,17 @@ def export_model(
     code: int,
     tail: list[str],
     upload_tag: str,
+    clients: namenodes.Router | None = None,
 ) -> tuple[int, list[str]]:
-    """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS."""
+    """Publish the decider's ``$TONY_MODEL_DIR`` to ``checkpoint.model_dir`` on HDFS, on its own NameNode
+    (``clients``: the process's, else made from ``env``)."""
     local = workdir / MODEL_DIR
     target = spec.checkpoint.model_dir
     assert target is not None  # called only when the job sets model_dir
     if not local.is_dir() or not any(local.iterdir()):
         report_event(app, task_id, f"{task_id} wrote no model to $TONY_MODEL_DIR; nothing exported")
         return code, tail
-    client = hdfs_io.client_from_env(env, kv=app.kv)
+    client = namenodes.pick(clients or hdfs_io.Clients(env, kv=app.kv), target)
     if client is None:
         return 1, [*tail, "model_dir is set but the job has no WebHDFS URL to export the model with"]
     app_id = env.get(C.ENV_SKEIN_APPLICATION_ID, "")
@@ -669,6 +672,11 @@ class ContainerTask:
         """Names this process's temporary uploads: unique per try, gang and process."""
         return f"{self.env.get(C.ENV_ATTEMPT, '1')}-{self.generation}-{os.getpid()}"
 
+    @functools.cached_property
+    def clients(self) -> hdfs_io.Clients:
+        """This process's WebHDFS clients, one per NameNode the job touches, each made when first used."""
+        return hdfs_io.Clients(self.env, kv=self.app.kv)
+
     def event(self, message: str) -> None:
         """An event line for the AM, prefixed with this task."""
         report_event(self.app, self.task_id, f"{self.task_id} {message}")
@@ -761,11 +769,10 @@ def stage_inputs(task: ContainerTask) -> dict[str, str] | None:
     if not any(task.task_id in spec.input_tasks(name) for name in spec.inputs):
         return {}
     try:
-        client = hdfs_io.client_from_env(task.env, kv=task.app.kv)
-        if client is None:
+        if task.clients.default() is None:
             raise RuntimeError("the job has inputs but no WebHDFS URL to read them with")
         found, _ = inputs.stage_inputs(
-            client,
+            task.clients,  # each input from its own NameNode
             spec,
             task.task_id,
             task.workdir,
@@ -834,7 +841,9 @@ def start_events(task: ContainerTask, hdfs: Any, events: str | None) -> checkpoi
         return None
     spec = task.spec
     every = max(EVENTS_SYNC_S, spec.checkpoint.poll_interval) if spec.checkpoint.dir else EVENTS_SYNC_S
-    sync = checkpoint.DirSync(hdfs, task.workdir / TENSORBOARD_DIR, events, interval=every, push=True)
+    # Under checkpoint.dir, on its NameNode; else under the connection's base_path, on the default one.
+    client = namenodes.pick(hdfs, spec.checkpoint.dir or events)
+    sync = checkpoint.DirSync(client, task.workdir / TENSORBOARD_DIR, events, interval=every, push=True)
     sync.start()
     return sync
 
@@ -845,7 +854,7 @@ def start_uploads(task: ContainerTask, hdfs: Any, user: UserProcess, restored: i
     spec = task.spec
     assert spec.checkpoint.dir is not None  # hdfs is set only when it is
     sync = checkpoint.CheckpointSync(
-        hdfs,
+        namenodes.pick(hdfs, spec.checkpoint.dir),
         task.workdir / spec.checkpoint.local_dir,
         spec.checkpoint.dir,
         keep=spec.checkpoint.keep,
@@ -927,7 +936,9 @@ def main() -> int:
     cluster = wait_for_cluster(task.app, task.task_id, task.generation)
     user_env = {**task_environment(task, cluster, port, gpus), **input_env}
     events = checkpoint.events_remote(spec, env.get(C.ENV_EVENTS_DIR), task.app_id) if task.is_decider else None
-    hdfs = hdfs_io.client_from_env(env, kv=task.app.kv) if spec.checkpoint.dir or events else None
+    # The process's clients, one per NameNode: checkpoints, a warm start and events may each be on another.
+    wanted = (spec.checkpoint.dir or events) and task.clients.default() is not None
+    hdfs = task.clients if wanted else None
     restored = restore(
         task.app, spec, hdfs, task.role, task.task_id, task.workdir / spec.checkpoint.local_dir, user_env
     )  # phase 6
@@ -947,7 +958,9 @@ def main() -> int:
     if uploads is not None:
         code, tail = finish_uploads(task, uploads, code, tail)
     if code == 0 and task.is_decider and spec.checkpoint.model_dir:  # phase 10
-        code, tail = export_model(task.app, spec, task.workdir, env, task.task_id, code, tail, task.upload_tag)
+        code, tail = export_model(
+            task.app, spec, task.workdir, env, task.task_id, code, tail, task.upload_tag, task.clients
+        )
     heartbeat.stop()
     report_exit(task, code, tail, used)
     return 0

@@ -40,6 +40,7 @@ from typing import Any
 from airflow_provider_tony.runtime import publish_lock
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, with_retries
 from airflow_provider_tony.runtime.messages import GateResult, Progress
+from airflow_provider_tony.runtime.namenodes import pick
 from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
 
 __all__ = [
@@ -213,13 +214,22 @@ def read_record(client: Any, path: str) -> ModelRecord | None:
     return ModelRecord.from_json(with_retries(f"read {path}", read))
 
 
+def _record_location(spec: JobSpec) -> str:
+    """The location whose NameNode holds the pointer: ``quality_gate.record``, else ``model_dir`` (beside it)."""
+    location = spec.quality_gate.record or spec.checkpoint.model_dir
+    assert location is not None  # the spec refuses a gate without a model_dir
+    return location
+
+
 def published_record(client: Any, spec: JobSpec) -> ModelRecord | None:
     """The last published model's record: the pointer, else (a model published before versions) the
-    ``tony-model.json`` inside ``model_dir`` itself, so the first versioned run still compares."""
-    found = read_record(client, record_path(spec))
+    ``tony-model.json`` inside ``model_dir`` itself, so the first versioned run still compares.
+    ``client`` may be a ``namenodes.Router``: the pointer is read from its own NameNode."""
+    found = read_record(pick(client, _record_location(spec)), record_path(spec))
     if found is None and not spec.quality_gate.record:
         assert spec.checkpoint.model_dir is not None
-        found = read_record(client, posixpath.join(hdfs_path(spec.checkpoint.model_dir), MODEL_METADATA))
+        model_fs = pick(client, spec.checkpoint.model_dir)
+        found = read_record(model_fs, posixpath.join(hdfs_path(spec.checkpoint.model_dir), MODEL_METADATA))
     return found
 
 
@@ -262,19 +272,24 @@ def apply(
     by one naming it. A crash between them leaves the old pointer (the last
     good model stays published); the retry finds the version folder and
     finishes. Safe to call again for the same application: nothing moves twice.
+
+    ``client`` is a WebHDFS client or a ``namenodes.Router``: the model's folders are on
+    ``model_dir``'s NameNode, the pointer on ``quality_gate.record``'s.
     """
     assert spec.checkpoint.model_dir is not None  # callers check gate.enabled
     model_dir = hdfs_path(spec.checkpoint.model_dir).rstrip("/")
-    client.makedirs(posixpath.dirname(model_dir) or "/")
-    with publish_lock.held(client, lock_path(model_dir), app_id, wait_s=lock_wait_s, stale_s=lock_stale_s):
-        return _judge_and_publish(client, spec, app_id, model_dir, time.time() if now is None else now)
+    model_fs = pick(client, spec.checkpoint.model_dir)
+    model_fs.makedirs(posixpath.dirname(model_dir) or "/")
+    with publish_lock.held(model_fs, lock_path(model_dir), app_id, wait_s=lock_wait_s, stale_s=lock_stale_s):
+        when = time.time() if now is None else now
+        return _judge_and_publish(client, model_fs, spec, app_id, model_dir, when)
 
 
-def _judge_and_publish(client: Any, spec: JobSpec, app_id: str, model_dir: str, now: float) -> GateResult:
+def _judge_and_publish(clients: Any, client: Any, spec: JobSpec, app_id: str, model_dir: str, now: float) -> GateResult:
     gate = spec.quality_gate
     assert gate.metric is not None
     record_file = record_path(spec)
-    previous = published_record(client, spec)
+    previous = published_record(clients, spec)
     if previous is not None and previous.application_id == app_id:  # published by an earlier look
         return GateResult(
             metric=gate.metric,
@@ -333,7 +348,7 @@ def _judge_and_publish(client: Any, spec: JobSpec, app_id: str, model_dir: str, 
         client.write(posixpath.join(candidate, MODEL_METADATA), data=published.to_json(), overwrite=True)
         client.makedirs(versions_dir(model_dir))
         move(client, candidate, version)
-    _switch_pointer(client, record_file, published, app_id)
+    _switch_pointer(pick(clients, _record_location(spec)), record_file, published, app_id)
     result.model_dir = version
     return result
 
@@ -342,18 +357,20 @@ def annotate_history(client: Any, paths: list[str], result: GateResult) -> list[
     """Add the verdict to the job's stored history files, so the job page shows both figures.
 
     The AM wrote them when the job ended, before the gate was decided; a path
-    with no history (the AM could not write it) is skipped. Returns the paths written.
+    with no history (the AM could not write it) is skipped. Returns the paths written. ``client``
+    may be a ``namenodes.Router``: the copy beside the checkpoints is on their NameNode.
     """
     from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, JobHistory
 
     written = []
-    for path in paths:
-        if client.status(path, strict=False) is None:
+    for location in paths:
+        fs, path = pick(client, location), hdfs_path(location)
+        if fs.status(path, strict=False) is None:
             continue
-        with client.read(path) as reader:
+        with fs.read(path) as reader:
             raw = reader.read(MAX_HISTORY_BYTES + 1)
         history = JobHistory.from_json(raw, max_bytes=MAX_HISTORY_BYTES)
         history.gate = result
-        client.write(path, data=history.to_json(), overwrite=True)
+        fs.write(path, data=history.to_json(), overwrite=True)
         written.append(path)
     return written

@@ -181,8 +181,13 @@ def parse_credentials(data: bytes) -> list[Token]:
     return tokens
 
 
-def hdfs_delegation_token(env: dict[str, str] | None = None) -> Token:
-    """The application's HDFS delegation token, from the container's token file."""
+def hdfs_delegation_token(env: dict[str, str] | None = None, service: str | None = None) -> Token:
+    """The application's HDFS delegation token, from the container's token file.
+
+    ``service`` picks the token of one NameNode (``ha-hdfs:<ns>``, ``<ip>:<port>``): a job that
+    reads from several NameNodes holds one token each, and a token works only on its own
+    NameNode. Without it, the first HDFS token (a job on one NameNode holds one).
+    """
     env = dict(os.environ) if env is None else env
     location = env.get(ENV_TOKEN_FILE)
     if not location:
@@ -202,4 +207,14 @@ def hdfs_delegation_token(env: dict[str, str] | None = None) -> Token:
             "the submitter must obtain one (skein does when Kerberos is on and "
             "fs.defaultFS is HDFS)"
         )
-    return found[0]
+    if service is None:
+        return found[0]
+    mine = [t for t in found if t.service == service]
+    if not mine:
+        services = ", ".join(sorted(t.service for t in found))  # public names, never the secrets
+        raise TokenFileError(
+            f"no {HDFS_DELEGATION_TOKEN} for service {service!r} among the application's ({services}): "
+            "the submitting side obtains one per NameNode the job names (JobSpec other_namenodes and its "
+            "hdfs:// locations); submit the job again with this provider"
+        )
+    return mine[0]

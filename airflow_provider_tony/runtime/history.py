@@ -23,7 +23,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDocument
+from airflow_provider_tony.runtime.namenodes import pick
 
 __all__ = [
     "DEFAULT_MAX_POINTS",
@@ -116,12 +118,14 @@ def history_paths(app_id: str, checkpoint_dir: str | None, history_dir: str | No
 def write_history(client: Any, paths: list[str], history: JobHistory) -> list[str]:
     """Write ``history`` to each path with an ``hdfs`` client; returns the paths written.
 
-    Written once, after the verdict: nobody reads it while it is written.
+    Written once, after the verdict: nobody reads it while it is written. ``client`` may be a
+    ``namenodes.Router``: the copy beside the checkpoints goes to their NameNode.
     """
     body = history.to_json()
     written = []
-    for path in paths:
-        client.makedirs(posixpath.dirname(path))
-        client.write(path, data=body, overwrite=True)
+    for location in paths:
+        fs, path = pick(client, location), hdfs_path(location)
+        fs.makedirs(posixpath.dirname(path))
+        fs.write(path, data=body, overwrite=True)
         written.append(path)
     return written

@@ -49,6 +49,8 @@ from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import InputMissing, InputTooLarge, SpecError, TonyError
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path
+from airflow_provider_tony.runtime.namenodes import pick
 from airflow_provider_tony.runtime.spec import JobSpec
 
 __all__ = [
@@ -113,14 +115,6 @@ def _join(parent: str, name: str) -> str:
     return parent.rstrip("/") + "/" + name
 
 
-def _hdfs_path(location: str) -> str:
-    """``hdfs://nn:8020/a/b`` or ``/a/b`` -> ``/a/b``; the same rule as ``hdfs_io.hdfs_path``."""
-    if location.startswith("hdfs://"):
-        rest = location[len("hdfs://") :]
-        return "/" + rest.split("/", 1)[1] if "/" in rest else "/"
-    return location
-
-
 def _walk(client: Any, directory: str) -> list[tuple[str, int]]:
     """Every non-hidden file below ``directory`` (hidden folders skipped too), as (path, size)."""
     out: list[tuple[str, int]] = []
@@ -166,11 +160,14 @@ def _expand(client: Any, root: str, parts: list[str]) -> list[tuple[str, dict[st
 def list_input(client: Any, location: str, field: str = "inputs") -> list[InputFile]:
     """The files of one input, sorted by HDFS path, each with its size and its name under the input's folder.
 
+    ``client`` is a WebHDFS client, or a ``namenodes.Router`` that gives the one of ``location``'s NameNode.
+
     A folder gives its files (recursively, hidden ones skipped), a file itself, a glob every match.
     One LISTSTATUS per folder (it carries each entry's size and type); GETFILESTATUS only for a path
     given without a glob. Raises :class:`InputMissing` naming the path when nothing is there, or only empty files.
     """
-    path = _hdfs_path(location).rstrip("/") or "/"
+    client = pick(client, location)
+    path = hdfs_path(location).rstrip("/") or "/"
     parts = [p for p in path.split("/") if p]
     first = next((i for i, p in enumerate(parts) if _has_magic(p)), len(parts))
     root = "/" + "/".join(parts[:first])
@@ -397,6 +394,7 @@ def stage_inputs(
 ) -> tuple[dict[str, str], list[StagedInput]]:
     """Copy this task's files of every input to ``workdir/inputs/<name>``; returns the script's variables.
 
+    ``client`` is a WebHDFS client or a ``namenodes.Router`` (each input read from its own NameNode).
     Raises :class:`TonyError` (or the WebHDFS client's error) when an input cannot be staged whole;
     the caller turns that into a retryable exit before the script starts.
     """
@@ -423,7 +421,8 @@ def stage_inputs(
         which = f"shard {shard + 1}/{shards}" if item.sharding == "shard" else "every file"
         on_event(f"{task_id} staging input {name} ({which}): {len(mine)} files, {total / 2**20:.1f} MiB")
         try:
-            _copy_all(client, mine, root, _Progress(f"{task_id} staging input {name}", mine, on_event, every))
+            progress = _Progress(f"{task_id} staging input {name}", mine, on_event, every)
+            _copy_all(pick(client, item.path), mine, root, progress)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise

@@ -48,6 +48,7 @@ from airflow_provider_tony.runtime.constants import (
     SRC_ALIAS,
 )
 from airflow_provider_tony.runtime.errors import SpecError
+from airflow_provider_tony.runtime.namenodes import other_namenodes
 
 __all__ = [
     "ARCHIVE_ALIAS",
@@ -1099,6 +1100,12 @@ class JobSpec(Model):
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     """Training data on HDFS by name (``a-z``, digits, ``_``): checked before submit and staged to each receiving
     task's local disk before its script starts; see InputSpec."""
+    other_namenodes: list[str] = field(default_factory=list)
+    """NameNodes besides the default filesystem's that the job's code reads or writes on its own (TonY's
+    ``tony.other.namenodes``): ``hdfs://<nameservice>`` or ``hdfs://<host>:<port>``, at most 16. The NameNodes of the
+    job's own ``hdfs://`` locations (inputs, checkpoint, model, record, files) are found without it. Each one's WebHDFS
+    address comes from the Hadoop conf dir or the connection's ``namenodes`` extra; on a Kerberized cluster the job
+    gets a delegation token for each, in the containers' token file."""
     quality_gate: QualityGate = field(default_factory=QualityGate)
     """Publish the model only when its evaluation metric is at least as good as the last published model's."""
     retention: RetentionSpec = field(default_factory=RetentionSpec)
@@ -1141,6 +1148,7 @@ class JobSpec(Model):
         self._validate_tracking()
         self._validate_framework()
         self.inputs = self._validated_inputs()
+        self.other_namenodes = other_namenodes(self.other_namenodes)
         self._validate_gate()
         self._validate_memory_retry()
         self._validate_am_apart()

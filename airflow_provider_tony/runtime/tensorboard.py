@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
-from airflow_provider_tony.runtime import hdfs_io
+from airflow_provider_tony.runtime import hdfs_io, namenodes
 from airflow_provider_tony.runtime.checkpoint import DirSync, events_remote
 from airflow_provider_tony.runtime.transport import decode_spec
 
@@ -163,7 +163,9 @@ def main() -> int:
     logdir = Path(os.environ[C.ENV_TENSORBOARD_DIR])
     logdir.mkdir(parents=True, exist_ok=True)
     events = events_remote(spec, os.environ.get(C.ENV_EVENTS_DIR), os.environ.get(C.ENV_SKEIN_APPLICATION_ID, ""))
-    client = hdfs_io.client_from_env() if events else None
+    # Under checkpoint.dir, on its NameNode (runtime/namenodes.py); else under base_path, on the default one.
+    clients = hdfs_io.Clients()
+    client = namenodes.pick(clients, spec.checkpoint.dir or events) if events and clients.default() else None
     if client is not None and events is not None:
         DirSync(client, logdir, events, interval=5.0, push=False).start()
     else:

@@ -35,6 +35,7 @@ from airflow_provider_tony.runtime.errors import (
 )
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, Cost, JobHistory, StateDocument
+from airflow_provider_tony.runtime.namenodes import NameNode, authority_of, encode, pick
 from airflow_provider_tony.runtime.spec import JobSpec, hdfs_folder
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn import source as src
@@ -66,6 +67,7 @@ from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses, rm_addres
 from airflow_provider_tony.yarn.hdfs_room import Folder, check_room
 from airflow_provider_tony.yarn.kerberos import HttpxSpnegoAuth, KerberosConfig, KerberosSession
 from airflow_provider_tony.yarn.logformat import shown
+from airflow_provider_tony.yarn.namenodes import NameNodeClients, hdfs_token_service, parse_extra, resolve, touched
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls, WebHdfs
 from airflow_provider_tony.yarn.submit import RestSubmitter, kill_application
 from airflow_provider_tony.yarn.upload_cache import StagedSource, UploadCache
@@ -91,6 +93,8 @@ class Checked:
     tree: src.SourceTree | None
     #: What the input check listed, for the containers (``inputs.seen_env``); empty without inputs.
     inputs_env: dict[str, str] = field(default_factory=dict)
+    #: The NameNodes the job touches besides the default one (``yarn/namenodes.py``).
+    namenodes: dict[str, NameNode] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,9 +148,11 @@ class TonyClient:
         kerberos: bool | None = None,
         ca_bundle: str | None = None,
         cluster_env: ClusterEnv | None = None,
+        namenodes: object = None,
     ) -> None:
         # An HA cluster's every ResourceManager / NameNode ("http://rm1:8088,http://rm2:8088"): URLs are
         # built against the first, and the one HTTP client sends each call to the active one.
+        self.namenode_urls = parse_extra(namenodes)  # the connection's namenodes extra, by hdfs://<authority>
         rms = split_addresses(rm_url)
         if not rms:
             raise ClusterError(f"no ResourceManager address in {rm_url!r}: give http(s)://host:port")
@@ -159,6 +165,7 @@ class TonyClient:
             for name, bases in (("ResourceManager", rms), ("NameNode", namenodes))
             if len(bases) > 1
         )
+        self._routers: list[NameNodeClients] = []
         self.webhdfs_user = webhdfs_user or os.environ.get("HADOOP_USER_NAME") or os.environ.get("USER") or "root"
         # With Kerberos the cluster knows this client by its principal's short name: that user's folder.
         owner = short_name(principal) if principal else self.webhdfs_user
@@ -244,6 +251,8 @@ class TonyClient:
 
     def close(self) -> None:
         self.cluster.close()
+        for router in self._routers:
+            router.close()
 
     def __enter__(self) -> TonyClient:
         return self
@@ -329,17 +338,37 @@ class TonyClient:
     # result and enters each module it needs once (the source tree is scanned once, in check).
 
     def check(self, spec: JobSpec) -> Checked:
-        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the cluster's limits,
-        the job's inputs on HDFS."""
+        """Phase 1, nothing written anywhere: Kerberos, local files, the source tree, the NameNodes the job
+        touches, the cluster's limits, the job's inputs and folders on HDFS (each on its NameNode)."""
         self.check_kerberos()
         validate_local_files(spec)
         tree = src.validate_source(spec)
+        namenodes = self.namenodes(spec)
         info = self.cluster_info()
         for warning in validate_against_cluster(spec, info):
             log.warning("%s", warning)
-        inputs_env = self.check_inputs(spec)
-        self.check_room(spec)
-        return Checked(spec=src.relative_scripts(spec), info=info, tree=tree, inputs_env=inputs_env)
+        inputs_env = self.check_inputs(spec, namenodes)
+        self.check_room(spec, namenodes)
+        relative = src.relative_scripts(spec)
+        return Checked(spec=relative, info=info, tree=tree, inputs_env=inputs_env, namenodes=namenodes)
+
+    def namenodes(self, spec: JobSpec) -> dict[str, NameNode]:
+        """The NameNodes ``spec`` touches besides the default one, resolved (``yarn/namenodes.py``); a
+        NameNode whose WebHDFS address is known neither to the conf dir nor to the connection is refused."""
+        job = touched(spec)
+        if not job:
+            return {}
+        return resolve(job, self.default_fs(), self.cluster_env.conf_dir(), self.namenode_urls)
+
+    def hdfs_for(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> Any:
+        """WebHDFS for ``spec``'s locations: the default client, or a router giving each location its
+        NameNode's (the checks before submit, the quality gate)."""
+        others = self.namenodes(spec) if namenodes is None else namenodes
+        if not others:
+            return self.webhdfs
+        router = NameNodeClients(self.webhdfs, self.cluster, self.default_fs(), others)
+        self._routers.append(router)
+        return router
 
     def stage(self, checked: Checked) -> Staged:
         """Phase 2, on HDFS: the source tree, the python environment and the runtime zip, each once per content hash."""
@@ -359,32 +388,41 @@ class TonyClient:
             python=staged.python,
             python_archive_source=staged.archive_url,
             source_archive=staged.source_url,
-            extra_env={**self._container_env(attempt), **staged.checked.inputs_env},
+            extra_env={**self._container_env(attempt, staged.checked.namenodes), **staged.checked.inputs_env},
             placement_plan=plan_placement(spec, staged.checked.info.hosts),
             runtime_source=staged.runtime_url,
         )
         ship_keytab_to_am(app_spec, spec, self._principal, self._keytab)
         return app_spec
 
-    def check_inputs(self, spec: JobSpec) -> dict[str, str]:
-        """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them."""
+    def check_inputs(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> dict[str, str]:
+        """The job's HDFS inputs exist and are not empty (before submit); returns the containers' record of them.
+
+        Each input is listed on its own NameNode (``namenodes``: :meth:`namenodes`' answer, when known).
+        """
         if not spec.inputs:
             return {}
         with cluster_errors("could not list the job's inputs on HDFS"):
-            return inputs.seen_env(check_inputs(spec, self.webhdfs))
+            return inputs.seen_env(check_inputs(spec, self.hdfs_for(spec, namenodes)))
 
-    def check_room(self, spec: JobSpec) -> None:
-        """The job's user may write its HDFS folders and their quotas leave room (``yarn/hdfs_room.py``)."""
+    def check_room(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> None:
+        """The job's user may write its HDFS folders and their quotas leave room (``yarn/hdfs_room.py``),
+        each folder asked of its own NameNode (``namenodes``: as for :meth:`check_inputs`)."""
         if not self.webhdfs_url:
             return
-        folders = [Folder("the connection's base_path (job histories)", self.history_dir)]
+        folders = [("the connection's base_path (job histories)", self.history_dir)]
         if spec.checkpoint.dir:
-            folders.insert(0, Folder("checkpoint.dir", hdfs_path(spec.checkpoint.dir)))
+            folders.insert(0, ("checkpoint.dir", spec.checkpoint.dir))
         else:
-            folders.append(Folder("the connection's base_path (TensorBoard events)", self.events_dir))
+            folders.append(("the connection's base_path (TensorBoard events)", self.events_dir))
         if spec.checkpoint.model_dir:
-            folders.insert(1, Folder("checkpoint.model_dir", hdfs_path(spec.checkpoint.model_dir)))
-        check_room(self.webhdfs, folders)
+            folders.insert(1, ("checkpoint.model_dir", spec.checkpoint.model_dir))
+        hdfs = self.hdfs_for(spec, namenodes)
+        by_namenode: dict[str | None, tuple[str, list[Folder]]] = {}
+        for name, location in folders:  # grouped: one NameNode's quotas are read once for all its folders
+            by_namenode.setdefault(authority_of(location), (location, []))[1].append(Folder(name, hdfs_path(location)))
+        for location, group in by_namenode.values():
+            check_room(pick(hdfs, location), group)
 
     def stage_archive(self, archive: str) -> str:
         """A local environment archive in the upload cache (``hdfs://`` URL); one on HDFS as it is."""
@@ -415,12 +453,16 @@ class TonyClient:
 
     def submit(self, spec: JobSpec, *, attempt: int = 1, extra_tags: Iterable[str] = ()) -> str:
         """check -> stage -> build -> submit (over the RM's REST API); returns the YARN application id."""
-        app_spec = self.build(self.stage(self.check(spec)), attempt=attempt, extra_tags=extra_tags)
+        checked = self.check(spec)
+        app_spec = self.build(self.stage(checked), attempt=attempt, extra_tags=extra_tags)
         with cluster_errors(f"YARN refused the application {spec.name!r}"):
-            return self.submitter().submit(app_spec)
+            return self.submitter(checked.namenodes).submit(app_spec)
 
-    def submitter(self) -> RestSubmitter:
-        """What submits over the RM's REST API and WebHDFS (yarn/submit.py): no JVM, no Hadoop client."""
+    def submitter(self, namenodes: dict[str, NameNode] | None = None) -> RestSubmitter:
+        """What submits over the RM's REST API and WebHDFS (yarn/submit.py): no JVM, no Hadoop client.
+
+        ``namenodes``: the job's other NameNodes (:meth:`namenodes`), each given a token of its own.
+        """
         conf = self.cluster_env.conf_dir()
         principal = rm_address = None
         if self._krb is not None:
@@ -445,6 +487,7 @@ class TonyClient:
             security=self._security(),
             cache=self.cache.file,
             cache_data=self.cache.data,
+            namenodes=NameNodeClients(self.webhdfs, self.cluster, self.default_fs(), namenodes) if namenodes else None,
         )
 
     def _security(self) -> Any:
@@ -452,7 +495,7 @@ class TonyClient:
             self._tls = security_for(self.cluster_env)
         return self._tls
 
-    def _container_env(self, attempt: int) -> dict[str, str]:
+    def _container_env(self, attempt: int, namenodes: dict[str, NameNode] | None = None) -> dict[str, str]:
         env = {C.ENV_ATTEMPT: str(attempt), C.ENV_HISTORY_DIR: self.history_dir, C.ENV_EVENTS_DIR: self.events_dir}
         if self.webhdfs_url:
             # Every NameNode of an HA nameservice: the containers fail over between them too.
@@ -460,6 +503,23 @@ class TonyClient:
             env[C.ENV_WEBHDFS_USER] = self.webhdfs_user
             if self._krb is not None:
                 env[C.ENV_WEBHDFS_AUTH] = C.WEBHDFS_AUTH_DELEGATION
+        env.update(self._namenodes_env(namenodes or {}))
+        return env
+
+    def _namenodes_env(self, namenodes: dict[str, NameNode]) -> dict[str, str]:
+        """``$TONY_DEFAULT_FS`` and, for a job on several NameNodes, ``$TONY_NAMENODES`` (``runtime/namenodes.py``):
+        every one, the default's included (the containers pick its token by its service)."""
+        try:
+            default_fs = self.default_fs()
+        except ClusterError:  # no conf dir: the containers take every location for the default's
+            return {}
+        env = {C.ENV_DEFAULT_FS: default_fs}
+        default = authority_of(default_fs)
+        if namenodes and default is not None and self.webhdfs_urls:
+            own = NameNode(default, self.webhdfs_urls, hdfs_token_service(default_fs))
+            env[C.ENV_NAMENODES] = encode({default: own, **namenodes})
+        elif namenodes:
+            env[C.ENV_NAMENODES] = encode(namenodes)
         return env
 
     # ------------------------------------------------------------ inspect

@@ -39,7 +39,6 @@ import functools
 import hashlib
 import logging
 import os
-import socket
 import urllib.parse
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +52,8 @@ from airflow_provider_tony.retention import REFERENCES_NAME, references_json
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime.errors import ClusterError, NotFound, OutcomeUnknown
 from airflow_provider_tony.runtime.hadoop_tokens import HDFS_DELEGATION_TOKEN, Token
+from airflow_provider_tony.runtime.namenodes import pick
+from airflow_provider_tony.yarn.namenodes import NameNodeClients, hdfs_token_service, rpc_token_service
 from airflow_provider_tony.yarn.rest import ClusterHttp, ClusterUrls
 
 log = logging.getLogger(__name__)
@@ -204,39 +205,6 @@ def submission_context(
 RM_DELEGATION_TOKEN = "RM_DELEGATION_TOKEN"  # noqa: S105 - a token kind's name, not a secret
 
 
-def rpc_token_service(address: str) -> str:
-    """``<ip>:<port>`` of an RPC address (``host:port``), as Hadoop files a token for it; several
-    comma-separated (an HA cluster's RMs) give each one's, comma-joined, as Hadoop's HA clients
-    look an RM token up."""
-    services = []
-    for one in address.split(","):
-        host, _, port = one.strip().rpartition(":")
-        try:
-            host = socket.gethostbyname(host)
-        except OSError:
-            pass
-        services.append(f"{host}:{port}")
-    return ",".join(services)
-
-
-def hdfs_token_service(default_fs: str) -> str:
-    """The service an HDFS delegation token is filed under, as Hadoop names it.
-
-    ``<ip>:<port>`` of the NameNode's RPC address (Hadoop's default
-    ``hadoop.security.token.service.use_ip``), or ``ha-hdfs:<nameservice>``
-    for an HA name service (no port in ``fs.defaultFS``).
-    """
-    parsed = urllib.parse.urlsplit(default_fs)
-    host = parsed.hostname or ""
-    if parsed.port is None:
-        return f"ha-hdfs:{host}"
-    try:
-        host = socket.gethostbyname(host)
-    except OSError:
-        pass
-    return f"{host}:{parsed.port}"
-
-
 def finished_service(name: str, service: skein.Service, resources: Mapping[str, LocalResource]) -> skein.Service:
     """``service`` as the AM launches it: staged files, skein's own files, and the script run from ``.skein.sh``.
 
@@ -266,6 +234,8 @@ class RestSubmitter:
     :param application_classpath: yarn-site.xml's ``yarn.application.classpath``, None for Hadoop's default.
     :param rm_principal: the RM's Kerberos principal (``_HOST`` resolved): the HDFS token's renewer;
         None on an open cluster (no token is fetched).
+    :param namenodes: the NameNodes the job touches besides the default one (``yarn/namenodes.py``):
+        each gets a token of its own, and a file YARN localises from one is looked up there.
     """
 
     http: ClusterHttp
@@ -281,6 +251,7 @@ class RestSubmitter:
     cache: Callable[[str, str], str] | None = None
     #: Writes ``(data, name, suffix, private)`` once per content hash to the same cache; its HDFS path.
     cache_data: Callable[[bytes, str, str, bool], str] | None = None
+    namenodes: NameNodeClients | None = None
 
     # ------------------------------------------------------------ phases
 
@@ -453,19 +424,13 @@ class RestSubmitter:
         """
         if self.rm_principal is None:
             return {}
-        data = self.http.get_json(
-            self.urls.webhdfs("/"),
-            what="WebHDFS GETDELEGATIONTOKEN",
-            params={"op": "GETDELEGATIONTOKEN", "renewer": self.rm_principal},
-        )
-        url_string = ((data or {}).get("Token") or {}).get("urlString")
-        if not url_string:
-            raise ClusterError("WebHDFS GETDELEGATIONTOKEN answered without a token")
-        got = Token.from_url_string(str(url_string))
         hdfs_service = hdfs_token_service(self.default_fs)
-        # WebHDFS files it as a WEBHDFS token of its HTTP address; YARN's localiser and the RM's
-        # renewer look for the same identifier as an HDFS token of the NameNode's RPC address.
-        hdfs = Token(hdfs_service, HDFS_DELEGATION_TOKEN, hdfs_service, got.identifier, got.password)
+        tokens = {hdfs_service: self._hdfs_token(self.http, self.urls, hdfs_service, "WebHDFS")}
+        # One per other NameNode the job touches, each filed under its own service: a token is good on
+        # its own NameNode only, and YARN's localiser and the containers choose theirs by service.
+        for namenode, fs in self.namenodes.items() if self.namenodes is not None else ():
+            what = f"WebHDFS of {namenode.authority}"
+            tokens[namenode.token_service] = self._hdfs_token(fs.http, fs.urls, namenode.token_service, what)
         answer = self.http.request(
             "POST",
             self.urls.rm("delegation-token"),
@@ -477,15 +442,31 @@ class RestSubmitter:
         rm_got = Token.from_url_string(str(answer["token"]))
         rm_service = rpc_token_service(self.rm_address or "")
         rm = Token(rm_service, RM_DELEGATION_TOKEN, rm_service, rm_got.identifier, rm_got.password)
-        return {hdfs_service: hdfs.url_string(), rm_service: rm.url_string()}
+        return {**tokens, rm_service: rm.url_string()}
+
+    def _hdfs_token(self, http: ClusterHttp, urls: ClusterUrls, service: str, what: str) -> str:
+        """A NameNode's delegation token over WebHDFS (SPNEGO, the RM as renewer), as an HDFS token of ``service``."""
+        data = http.get_json(
+            urls.webhdfs("/"),
+            what=f"{what} GETDELEGATIONTOKEN",
+            params={"op": "GETDELEGATIONTOKEN", "renewer": str(self.rm_principal)},
+        )
+        url_string = ((data or {}).get("Token") or {}).get("urlString")
+        if not url_string:
+            raise ClusterError(f"{what} GETDELEGATIONTOKEN answered without a token")
+        got = Token.from_url_string(str(url_string))
+        # WebHDFS files it as a WEBHDFS token of its HTTP address; YARN's localiser and the RM's
+        # renewer look for the same identifier as an HDFS token of the NameNode's RPC address.
+        return Token(service, HDFS_DELEGATION_TOKEN, service, got.identifier, got.password).url_string()
 
     # ------------------------------------------------------------ files
 
     def _url(self, path: str) -> str:
         return f"{self.default_fs.rstrip('/')}{path}"
 
-    def _status(self, path: str) -> dict[str, Any]:
-        status = self.hdfs.status(path, strict=False)
+    def _status(self, path: str, location: str = "") -> dict[str, Any]:
+        """``path``'s status on ``location``'s NameNode (the default one for a plain path)."""
+        status = pick(self.namenodes or self.hdfs, location).status(path, strict=False)
         if status is None:
             raise ClusterError(f"{path} is not on HDFS: a file of the job cannot be staged from it")
         return dict(status)
@@ -526,7 +507,7 @@ class RestSubmitter:
             return self._upload(app_dir, parsed.path)
         if parsed.scheme not in ("hdfs", "viewfs"):
             raise ClusterError(f"cannot stage {source}: only local files and hdfs:// sources are supported")
-        status = self._status(parsed.path)
+        status = self._status(parsed.path, source)
         url = source if parsed.netloc else self._url(parsed.path)
         return LocalResource(url, int(status["length"]), int(status["modificationTime"]))
 

@@ -147,3 +147,11 @@ def test_rm_url_from_a_conf_dir(tmp_path: Path, props: dict[str, str], expected:
 
 def test_rm_url_from_a_missing_conf_dir_is_none(tmp_path: Path) -> None:
     assert rm_url_from_conf(str(tmp_path / "absent")) is None
+
+
+def test_the_connections_namenodes_extra_reaches_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other NameNodes' WebHDFS addresses (``namenodes``, JSON text in the form) travel to the client."""
+    extra = {"namenodes": json.dumps({"hdfs://nn2:8020": "http://nn2:9870,http://nn3:9870"})}
+    connection(monkeypatch, "tony_nn", host="127.0.0.1", port=closed_port(), extra=extra)
+    client = YarnHook("tony_nn").get_conn()
+    assert client.namenode_urls == {"hdfs://nn2:8020": ("http://nn2:9870", "http://nn3:9870")}

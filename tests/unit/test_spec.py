@@ -84,6 +84,7 @@ FULL: dict[str, Any] = {
     },
     "files": {"trainer": "/src/trainer", "data.csv": "hdfs:///data/data.csv"},
     "src_dir": "hdfs:///projects/trainer-src.tar.gz",
+    "other_namenodes": ["hdfs://warehouse", "hdfs://10.0.0.9:8020"],
     "heartbeat_interval": 2.0,
     "heartbeat_timeout": 30.0,
     "registration_timeout": 120.0,

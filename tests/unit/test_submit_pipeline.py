@@ -73,7 +73,7 @@ def client(monkeypatch: pytest.MonkeyPatch) -> tuple[TonyClient, list[str], Subm
     monkeypatch.setattr(src, "scan", scan)
     monkeypatch.setattr(tony, "cluster_info", info)
     monkeypatch.setattr(tony, "stage_source", stage_source)
-    monkeypatch.setattr(tony, "submitter", lambda: submitter)
+    monkeypatch.setattr(tony, "submitter", lambda namenodes=None: submitter)
 
     def stage_runtime() -> str:
         calls.append("runtime")

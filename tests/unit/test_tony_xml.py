@@ -181,6 +181,7 @@ JOB_SAMPLES: dict[str, tuple[str, object]] = {
     "tony.application.framework": ("PyTorch", "pytorch"),
     "tony.application.distributed-mode": ("FCFS", None),
     "tony.application.fail-on-worker-failure-enabled": ("false", None),
+    "tony.other.namenodes": ("hdfs://nn2:8020, hdfs://ns3", ["hdfs://nn2:8020", "hdfs://ns3"]),
 }
 ROLE_SAMPLES: dict[str, tuple[str, object]] = {
     "memory": ("5g", "5g"),
@@ -228,3 +229,16 @@ def test_every_table_rule_is_exercised(tmp_path: Path) -> None:
     assert set(why) == {k for k, (_, e) in JOB_SAMPLES.items() if e is None} | {
         f"tony.worker.{a}" for a, (_, e) in ROLE_SAMPLES.items() if e is None
     }
+
+
+def test_other_namenodes_become_the_jobs_other_namenodes(tmp_path: Path) -> None:
+    """TonY's ``tony.other.namenodes`` (comma-separated URIs) is the JobSpec's ``other_namenodes``, checked as such."""
+    path = tmp_path / "tony.xml"
+    path.write_text(
+        "<configuration><property><name>tony.other.namenodes</name>"
+        "<value>hdfs://NN2.example:8020,hdfs://warehouse/</value></property>"
+        "<property><name>tony.worker.instances</name><value>1</value></property></configuration>"
+    )
+    job, unmapped = convert_tony_xml(path, executes="train.py")
+    assert "tony.other.namenodes" not in dict(unmapped)
+    assert JobSpec.from_dict(job).other_namenodes == ["hdfs://nn2.example:8020", "hdfs://warehouse"]
