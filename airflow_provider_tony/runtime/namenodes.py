@@ -25,6 +25,7 @@ library only: this runs in containers and on the submitting side.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
@@ -52,6 +53,7 @@ MAX_ADDRESSES = 8
 #: ``$TONY_NAMENODES``'s largest size: an environment string, beside the JobSpec's.
 MAX_ENV_BYTES = 16 * 1024
 _HDFS = "hdfs://"
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 _AUTHORITY = re.compile(r"hdfs://[A-Za-z0-9._\-\[\]:]{1,255}")
 _ADDRESS = re.compile(r"https?://[A-Za-z0-9._\-\[\]:]{1,255}")
 _SERVICE = re.compile(r"[A-Za-z0-9._\-\[\]:]{0,255}")
@@ -108,8 +110,11 @@ class NameNode:
 
 
 def encode(namenodes: Mapping[str, NameNode]) -> str:
-    """``$TONY_NAMENODES``'s value (compact JSON, sorted: the same job gives the same text)."""
-    return json.dumps({a: n.to_dict() for a, n in sorted(namenodes.items())}, separators=(",", ":"))
+    """``$TONY_NAMENODES``'s value: compact JSON, sorted (the same job gives the same text), in
+    base64url. Not bare JSON: YARN writes environment values into the container's launch script
+    inside double quotes without escaping any, so a JSON object's quotes would be lost."""
+    text = json.dumps({a: n.to_dict() for a, n in sorted(namenodes.items())}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode("ascii")
 
 
 def bad_env(what: str) -> NameNodeError:
@@ -133,7 +138,7 @@ def _entry(authority: object, value: object) -> NameNode:
 
 
 def decode(text: str) -> dict[str, NameNode]:
-    """``$TONY_NAMENODES`` back as ``{authority: NameNode}``; empty text is no other NameNode.
+    """``$TONY_NAMENODES`` (:func:`encode`'s text) back as ``{authority: NameNode}``; empty text is no other NameNode.
 
     Written by the submitting side, read defensively all the same: capped in size and count, and
     every key and value type-checked, each fault a :class:`NameNodeError` saying which.
@@ -142,8 +147,10 @@ def decode(text: str) -> dict[str, NameNode]:
         return {}
     if len(text.encode()) > MAX_ENV_BYTES:
         raise bad_env(f"{len(text.encode())} bytes, more than {MAX_ENV_BYTES}")
+    if not _BASE64URL.fullmatch(text):
+        raise bad_env("not base64url text")
     try:
-        data = json.loads(text)
+        data = json.loads(base64.urlsafe_b64decode(text.encode("ascii")))
     except ValueError as exc:
         raise bad_env(f"not JSON ({exc})") from None
     if not isinstance(data, dict):

@@ -8,9 +8,11 @@ NameNode: which stand-in saw the call is what is under test.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import posixpath
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,12 +41,17 @@ ENTRIES = {
 }
 
 
+def _enc(value: object) -> str:
+    """What the submitting side writes: JSON in base64url (``namenodes.encode``)."""
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
 def _env(**extra: str) -> dict[str, str]:
     return {
         C.ENV_WEBHDFS_URL: "http://nn1:9870",
         C.ENV_WEBHDFS_USER: "alice",
         C.ENV_DEFAULT_FS: DEFAULT_FS,
-        C.ENV_NAMENODES: json.dumps(ENTRIES),
+        C.ENV_NAMENODES: _enc(ENTRIES),
         **extra,
     }
 
@@ -79,28 +86,31 @@ def test_authority_of_a_location(location: str, authority: str | None) -> None:
 
 
 def test_the_env_round_trips_and_is_the_same_text_for_the_same_job() -> None:
-    parsed = namenodes.decode(json.dumps(ENTRIES))
+    parsed = namenodes.decode(_enc(ENTRIES))
     assert parsed["hdfs://ml"] == namenodes.NameNode("hdfs://ml", ("http://ml1:9870", "http://ml2:9870"), "ha-hdfs:ml")
     again = namenodes.encode(parsed)
     assert namenodes.decode(again) == parsed and namenodes.encode(namenodes.decode(again)) == again
     assert namenodes.decode("") == {}
+    # YARN's launch script keeps a value inside double quotes without escaping: nothing it would read.
+    assert re.fullmatch(r"[A-Za-z0-9_=-]+", again), again
 
 
 @pytest.mark.parametrize(
     "text, said",
     [
-        ("{not json", "not JSON"),
-        ('["hdfs://ml"]', "not a JSON object"),
-        (json.dumps({"ml": ML}), "is not an hdfs://<authority> key"),
-        (json.dumps({"hdfs://ml/data": ML}), "is not an hdfs://<authority> key"),
-        (json.dumps({"hdfs://ml": ["http://ml1:9870"]}), "entry is not an object"),
-        (json.dumps({"hdfs://ml": {"webhdfs": []}}), "webhdfs is not a list of 1 to"),
-        (json.dumps({"hdfs://ml": {"webhdfs": "http://ml1:9870"}}), "webhdfs is not a list of 1 to"),
-        (json.dumps({"hdfs://ml": {"webhdfs": ["ml1:9870"]}}), "is not http(s)://host:port"),
-        (json.dumps({"hdfs://ml": {"webhdfs": ["http://ml1:9870/x?y"]}}), "is not http(s)://host:port"),
-        (json.dumps({"hdfs://ml": {**ML, "token_service": 7}}), "token_service '7' is not"),
-        (json.dumps({f"hdfs://n{i}": ML for i in range(namenodes.MAX_NAMENODES + 1)}), "NameNodes, more than"),
-        (json.dumps({"hdfs://ml": {**ML, "pad": "x" * namenodes.MAX_ENV_BYTES}}), "bytes, more than"),
+        ('{"hdfs://ml": {}}', "not base64url text"),
+        (base64.urlsafe_b64encode(b"{not json").decode(), "not JSON"),
+        (_enc(["hdfs://ml"]), "not a JSON object"),
+        (_enc({"ml": ML}), "is not an hdfs://<authority> key"),
+        (_enc({"hdfs://ml/data": ML}), "is not an hdfs://<authority> key"),
+        (_enc({"hdfs://ml": ["http://ml1:9870"]}), "entry is not an object"),
+        (_enc({"hdfs://ml": {"webhdfs": []}}), "webhdfs is not a list of 1 to"),
+        (_enc({"hdfs://ml": {"webhdfs": "http://ml1:9870"}}), "webhdfs is not a list of 1 to"),
+        (_enc({"hdfs://ml": {"webhdfs": ["ml1:9870"]}}), "is not http(s)://host:port"),
+        (_enc({"hdfs://ml": {"webhdfs": ["http://ml1:9870/x?y"]}}), "is not http(s)://host:port"),
+        (_enc({"hdfs://ml": {**ML, "token_service": 7}}), "token_service '7' is not"),
+        (_enc({f"hdfs://n{i}": ML for i in range(namenodes.MAX_NAMENODES + 1)}), "NameNodes, more than"),
+        (_enc({"hdfs://ml": {**ML, "pad": "x" * namenodes.MAX_ENV_BYTES}}), "bytes, more than"),
     ],
 )
 def test_a_bad_env_is_refused_naming_the_variable_what_and_the_fix(text: str, said: str) -> None:
