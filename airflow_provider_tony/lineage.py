@@ -15,6 +15,7 @@ methods), so the provider stays optional.
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,31 @@ def _name(location: str) -> str:
     return hdfs_path(location).rstrip("/") or "/"
 
 
+def _authority(location: str) -> str:
+    """``hdfs://warehouse/x`` -> ``warehouse``; a plain path (or ``hdfs:///x``) -> ``""``."""
+    return urllib.parse.urlsplit(location).netloc if location.startswith("hdfs://") else ""
+
+
+def _locations(spec: JobSpec) -> tuple[list[str], list[str]]:
+    """The HDFS locations a job reads and writes, as written in its JobSpec."""
+    inputs: list[str] = []
+    # ``inputs`` (name -> InputSpec with a ``path``) is read by attribute, so this works with and without it.
+    for declared in (getattr(spec, "inputs", None) or {}).values():
+        path = getattr(declared, "path", None)
+        if isinstance(path, str) and path:
+            inputs.append(path)
+    if spec.checkpoint.warm_start_from:
+        inputs.append(spec.checkpoint.warm_start_from)
+    inputs += [src for src in spec.files.values() if src.startswith("hdfs://")]
+    if spec.src_dir and spec.src_dir.startswith("hdfs://"):
+        inputs.append(spec.src_dir)
+    archive = getattr(spec.python, "archive", None)
+    if isinstance(archive, str) and archive.startswith("hdfs://"):
+        inputs.append(archive)
+    outputs = [d for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
+    return inputs, outputs
+
+
 def job_datasets(spec: JobSpec) -> tuple[list[str], list[str]]:
     """The HDFS paths a job reads and writes, as declared in its JobSpec (pure: no cluster).
 
@@ -48,22 +74,20 @@ def job_datasets(spec: JobSpec) -> tuple[list[str], list[str]]:
     start folder, ``hdfs://`` files, source and environment archives. Outputs:
     the checkpoint folder and the model folder.
     """
-    inputs: list[str] = []
-    # ``inputs`` (name -> InputSpec with a ``path``) is read by attribute, so this works with and without it.
-    for declared in (getattr(spec, "inputs", None) or {}).values():
-        path = getattr(declared, "path", None)
-        if isinstance(path, str) and path:
-            inputs.append(_name(path))
-    if spec.checkpoint.warm_start_from:
-        inputs.append(_name(spec.checkpoint.warm_start_from))
-    inputs += [_name(src) for src in spec.files.values() if src.startswith("hdfs://")]
-    if spec.src_dir and spec.src_dir.startswith("hdfs://"):
-        inputs.append(_name(spec.src_dir))
-    archive = getattr(spec.python, "archive", None)
-    if isinstance(archive, str) and archive.startswith("hdfs://"):
-        inputs.append(_name(archive))
-    outputs = [_name(d) for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
-    return list(dict.fromkeys(inputs)), list(dict.fromkeys(outputs))
+    inputs, outputs = _locations(spec)
+    return list(dict.fromkeys(map(_name, inputs))), list(dict.fromkeys(map(_name, outputs)))
+
+
+def _datasets(locations: list[str], namespace: str) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of each location: a location on another NameNode (``hdfs://warehouse/x``)
+    is a dataset of that NameNode's namespace, as OpenLineage names HDFS datasets; the rest the
+    default filesystem's (``namespace``)."""
+    default = _authority(namespace)
+    found = [
+        (f"hdfs://{auth}" if (auth := _authority(loc)) and auth != default else namespace, _name(loc))
+        for loc in locations
+    ]
+    return list(dict.fromkeys(found))
 
 
 @attr.define
@@ -113,8 +137,9 @@ def operator_lineage(
     """The provider's ``OperatorLineage`` for one task run (inputs, outputs, run facets)."""
     if spec is None:
         return OperatorLineage()
-    inputs, outputs = job_datasets(spec)
-    model = _name(spec.checkpoint.model_dir) if spec.checkpoint.model_dir else None
+    read, written = _locations(spec)
+    inputs, outputs = _datasets(read, namespace), _datasets(written, namespace)
+    model = _datasets([spec.checkpoint.model_dir], namespace)[0] if spec.checkpoint.model_dir else None
     if model is not None and not model_published:
         outputs = [o for o in outputs if o != model]
     run_facets: dict[str, Any] = {"tonyJob": tony_run_facet(result, gate)}
@@ -122,7 +147,7 @@ def operator_lineage(
     if app_id:
         run_facets["externalQuery"] = ExternalQueryRunFacet(externalQueryId=str(app_id), source="yarn")
     return OperatorLineage(
-        inputs=[InputDataset(namespace=namespace, name=path) for path in inputs],
-        outputs=[OutputDataset(namespace=namespace, name=path) for path in outputs],
+        inputs=[InputDataset(namespace=ns, name=path) for ns, path in inputs],
+        outputs=[OutputDataset(namespace=ns, name=path) for ns, path in outputs],
         run_facets=run_facets,
     )

@@ -169,3 +169,19 @@ def test_a_job_without_a_model_folder_or_application_has_plain_facets() -> None:
     assert set(found.run_facets) == {"tonyJob"}
     tony = found.run_facets["tonyJob"]
     assert (tony.applicationId, tony.finalState, tony.step, tony.metrics, tony.restarts) == ("", "", None, {}, [])
+
+
+def test_a_location_on_another_namenode_is_a_dataset_of_that_namenodes_namespace() -> None:
+    """OpenLineage names an HDFS dataset by its NameNode: hdfs://warehouse/clicks is not /clicks of the default."""
+    spec = JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "inputs": {"clicks": {"path": "hdfs://warehouse/clicks/dt=2026-12-01"}},
+            "checkpoint": {"dir": f"{NAMESPACE}/ckpt", "model_dir": "hdfs://ml/models/clicks"},
+        }
+    )
+    published = lineage.operator_lineage(spec, NAMESPACE, None, None, model_published=True)
+    assert [(d.namespace, d.name) for d in published.inputs] == [("hdfs://warehouse", "/clicks/dt=2026-12-01")]
+    assert [(d.namespace, d.name) for d in published.outputs] == [(NAMESPACE, "/ckpt"), ("hdfs://ml", "/models/clicks")]
+    held = lineage.operator_lineage(spec, NAMESPACE, None, None, model_published=False)
+    assert [(d.namespace, d.name) for d in held.outputs] == [(NAMESPACE, "/ckpt")]
