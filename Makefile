@@ -153,7 +153,7 @@ OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_ai
 # which is otherwise idle for most of the part.
 UNIT_LANE_FILES := tests/integration/test_bench_smoke.py
 SIDE_LANES := open2 unit
-OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/integration/test_secure.py \
+OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/ha_secure --ignore=tests/integration/test_secure.py \
 	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES) $(UNIT_LANE_FILES))
 LANE_ARGS_open := tests $(OPEN_IGNORE)
 LANE_ARGS_open2 := $(OPEN2_FILES)

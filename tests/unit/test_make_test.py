@@ -150,3 +150,19 @@ def test_a_lane_that_selects_nothing_fails_unless_the_run_is_narrowed(tmp_path: 
         [*common, "PYTEST_ARGS=-k nothing"], cwd=REPO, env=CLEAN_ENV, capture_output=True, text=True, timeout=60
     )
     assert narrow.returncode == 0, narrow.stderr
+
+
+def test_a_suite_on_a_cluster_of_its_own_is_never_collected_by_the_open_part() -> None:
+    """A conftest that points the process at its own cluster (``use_..._cluster()`` at import) would
+    point the whole open lane at it: the open part must ignore that folder (its own target runs it)."""
+    own = sorted(
+        p.parent.name
+        for p in (REPO / "tests").glob("*/conftest.py")
+        if any(line.startswith("use_") and line.rstrip().endswith("_cluster()") for line in p.read_text().splitlines())
+    )
+    assert {"chaos", "ha", "ha_secure"} <= set(own), own
+    makefile = (REPO / "Makefile").read_text()
+    ignored = makefile.split("OPEN_IGNORE :=", 1)[1].split("\nLANE_ARGS_open", 1)[0]
+    assert [d for d in own if f"--ignore=tests/{d} " not in ignored.replace("\\\n", " ") + " "] == []
+    for folder in own:
+        assert f"pytest tests/{folder} " in makefile, f"no make target runs tests/{folder}"
