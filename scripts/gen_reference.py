@@ -3,7 +3,8 @@
     python scripts/gen_reference.py          # rewrite both files
     python scripts/gen_reference.py --check  # exit 1 if either is stale (CI runs this through a unit test)
 
-Why generated: ``runtime/spec.py`` is the one declaration of every job
+Why generated: ``runtime/spec.py`` (``JobSpec``, and the sections it
+re-exports from ``runtime/spec_*.py``) is the one declaration of every job
 parameter. Writing the reference by hand would drift from it the first time
 someone adds a field; here every dataclass field of ``JobSpec`` and of every
 spec class it nests is listed with its type, its default and its attribute
@@ -151,9 +152,10 @@ def fields_of(cls: type[Any]) -> list[tuple[str, str, Any, str]]:
     out = []
     for f in dataclasses.fields(cls):
         if f.name not in docs:
+            home = next(k for k in cls.__mro__ if f.name in vars(k).get("__annotations__", {}))
             raise SystemExit(
                 f"{cls.__name__}.{f.name} has no docstring: add a string literal on the line after the"
-                f" field in {Path(model.__file__).relative_to(REPO)} saying what it means"
+                f" field in {Path(inspect.getfile(home)).relative_to(REPO)} saying what it means"
             )
         out.append((f.name, str(f.type), default_of(f), docs[f.name]))
     return out

@@ -1,7 +1,7 @@
 """Training data on HDFS: list an input, deal its files into shards, stage a task's shard to local disk.
 
 TensorFlow 2.21 cannot open ``hdfs://`` paths, so a job's ``inputs`` (see
-:class:`~airflow_provider_tony.runtime.spec.InputSpec`) reach the script as
+:class:`~airflow_provider_tony.runtime.spec_data.InputSpec`) reach the script as
 local files: the executor copies its task's files over WebHDFS (with the
 job's delegation token on a Kerberized cluster) before the script starts,
 several at a time, and tells the script where they are through

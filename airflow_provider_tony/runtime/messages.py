@@ -3,7 +3,7 @@
 The executors, the AM and the submitting side (client, operator, trigger,
 benchmarks) run different code on different hosts and talk through skein's
 key-value store. Each message has one class here, built on the JobSpec's
-``Model`` base, so that a field is spelt once, producers and consumers share
+``Model`` base (``model.py``), so that a field is spelt once, producers and consumers share
 the spelling, and nobody reads another component's dict by string key:
 
 =====================  ========================  =================================
@@ -37,7 +37,7 @@ Compatibility rules (why ``from_dict`` here is lenient where the JobSpec is stri
   is version 1 (the first layout had none).
 
 Like the rest of ``runtime/``, this module imports only the standard library
-(and the spec module), because it is shipped into YARN containers.
+(and the model module), because it is shipped into YARN containers.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from typing import Any, TypeVar
 
 from airflow_provider_tony.runtime import constants
 from airflow_provider_tony.runtime.errors import DocumentVersionError, SpecError
-from airflow_provider_tony.runtime.spec import Model
-from airflow_provider_tony.runtime.spec import plain as spec_plain
+from airflow_provider_tony.runtime.model import Model
+from airflow_provider_tony.runtime.model import plain as model_plain
 
 __all__ = [
     "STATE_DOCUMENT_VERSION",
@@ -286,7 +286,7 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return spec_plain(value)
+    return model_plain(value)
 
 
 def _nested(value: Any, cls: type[_M], where: str) -> _M | None:
