@@ -46,7 +46,11 @@ GOAL = 0.90
 
 #: module -> mutant-name patterns in scope (``*``: the whole module).
 SCOPE: dict[str, list[str]] = {
+    # The job tracker, in its layers: records, ledger, failure policy, JobTracker (restarts, reporting).
     "runtime/state.py": ["*"],
+    "runtime/task_records.py": ["*"],
+    "runtime/task_ledger.py": ["*"],
+    "runtime/failure_policy.py": ["*"],
     "runtime/checkpoint.py": ["*"],
     # The exit mapping: what code the AM sees for each way a task ends (the executor's helpers).
     "runtime/user_process.py": ["xǁUserProcessǁwait__mutmut_*"],

@@ -87,7 +87,7 @@ def start_sampler(spec: JobSpec, role: str, user: UserProcess, user_env: dict[st
 @dataclasses.dataclass(frozen=True)
 class ContainerTask:
     """Who this container is, learnt once at start-up and passed to every phase of :func:`main`
-    (the AM's record of a task is ``state.TaskRecord``)."""
+    (the AM's record of a task is ``task_records.TaskRecord``)."""
 
     app: Any
     spec: JobSpec
