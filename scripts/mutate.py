@@ -46,14 +46,16 @@ GOAL = 0.90
 
 #: module -> mutant-name patterns in scope (``*``: the whole module).
 SCOPE: dict[str, list[str]] = {
+    # The job tracker, in its layers: records, ledger, failure policy, JobTracker (restarts, reporting).
     "runtime/state.py": ["*"],
+    "runtime/task_records.py": ["*"],
+    "runtime/task_ledger.py": ["*"],
+    "runtime/failure_policy.py": ["*"],
     "runtime/checkpoint.py": ["*"],
-    # The exit mapping: what code the AM sees for each way a task ends.
-    "runtime/executor.py": [
-        "xǁUserProcessǁwait__mutmut_*",
-        "x_after_final_flush__mutmut_*",
-        "x_gpu_lease_exit__mutmut_*",
-    ],
+    # The exit mapping: what code the AM sees for each way a task ends (the executor's helpers).
+    "runtime/user_process.py": ["xǁUserProcessǁwait__mutmut_*"],
+    "runtime/task_checkpoints.py": ["x_after_final_flush__mutmut_*"],
+    "runtime/gpu_claim.py": ["x_gpu_lease_exit__mutmut_*"],
     "yarn/follower.py": ["*"],
     # Re-attach (submit or follow an existing application) and the result (XCom, failure, retry).
     "operators/tony.py": [

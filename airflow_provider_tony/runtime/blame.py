@@ -6,8 +6,8 @@ RPC could not reach (``/job:worker/replica:0/task:2``, or its ``host:port``),
 while the heartbeat timeout that declares the lost task must stay long enough
 not to name a merely slow task lost under load. The two together are
 conclusive sooner than either alone: a task that survivors blame *and* that
-has missed ``BLAMED_MISSED_BEATS`` beats is lost (``runtime/state.py``'s
-``JobTracker``). Missed beats without blame are only slowness; blame without
+has missed ``BLAMED_MISSED_BEATS`` beats is lost (``runtime/failure_policy.py``'s
+``FailurePolicy``). Missed beats without blame are only slowness; blame without
 missed beats is a peer that still answers the AM (the fault was elsewhere).
 
 Pure: the text of stderr tails and the tasks' addresses in, task ids out.

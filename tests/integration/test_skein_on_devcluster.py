@@ -26,7 +26,7 @@ sock.listen(1)
 host = __import__("os").environ["NM_HOST"]
 app.kv[f"addr/{me}"] = f"{host}:{sock.getsockname()[1]}".encode()
 # Gets, not kv.wait: a watch being created can race the other side's put in
-# skein 0.8.2's AM (see airflow_provider_tony/runtime/executor.wait_for_cluster).
+# skein 0.8.2's AM (see airflow_provider_tony/runtime/executor_kv.wait_for_cluster).
 while (raw := app.kv.get(f"addr/{other}")) is None:
     time.sleep(0.05)
 peer = raw.decode()

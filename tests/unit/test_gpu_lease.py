@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_tony.runtime import executor
+from airflow_provider_tony.runtime import gpu_claim
 from airflow_provider_tony.runtime.gpu_lease import (
     DEFAULT_LEASE_ROOT,
     GpuLeaseError,
@@ -213,11 +213,11 @@ def _spec(gpus: int) -> JobSpec:
 
 
 def test_take_gpus_leases_when_yarn_assigned_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "yarn_assigned_gpus", lambda *a: None)
+    monkeypatch.setattr(gpu_claim, "yarn_assigned_gpus", lambda *a: None)
     env = {"TONY_GPU_LEASE_DIR": str(tmp_path), "CONTAINER_ID": "c_1", "NM_HTTP_PORT": "1"}
-    leases, got = executor.take_gpus(_spec(2), "worker", "worker:0", env, "h", FOUR, None, "app_1")
+    leases, got = gpu_claim.take_gpus(_spec(2), "worker", "worker:0", env, "h", FOUR, None, "app_1")
     assert leases is not None and got == ["0", "1"]
-    other, got2 = executor.take_gpus(
+    other, got2 = gpu_claim.take_gpus(
         _spec(2), "worker", "worker:0", {**env, "CONTAINER_ID": "c_2"}, "h", FOUR, None, "app_2"
     )
     assert got2 == ["2", "3"]
@@ -228,10 +228,10 @@ def test_take_gpus_leases_when_yarn_assigned_none(tmp_path: Path, monkeypatch: p
 
 
 def test_take_gpus_prefers_what_yarn_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "yarn_assigned_gpus", lambda *a: ["3"])
+    monkeypatch.setattr(gpu_claim, "yarn_assigned_gpus", lambda *a: ["3"])
     env = {"TONY_GPU_LEASE_DIR": str(tmp_path), "CONTAINER_ID": "c_1", "NM_HTTP_PORT": "1"}
-    assert executor.take_gpus(_spec(1), "worker", "worker:0", env, "h", FOUR, None, "a") == (None, ["3"])
+    assert gpu_claim.take_gpus(_spec(1), "worker", "worker:0", env, "h", FOUR, None, "a") == (None, ["3"])
     # The NVIDIA runtime's pinning and CPU-only roles need no lease at all.
-    assert executor.take_gpus(_spec(1), "worker", "worker:0", env, "h", FOUR, ["0"], "a") == (None, None)
-    assert executor.take_gpus(_spec(0), "worker", "worker:0", env, "h", FOUR, None, "a") == (None, None)
+    assert gpu_claim.take_gpus(_spec(1), "worker", "worker:0", env, "h", FOUR, ["0"], "a") == (None, None)
+    assert gpu_claim.take_gpus(_spec(0), "worker", "worker:0", env, "h", FOUR, None, "a") == (None, None)
     assert not (tmp_path / "h").exists()
