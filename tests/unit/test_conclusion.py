@@ -133,6 +133,20 @@ def test_retention_runs_only_where_the_model_stands(tmp_path: Path) -> None:
     assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["scheduled__2"]
 
 
+def test_the_reused_application_s_verdict_is_in_the_xcom_and_judged_once(tmp_path: Path) -> None:
+    """A retry after the job ended re-uses the succeeded application: it is judged there, once."""
+    op, hook, ctx, hdfs = gated_operator(tmp_path, deferrable=False)
+    op._spec = op.build_spec(ctx)
+    hook.client.stored = JobHistory(state=final_document())
+    export(hdfs, tmp_path, APP, 0.91)
+    judged: list[str] = []
+    hdfs_for = hook.hdfs_for
+    hook.hdfs_for = lambda s: judged.append("gate") or hdfs_for(s)
+    value = op.get_job_result(APP, ctx)
+    assert value[XCOM_QUALITY_GATE]["passed"] is True and ctx["ti"].xcom[XCOM_QUALITY_GATE] == value[XCOM_QUALITY_GATE]
+    assert op.get_job_result(APP, ctx) is value and judged == ["gate"]
+
+
 def test_an_undecided_gate_fails_the_try_as_retryable_after_saying_how_the_job_ended(tmp_path: Path) -> None:
     op, hook, ctx, _hdfs = gated_operator(tmp_path, deferrable=False)
 
