@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_provider_tony import __version__
+from airflow_provider_tony.conclusion import Conclusion, conclude
 from airflow_provider_tony.jobfile import read_job_file
 from airflow_provider_tony.runtime.errors import ClusterUnreachable, InputMissing, JobFileError, SpecError, TonyError
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -181,24 +182,26 @@ def submit(args: argparse.Namespace) -> int:
             print(f"interrupted: killed {app_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
         print(f"{app_id} {shown(result.final_status, 40)}: {shown(result.diagnostics, 16000)}", flush=True)
-        cost = result.cost if result.cost is not None and result.cost.final else client.final_cost(app_id)
-        if cost is not None:
-            print(f"cost: {cost.line()}", flush=True)
-        if not result.succeeded:
-            return EXIT_RETRYABLE if result.retryable else EXIT_JOB_FAILED
-        if spec.quality_gate.enabled:
-            return _judge(client, spec, app_id)
+        return _concluded(conclude(client, spec, result))
     return 0
 
 
-def _judge(client: TonyClient, spec: JobSpec, app_id: str) -> int:
-    """The quality gate after a succeeded job: publish its model or say why not (``runtime/gate.py``)."""
-    from airflow_provider_tony.runtime import gate
-    from airflow_provider_tony.runtime.history import history_paths
-
-    hdfs = client.hdfs_for(spec)  # the model's folders on model_dir's NameNode
-    verdict = gate.apply(hdfs, spec, app_id)
-    gate.annotate_history(hdfs, history_paths(app_id, spec.checkpoint.dir, client.history_dir), verdict)
+def _concluded(done: Conclusion) -> int:
+    """The job's conclusion (``conclusion.py``: final cost, quality gate, history) said, as an exit code."""
+    result = done.result
+    if done.cost_error is not None:
+        print(f"warning: no final cost for {result.app_id}: {done.cost_error}", file=sys.stderr, flush=True)
+    if result.cost is not None:
+        print(f"cost: {result.cost.line()}", flush=True)
+    if not result.succeeded:
+        return EXIT_RETRYABLE if result.retryable else EXIT_JOB_FAILED
+    if done.undecided is not None:  # HDFS trouble: the model stays a candidate; an error, as before
+        raise done.undecided
+    if done.history_error is not None:
+        print(f"warning: could not add the gate's verdict to the job's history: {done.history_error}", file=sys.stderr)
+    verdict = done.gate
+    if verdict is None:
+        return 0
     word = "passed: published" if verdict.passed else "FAILED: not published, kept"
     print(
         f"quality gate {word} at {verdict.model_dir} ({verdict.metric}: this run {verdict.value}, "

@@ -145,7 +145,7 @@ def _guarded(folder: str, protect: set[str]) -> str:
     return ""
 
 
-#: The identity tags the operator gives each application (``operators/tony.py``'s ``identity_tags``), in folder order.
+#: The identity tags the operator gives each application (``operators/identity.py``), in folder order.
 _IDENTITY = ("tony-dag", "tony-task", "tony-run")
 _HASHED = "sha1-"  # a tag value too long for YARN is its hash: the folder cannot be told from it
 

@@ -67,12 +67,15 @@ SCOPE: dict[str, list[str]] = {
             "is_job_active",
             "is_job_succeeded",
             "get_job_result",
-            "ended_result",
             "execute_complete",
-            "_finish",
-            "_xcom_result",
         )
     ],
+    # What follows a job's end (issue 39): the conclusion, and how the operator concludes and tells it.
+    "conclusion.py": ["*"],
+    "operators/concluding.py": [
+        f"xǁConcludingǁ{name}__mutmut_*" for name in ("ended_result", "_concluded", "_finish", "_xcom_result")
+    ],
+    "operators/outcome.py": ["*"],
     # Every function that puts a value from a task into the page (escaping), not the CSS.
     "runtime/page.py": [
         f"x_{name}__mutmut_*" for name in ("_e", "_tasks_table", "_task_links", "_list", "_chart", "render_page")

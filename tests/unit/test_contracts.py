@@ -22,8 +22,8 @@ from airflow_provider_tony.runtime.errors import TonyError
 #: Error classes defined outside runtime/errors.py, and why: each also derives from a library's
 #: exception, which runtime/errors.py (imported inside containers, dependency-free) cannot import.
 BESIDE_THEIR_LIBRARY = {
-    # Airflow fails the task without retrying it on an AirflowFailException.
-    "airflow_provider_tony.operators.tony.QualityGateFailed",
+    # Airflow fails the task without retrying it on an AirflowFailException (re-exported by operators/tony.py).
+    "airflow_provider_tony.operators.outcome.QualityGateFailed",
     # PyYAML's composer raises it while composing, with the node's position.
     "airflow_provider_tony.runtime.jobyaml.JobYamlError",
     # The hdfs package and requests take it for a connection error (their retries, our redaction).
