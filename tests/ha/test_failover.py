@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from airflow_provider_tony.runtime.spec import JobSpec
+from tests._ha import ha, mwms_job
 from tests._util import wait_until
 from tests.chaos.test_node_loss import step_of
-from tests.ha.conftest import ha, ha_apps
-from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS, strategy_job
+from tests.ha.conftest import ha_apps
+from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS
 from tests.integration.test_airflow import dag_tag, dags_test, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -54,14 +54,6 @@ def active_or_none(kind: str) -> str | None:
         return ha("active", kind)
     except RuntimeError:
         return None
-
-
-def mwms_job(ckpt: str, model_dir: str) -> JobSpec:
-    job = strategy_job("mwms-loop", max_restarts=0, ckpt=ckpt, model_dir=model_dir, name="pytest-ha-nn")
-    worker = job["roles"]["worker"]
-    worker.pop("placement", None)  # one NodeManager: both workers on it
-    worker["instances"] = 2
-    return JobSpec.from_dict(job)
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
@@ -138,7 +130,7 @@ def test_the_active_namenode_killed_mid_job_uploads_go_on_and_the_model_is_publi
     tony_client, hdfs, ckpt_dir, app_tag
 ) -> None:
     model_dir = f"{ckpt_dir}-model"
-    app_id = tony_client.submit(mwms_job(ckpt_dir, model_dir), extra_tags=[app_tag])
+    app_id = tony_client.submit(mwms_job(ckpt_dir, model_dir, "pytest-ha-nn"), extra_tags=[app_tag])
     first = wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 300, "the first checkpoint on HDFS")[-1]
     killed = ha("active", "nn")
     now_active = ha("failover", "nn")

@@ -12,8 +12,6 @@ the standby before the next test.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests._cluster import DEFAULT_PORT_BASE, DEVCLUSTER, REPO, devcluster, export_cluster_env
+from tests._cluster import DEFAULT_PORT_BASE, REPO, export_cluster_env
+from tests._ha import down_unless_kept, every_daemon_back
 
 SECURE_HA_PORT_OFFSET = 1500
 
@@ -44,26 +43,15 @@ use_secure_ha_cluster()
 export_cluster_env()
 
 
-def ha(*args: str, timeout: float = 300) -> str:
-    """``devcluster.py ARGS`` on this cluster; its stdout (``active``/``failover`` print an id)."""
-    proc = subprocess.run([sys.executable, str(DEVCLUSTER), *args], capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"devcluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    return proc.stdout.strip()
-
-
 @pytest.fixture(scope="session", autouse=True)
 def secure_ha_cluster_down() -> Iterator[None]:
     yield
-    if os.environ.get("TONY_HA_KEEP") != "1":  # kept between local runs only when asked
-        devcluster("down")
+    down_unless_kept()
 
 
 @pytest.fixture(autouse=True)
 def every_daemon_up(cluster: Any) -> None:
-    """A NameNode an earlier test killed comes back (as the standby) before the next."""
-    if subprocess.run([sys.executable, str(DEVCLUSTER), "status"], capture_output=True, timeout=60).returncode:
-        devcluster("up")
+    every_daemon_back()
 
 
 @pytest.fixture(scope="session")

@@ -19,19 +19,11 @@ import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.spec import JobSpec
+from tests._ha import ha, mwms_job
 from tests._util import wait_until
-from tests.ha_secure.conftest import ha
-from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS, strategy_job
+from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.secure]
-
-
-def mwms_job(ckpt: str, model_dir: str) -> JobSpec:
-    job = strategy_job("mwms-loop", max_restarts=0, ckpt=ckpt, model_dir=model_dir, name="pytest-ha-secure-nn")
-    worker = job["roles"]["worker"]
-    worker.pop("placement", None)  # one NodeManager: both workers on it
-    worker["instances"] = 2
-    return JobSpec.from_dict(job)
 
 
 def test_the_nameservice_token_carries_the_job_across_a_namenode_failover(krb: Any, tag: str, ckpt: str) -> None:
@@ -40,7 +32,7 @@ def test_the_nameservice_token_carries_the_job_across_a_namenode_failover(krb: A
     assert "ha-hdfs:tony" in krb.submitter().tokens(), "the HDFS token is not filed for the nameservice"
     hdfs = krb.hdfs()
     model_dir = f"{ckpt}-model"
-    app_id = krb.submit(mwms_job(ckpt, model_dir), extra_tags=[tag])
+    app_id = krb.submit(mwms_job(ckpt, model_dir, "pytest-ha-secure-nn"), extra_tags=[tag])
     first = wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint on HDFS")[-1]
     killed = ha("active", "nn")
     now_active = ha("failover", "nn")
