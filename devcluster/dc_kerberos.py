@@ -36,6 +36,22 @@ def _kdc_answers(layout: Layout) -> bool:
         return True
 
 
+def _refuse_a_stranger_on_the_port(layout: Layout) -> None:
+    """Another process answering on this home's KDC port (a KDC left by a cluster whose home is gone,
+    another checkout on the same port base) would hand out tickets our keytabs cannot open
+    ("Integrity check on decrypted field failed"); it must not pass for ours."""
+    try:
+        taken = _kdc_answers(layout)
+    except OSError:
+        return
+    if taken:
+        raise ClusterError(
+            f"port {layout.port('kdc_port')} (this cluster's KDC) is taken by another process, not this home's "
+            "KDC: stop it (a KDC left by an earlier cluster: ps -ef | grep krb5kdc) or give this cluster "
+            "another TONY_DEVCLUSTER_PORT_BASE"
+        )
+
+
 def start_kdc(layout: Layout) -> None:
     """The realm (created once) and its KDC, before any daemon needs a ticket."""
     realm = layout.realm
@@ -47,6 +63,7 @@ def start_kdc(layout: Layout) -> None:
         raise ClusterError(str(exc)) from exc
     proc: subprocess.Popen[bytes] | None = None
     if _kdc_pid(layout) is None:
+        _refuse_a_stranger_on_the_port(layout)
         with open(layout.logs / "kdc.out", "ab") as out:
             proc = subprocess.Popen(
                 kdc.kdc_command(realm),

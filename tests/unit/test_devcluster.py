@@ -353,3 +353,27 @@ def test_env_needs_no_jdk_only_up_does(tmp_path: Path, monkeypatch: pytest.Monke
     assert {"TONY_RM_URL", "TONY_WEBHDFS_URL", "SKEIN_CONFIG", "AIRFLOW_CONN_TONY_YARN_DEFAULT", "PATH"} <= set(names)
     monkeypatch.setattr(dc, "java_home", lambda: tmp_path / "jdk")
     assert f"export JAVA_HOME={tmp_path / 'jdk'}" in dc.env_lines(lay)
+
+
+def test_a_kdc_port_taken_by_another_process_is_refused_not_taken_for_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KDC left by an earlier cluster answered on the port, so `up` took it for its own and every
+    daemon failed to log in (Integrity check on decrypted field failed)."""
+    import socket
+
+    kerberos = load_script("devcluster/dc_kerberos.py", "tony_dc_kerberos_under_test")
+    monkeypatch.setenv("TONY_DEVCLUSTER_SECURE", "1")
+    lay = layout(tmp_path, monkeypatch, 1)
+    for step in ("check_installed", "write_confs", "create_database"):
+        monkeypatch.setattr(kerberos.kdc, step, lambda *a, **k: None)
+    started: list[object] = []
+    monkeypatch.setattr(kerberos.subprocess, "Popen", lambda *a, **k: started.append(a) or None)
+    (tmp_path / "home" / "logs").mkdir(parents=True)
+    (tmp_path / "home" / "run").mkdir(parents=True)
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", lay.port("kdc_port")))
+        stranger.listen()
+        with pytest.raises(dc.ClusterError, match=r"taken by another process, not this home's KDC"):
+            kerberos.start_kdc(lay)
+    assert started == []
