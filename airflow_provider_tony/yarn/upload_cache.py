@@ -6,8 +6,8 @@ named by the hash of their content. The name proves nothing if someone else
 can write there, so a copy is reused only from folders of ours that no one
 else may write to, owned by us, of the expected size (``check_dir`` and
 ``reusable``), and a new one is published with a rename that never replaces a
-good copy a racing submit just made (``put_once``). The client
-(``yarn/client.py``) holds one per cluster.
+good copy a racing submit just made (``put_once``). The client holds one per
+cluster (``ClusterAccess.cache``, yarn/cluster_access.py).
 """
 
 from __future__ import annotations
