@@ -73,7 +73,7 @@ class YarnHook(BaseHook):
             "extra.hadoop_conf_dir; set one of them"
         )
 
-    def _webhdfs(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
+    def _webhdfs_address(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
         """WebHDFS from the connection itself, or from a referenced ``webhdfs`` connection."""
         if extra.get("webhdfs_url"):
             return extra["webhdfs_url"], extra.get("webhdfs_user")
@@ -99,7 +99,7 @@ class YarnHook(BaseHook):
         cluster_env = ClusterEnv(
             **{key: str(extra[key]) if extra.get(key) else None for key in ("hadoop_conf_dir", "skein_config")}
         )
-        webhdfs_url, webhdfs_user = self._webhdfs(extra)
+        webhdfs_url, webhdfs_user = self._webhdfs_address(extra)
         if extra.get("keytab"):
             # Where the keytab lives is as good as the secret to someone on the worker: Airflow's
             # masker redacts it from every log line and message of this task from now on.
@@ -181,15 +181,20 @@ class YarnHook(BaseHook):
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         return self.get_conn().container_logs(container_id, host)
 
-    def hdfs(self) -> Any:
-        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on): the quality gate
-        publishes with it, retention prunes. DAG code that wants the ``hdfs`` package's conveniences
-        (folders, ``download``) takes ``get_conn().hdfs()``."""
+    def webhdfs(self) -> Any:
+        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on, failover between an
+        HA pair's NameNodes), ``TonyClient.webhdfs``: retention prunes with it."""
         return self.get_conn().webhdfs
 
-    def hdfs_for(self, spec: JobSpec) -> Any:
-        """WebHDFS for ``spec``'s locations, each on its own NameNode (the quality gate publishes with it)."""
-        return self.get_conn().hdfs_for(spec)
+    def webhdfs_for(self, spec: JobSpec) -> Any:
+        """The provider's WebHDFS client for ``spec``'s locations, each on its own NameNode
+        (``TonyClient.webhdfs_for``): the quality gate publishes with it."""
+        return self.get_conn().webhdfs_for(spec)
+
+    def hdfs(self) -> Any:
+        """The ``hdfs`` package's client for the connection's NameNode(s), as ``TonyClient.hdfs()``:
+        for DAG code that wants its conveniences (folders, ``download``)."""
+        return self.get_conn().hdfs()
 
     @property
     def history_dir(self) -> str:

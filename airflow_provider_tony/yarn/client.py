@@ -135,7 +135,7 @@ class TonyClient(ClusterAccess):
         if not spec.inputs:
             return {}
         with cluster_errors("could not list the job's inputs on HDFS"):
-            return inputs.seen_env(check_inputs(spec, self.hdfs_for(spec, namenodes)))
+            return inputs.seen_env(check_inputs(spec, self.webhdfs_for(spec, namenodes)))
 
     def check_room(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> None:
         """The job's user may write its HDFS folders and their quotas leave room (``yarn/hdfs_room.py``),
@@ -149,7 +149,7 @@ class TonyClient(ClusterAccess):
             folders.append(("the connection's base_path (TensorBoard events)", self.events_dir))
         if spec.checkpoint.model_dir:
             folders.insert(1, ("checkpoint.model_dir", spec.checkpoint.model_dir))
-        hdfs = self.hdfs_for(spec, namenodes)
+        hdfs = self.webhdfs_for(spec, namenodes)
         by_namenode: dict[str | None, tuple[str, list[Folder]]] = {}
         for name, location in folders:  # grouped: one NameNode's quotas are read once for all its folders
             by_namenode.setdefault(authority_of(location), (location, []))[1].append(Folder(name, hdfs_path(location)))

@@ -6,7 +6,7 @@ on the cluster: its YARN and HDFS user, its folders under ``base_path``, what it
 containers are told. ``TonyClient`` (yarn/client.py) is built on it and adds what is done
 there: submit, find, gc, and a handle per application (yarn/application.py).
 
-Two WebHDFS clients, two names: ``webhdfs`` (and ``hdfs_for``) is the provider's own,
+Two WebHDFS clients, two names: ``webhdfs`` (and ``webhdfs_for``) is the provider's own,
 over the httpx client (SPNEGO, failover): everything the provider writes and reads goes
 through it. ``hdfs()`` is the ``hdfs`` package's client, for code that wants its
 conveniences (folder uploads, ``download``), as the containers use it.
@@ -207,7 +207,7 @@ class ClusterAccess:
             self._webhdfs = WebHdfs(self.cluster, self.urls)
         return self._webhdfs
 
-    def hdfs_for(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> Any:
+    def webhdfs_for(self, spec: JobSpec, namenodes: dict[str, NameNode] | None = None) -> Any:
         """The provider's WebHDFS client for ``spec``'s locations (not the ``hdfs`` package's): :attr:`webhdfs`,
         or a router giving each location its own NameNode's (the checks before submit, the quality gate)."""
         others = self.namenodes(spec) if namenodes is None else namenodes
