@@ -38,16 +38,16 @@ class Cluster(Protocol):
 
     def final_cost(self, app_id: str) -> Cost | None: ...
 
-    def hdfs_for(self, spec: JobSpec) -> Any: ...
+    def webhdfs_for(self, spec: JobSpec) -> Any: ...
 
 
 class Housekeeper(Protocol):
-    """What retention asks besides: the provider's HDFS client, its base path, the applications running."""
+    """What retention asks besides: the provider's WebHDFS client, its base path, the applications running."""
 
     @property
     def base_path(self) -> str: ...
 
-    def hdfs(self) -> Any: ...
+    def webhdfs(self) -> Any: ...
 
     def find_by_tags(self, tags: list[str]) -> Sequence[AppReport]: ...
 
@@ -97,7 +97,7 @@ def conclude(cluster: Cluster, spec: JobSpec | None, result: JobResult, *, runs:
     history_error: Exception | None = None
     if spec is not None and spec.quality_gate.enabled:
         try:
-            hdfs = cluster.hdfs_for(spec)  # the model's folders on model_dir's NameNode
+            hdfs = cluster.webhdfs_for(spec)  # the model's folders on model_dir's NameNode
             verdict = gate.apply(hdfs, spec, result.app_id)
         except Exception as exc:  # noqa: BLE001 - HDFS trouble: not decided, the model stays a candidate
             return Conclusion(result, undecided=exc, cost_error=cost_error)
@@ -133,7 +133,7 @@ def _prune(spec: JobSpec, runs: TaskRuns) -> tuple[tuple[tuple[str, str], ...], 
     removals: list[tuple[Any, str]] = []
     try:
         policy = retention.Policy(spec.retention.max_age_days, spec.retention.keep_runs)
-        hdfs = runs.cluster.hdfs()
+        hdfs = runs.cluster.webhdfs()
         protect = [d for d in (spec.checkpoint.dir, spec.checkpoint.model_dir) if d]
         # Every running application's folders stay, not only this run's: an older run of this task
         # beyond keep_runs may still be training (a manual run, a backfill).

@@ -52,7 +52,7 @@ with DAG(
         hook = YarnHook()
         try:
             remote = partition_path(hook.base_path, day)
-            counts = write_partition(hook.get_conn().hdfs(), remote, day, degrade=bool(context["params"]["degrade"]))
+            counts = write_partition(hook.hdfs(), remote, day, degrade=bool(context["params"]["degrade"]))
         finally:
             hook.close()
         extra = {"day": day, "path": remote, "files": len(counts), "records": sum(counts.values())}

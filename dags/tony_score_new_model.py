@@ -59,7 +59,7 @@ with DAG(
         try:
             with tempfile.TemporaryDirectory(prefix="tony-score-") as tmp:
                 local = Path(tmp) / "model.keras"
-                hook.get_conn().hdfs().download(f"{model_dir.rstrip('/')}/model.keras", str(local))
+                hook.hdfs().download(f"{model_dir.rstrip('/')}/model.keras", str(local))
                 model = tf_keras.models.load_model(str(local))
         finally:
             hook.close()

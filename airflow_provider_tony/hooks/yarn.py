@@ -10,7 +10,6 @@ path is one) never reach the logs: the hook logs only the RM URL and queue.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -18,11 +17,11 @@ from airflow.sdk.log import mask_secret
 
 from airflow_provider_tony.connection import CONN_TYPE
 from airflow_provider_tony.runtime.errors import ClusterError
-from airflow_provider_tony.runtime.messages import Cost, JobHistory, StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
+from airflow_provider_tony.yarn.application import TonyApplication, by_id
 from airflow_provider_tony.yarn.client import TonyClient, rm_url_from_conf
 from airflow_provider_tony.yarn.clusterenv import ClusterEnv
-from airflow_provider_tony.yarn.follower import AM_UNREACHABLE_TIMEOUT_S, AppReport, JobResult
+from airflow_provider_tony.yarn.follower import AppReport
 from airflow_provider_tony.yarn.hadoop_conf import namenode_addresses
 from airflow_provider_tony.yarn.http import HttpSettings
 
@@ -74,7 +73,7 @@ class YarnHook(BaseHook):
             "extra.hadoop_conf_dir; set one of them"
         )
 
-    def _webhdfs(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
+    def _webhdfs_address(self, extra: dict[str, Any]) -> tuple[str | None, str | None]:
         """WebHDFS from the connection itself, or from a referenced ``webhdfs`` connection."""
         if extra.get("webhdfs_url"):
             return extra["webhdfs_url"], extra.get("webhdfs_user")
@@ -100,7 +99,7 @@ class YarnHook(BaseHook):
         cluster_env = ClusterEnv(
             **{key: str(extra[key]) if extra.get(key) else None for key in ("hadoop_conf_dir", "skein_config")}
         )
-        webhdfs_url, webhdfs_user = self._webhdfs(extra)
+        webhdfs_url, webhdfs_user = self._webhdfs_address(extra)
         if extra.get("keytab"):
             # Where the keytab lives is as good as the secret to someone on the worker: Airflow's
             # masker redacts it from every log line and message of this task from now on.
@@ -160,54 +159,21 @@ class YarnHook(BaseHook):
     def submit(self, spec: JobSpec, *, attempt: int) -> str:
         return self.get_conn().submit(spec, attempt=attempt)
 
-    def wait(
-        self,
-        app_id: str,
-        *,
-        poll_interval: float,
-        startup_timeout: float,
-        am_stale_timeout: float,
-        emit: Callable[[str], None],
-        am_unreachable_timeout: float = AM_UNREACHABLE_TIMEOUT_S,
-        on_state: Callable[[StateDocument], None] | None = None,
-    ) -> JobResult:
-        """Follow ``app_id`` to its end (``TonyClient.wait``)."""
-        return self.get_conn().wait(
-            app_id,
-            poll_interval=poll_interval,
-            startup_timeout=startup_timeout,
-            am_stale_timeout=am_stale_timeout,
-            am_unreachable_timeout=am_unreachable_timeout,
-            emit=emit,
-            on_state=on_state,
-        )
+    def application(self, app_id: str) -> TonyApplication:
+        """``app_id``'s handle on the connection's cluster (``TonyClient.application``)."""
+        return self.get_conn().application(app_id)
 
-    def tracking_url(self, app_id: str) -> str:
-        return self.get_conn().tracking_url(app_id)
-
-    def job_page_url(self, app_id: str) -> str:
-        return self.get_conn().job_page_url(app_id)
-
-    def tensorboard_page_url(self, app_id: str) -> str:
-        return self.get_conn().tensorboard_page_url(app_id)
-
-    def tensorboard_url(self, app_id: str, am_state: StateDocument | None) -> str:
-        return self.get_conn().tensorboard_url(app_id, am_state)
-
-    def stored_history(self, app_id: str) -> JobHistory | None:
-        return self.get_conn().stored_history(app_id)
-
-    def report(self, app_id: str) -> AppReport:
-        return self.get_conn().report(app_id)
-
-    def final_cost(self, app_id: str) -> Cost | None:
-        return self.get_conn().final_cost(app_id)
-
-    def am_state(self, app_id: str) -> StateDocument | None:
-        return self.get_conn().am_state(app_id)
-
-    def kill(self, app_id: str) -> None:
-        self.get_conn().kill(app_id)
+    # One application's, by its id: its handle's (yarn/application.py).
+    wait = by_id(TonyApplication.wait)
+    tracking_url = by_id(TonyApplication.tracking_url)
+    job_page_url = by_id(TonyApplication.job_page_url)
+    tensorboard_page_url = by_id(TonyApplication.tensorboard_page_url)
+    tensorboard_url = by_id(TonyApplication.tensorboard_url)
+    stored_history = by_id(TonyApplication.stored_history)
+    report = by_id(TonyApplication.report)
+    final_cost = by_id(TonyApplication.final_cost)
+    am_state = by_id(TonyApplication.am_state)
+    kill = by_id(TonyApplication.kill)
 
     def find_by_tags(self, tags: list[str], *, active_only: bool = True) -> list[AppReport]:
         return self.get_conn().find_by_tags(tags, active_only=active_only)
@@ -215,15 +181,20 @@ class YarnHook(BaseHook):
     def container_logs(self, container_id: str, host: str) -> dict[str, str]:
         return self.get_conn().container_logs(container_id, host)
 
-    def hdfs(self) -> Any:
-        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on): the quality gate
-        publishes with it, retention prunes. DAG code that wants the ``hdfs`` package's conveniences
-        (folders, ``download``) takes ``get_conn().hdfs()``."""
+    def webhdfs(self) -> Any:
+        """The provider's own WebHDFS client (httpx, SPNEGO when Kerberos is on, failover between an
+        HA pair's NameNodes), ``TonyClient.webhdfs``: retention prunes with it."""
         return self.get_conn().webhdfs
 
-    def hdfs_for(self, spec: JobSpec) -> Any:
-        """WebHDFS for ``spec``'s locations, each on its own NameNode (the quality gate publishes with it)."""
-        return self.get_conn().hdfs_for(spec)
+    def webhdfs_for(self, spec: JobSpec) -> Any:
+        """The provider's WebHDFS client for ``spec``'s locations, each on its own NameNode
+        (``TonyClient.webhdfs_for``): the quality gate publishes with it."""
+        return self.get_conn().webhdfs_for(spec)
+
+    def hdfs(self) -> Any:
+        """The ``hdfs`` package's client for the connection's NameNode(s), as ``TonyClient.hdfs()``:
+        for DAG code that wants its conveniences (folders, ``download``)."""
+        return self.get_conn().hdfs()
 
     @property
     def history_dir(self) -> str:

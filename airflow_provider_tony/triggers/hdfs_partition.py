@@ -243,7 +243,7 @@ class HdfsPartitionTrigger(BaseEventTrigger):
         hook = YarnHook(self.yarn_conn_id)
         path = self.path if self.path.startswith("/") else f"{hook.base_path.rstrip('/')}/{self.path}"
         now_ms = int(time.time() * 1000)
-        client = hook.get_conn().webhdfs
+        client = hook.webhdfs()
         return scan(client, path, marker=self.marker, quiet_period=self.quiet_period, now_ms=now_ms, known=known)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -6,8 +6,8 @@ named by the hash of their content. The name proves nothing if someone else
 can write there, so a copy is reused only from folders of ours that no one
 else may write to, owned by us, of the expected size (``check_dir`` and
 ``reusable``), and a new one is published with a rename that never replaces a
-good copy a racing submit just made (``put_once``). The client
-(``yarn/client.py``) holds one per cluster.
+good copy a racing submit just made (``put_once``). The client holds one per
+cluster (``ClusterAccess.cache``, yarn/cluster_access.py).
 """
 
 from __future__ import annotations
@@ -61,17 +61,17 @@ def _same_file(now: dict[str, Any] | None, seen: dict[str, Any]) -> bool:
 
 
 class UploadCache:
-    """The cluster's upload cache under ``base_path``, written with ``hdfs()`` as ``owner()``.
+    """The cluster's upload cache under ``base_path``, written with ``webhdfs()`` as ``owner()``.
 
     Callables, not values: the client makes its WebHDFS connection and reads
     ``fs.defaultFS`` only when a job first needs them, and tests stand in for them.
     """
 
     def __init__(
-        self, base_path: str, hdfs: Callable[[], Any], owner: Callable[[], str], default_fs: Callable[[], str]
+        self, base_path: str, webhdfs: Callable[[], Any], owner: Callable[[], str], default_fs: Callable[[], str]
     ) -> None:
         self.base_path = base_path
-        self.hdfs = hdfs
+        self.webhdfs = webhdfs
         self.owner = owner
         self.default_fs = default_fs
         self._trusted_dirs: set[str] = set()  # folders check_dir passed, once per folder and cache
@@ -86,7 +86,7 @@ class UploadCache:
                 digest.update(chunk)
         suffix = "".join(Path(archive).suffixes[-2:]) or ".tar.gz"
         remote = f"{self.base_path}/envs/{digest.hexdigest()[:24]}{suffix}"
-        client = self.hdfs()
+        client = self.webhdfs()
         with cluster_errors(f"could not upload the python environment {archive} to {remote} on HDFS"):
             if self.put_once(
                 client, remote, lambda tmp: client.upload(tmp, archive, overwrite=True), size=os.path.getsize(archive)
@@ -101,7 +101,7 @@ class UploadCache:
         only under the same trust checks as environments (``reusable``).
         """
         remote = f"{self.base_path}/cache/{name}-{_digest(local)}{Path(local).suffix}"
-        client = self.hdfs()
+        client = self.webhdfs()
         with cluster_errors(f"could not upload {local} to {remote} on HDFS"):
             self.put_once(
                 client, remote, lambda tmp: client.upload(tmp, local, overwrite=True), size=os.path.getsize(local)
@@ -119,7 +119,7 @@ class UploadCache:
         first byte and reused only while no one else may read it.
         """
         remote = f"{self.base_path}/cache/{name}-{hashlib.sha256(data).hexdigest()[:24]}{suffix}"
-        client = self.hdfs()
+        client = self.webhdfs()
         with cluster_errors(f"could not write {remote} on HDFS"):
             mode = "600" if private else "644"
             write = functools.partial(client.write, data=data, overwrite=True, permission=mode)
@@ -172,7 +172,7 @@ class UploadCache:
         digest = tree.digest()
         scanned = time.monotonic()
         remote = f"{self.base_path}/src/{digest[:24]}.tar.gz"
-        client = self.hdfs()
+        client = self.webhdfs()
         pack_s = upload_s = 0.0
         with cluster_errors(f"could not check {remote} on HDFS"):
             uploaded = not self.reusable(client, remote)

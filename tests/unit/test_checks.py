@@ -136,13 +136,13 @@ def test_the_calculator_comes_from_the_conf_dir_else_the_schedulers_answer() -> 
 
 def test_the_client_reads_the_calculator_from_capacity_scheduler_xml(tmp_path: Path) -> None:
     from airflow_provider_tony.yarn.checks import RESOURCE_CALCULATOR_KEY
-    from airflow_provider_tony.yarn.client import _read_site
+    from airflow_provider_tony.yarn.cluster_access import read_site
 
     (tmp_path / "capacity-scheduler.xml").write_text(
         f"<configuration><property><name>{RESOURCE_CALCULATOR_KEY}</name><value>{DOMINANT}</value></property>"
         "</configuration>"
     )
-    assert _read_site(str(tmp_path), "capacity-scheduler.xml", RESOURCE_CALCULATOR_KEY) == DOMINANT
+    assert read_site(str(tmp_path), "capacity-scheduler.xml", RESOURCE_CALCULATOR_KEY) == DOMINANT
 
 
 # --------------------------------------------------------------------------- #

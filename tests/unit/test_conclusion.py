@@ -41,11 +41,11 @@ class Cluster:
         self.asked.append(f"cost {app_id}")
         return self.cost
 
-    def hdfs_for(self, spec: JobSpec) -> FakeHdfs:
-        self.asked.append("hdfs_for")
+    def webhdfs_for(self, spec: JobSpec) -> FakeHdfs:
+        self.asked.append("webhdfs_for")
         return self._hdfs
 
-    def hdfs(self) -> FakeHdfs:
+    def webhdfs(self) -> FakeHdfs:
         return self._hdfs
 
     def find_by_tags(self, tags: list[str]) -> list[AppReport]:
@@ -140,8 +140,8 @@ def test_the_reused_application_s_verdict_is_in_the_xcom_and_judged_once(tmp_pat
     hook.client.stored = JobHistory(state=final_document())
     export(hdfs, tmp_path, APP, 0.91)
     judged: list[str] = []
-    hdfs_for = hook.hdfs_for
-    hook.hdfs_for = lambda s: judged.append("gate") or hdfs_for(s)
+    webhdfs_for = hook.webhdfs_for
+    hook.webhdfs_for = lambda s: judged.append("gate") or webhdfs_for(s)
     value = op.get_job_result(APP, ctx)
     assert value[XCOM_QUALITY_GATE]["passed"] is True and ctx["ti"].xcom[XCOM_QUALITY_GATE] == value[XCOM_QUALITY_GATE]
     assert op.get_job_result(APP, ctx) is value and judged == ["gate"]
@@ -153,7 +153,7 @@ def test_an_undecided_gate_fails_the_try_as_retryable_after_saying_how_the_job_e
     def down(spec: JobSpec) -> None:
         raise ConnectionError("NameNode down")
 
-    hook.hdfs_for = down
+    hook.webhdfs_for = down
     with pytest.raises(AirflowException) as info:
         op.execute(ctx)
     assert str(info.value) == f"quality gate of {APP} not decided: ConnectionError: NameNode down"

@@ -249,7 +249,7 @@ def gated_operator(tmp_path: Path, **kwargs: Any) -> tuple[Any, Any, dict[str, A
     hdfs = FakeHdfs(tmp_path / "hdfs")
     op, hook, ctx = operator(succeeded(), **kwargs)
     op.job["quality_gate"] = {"metric": "val_accuracy"}
-    hook.hdfs_for = lambda spec: hdfs
+    hook.webhdfs_for = lambda spec: hdfs
     hook.history_dir = "/user/airflow/tony/history"
     ctx["outlet_events"] = OutletEvents()
     return op, hook, ctx, hdfs
@@ -360,7 +360,7 @@ def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monk
 
 
 class SubmitClient:
-    """What ``tony submit`` uses of ``TonyClient``: submit, wait, hdfs_for, history_dir."""
+    """What ``tony submit`` uses of ``TonyClient``: submit, wait, webhdfs_for, history_dir."""
 
     def __init__(self, hdfs: FakeHdfs) -> None:
         self._hdfs = hdfs
@@ -375,7 +375,7 @@ class SubmitClient:
     def final_cost(self, app_id: str) -> None:
         return None
 
-    def hdfs_for(self, spec: JobSpec) -> FakeHdfs:
+    def webhdfs_for(self, spec: JobSpec) -> FakeHdfs:
         return self._hdfs
 
     def __enter__(self) -> SubmitClient:

@@ -155,3 +155,18 @@ def test_the_connections_namenodes_extra_reaches_the_client(monkeypatch: pytest.
     connection(monkeypatch, "tony_nn", host="127.0.0.1", port=closed_port(), extra=extra)
     client = YarnHook("tony_nn").get_conn()
     assert client.namenode_urls == {"hdfs://nn2:8020": ("http://nn2:9870", "http://nn3:9870")}
+
+
+def test_hdfs_is_the_hdfs_packages_client_on_the_hook_as_on_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hdfs()`` means one thing: the ``hdfs`` package's client; the provider's own is ``webhdfs``."""
+    from hdfs import InsecureClient
+
+    from airflow_provider_tony.yarn.rest import WebHdfs
+
+    extra = {"webhdfs_url": "http://nn1:9870,http://nn2:9870", "webhdfs_user": "alice"}
+    connection(monkeypatch, "tony_fs", host="127.0.0.1", port=closed_port(), extra=extra)
+    hook = YarnHook("tony_fs")
+    fs = hook.hdfs()
+    assert isinstance(fs, InsecureClient) and isinstance(hook.get_conn().hdfs(), InsecureClient)
+    assert fs.url == "http://nn1:9870;http://nn2:9870"
+    assert isinstance(hook.webhdfs(), WebHdfs) and hook.webhdfs() is hook.get_conn().webhdfs

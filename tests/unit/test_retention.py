@@ -185,7 +185,7 @@ def test_the_operator_prunes_its_own_tasks_older_runs_after_a_success(tmp_path: 
     plant(hdfs, f"{BASE}/checkpoints/nightly/other/scheduled__old/x", 40)  # another task's: not this task's business
     op, hook, ctx = operator(succeeded(), deferrable=False)
     op.job["retention"] = {"keep_runs": 2}
-    hook.hdfs = lambda: hdfs
+    hook.webhdfs = lambda: hdfs
     plant(hdfs, f"{runs}/manual__1/ckpt-000000000060/ckpt-60.index", 0)  # this run's own folder (the newest)
     op.execute(ctx)
     assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["manual__1", "scheduled__recent"]
@@ -289,7 +289,7 @@ def test_tony_gc_and_the_operator_protect_every_running_applications_run(
     runs = f"{BASE}/checkpoints/nightly/train"
     op, hook, ctx = operator(succeeded(), deferrable=False)
     op.job["retention"] = {"keep_runs": 1}
-    hook.hdfs = lambda: hdfs
+    hook.webhdfs = lambda: hdfs
     original = hook.find_by_tags
     hook.find_by_tags = lambda tags, active_only=True: (  # the cluster-wide list (no tags) holds a running run2
         [SimpleNamespace(tags=_app_tags("nightly", "train", "run2"))]
