@@ -18,7 +18,10 @@ import pytest
 
 from tests._util import rm_apps, wait_until
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
+# whole_cluster: the links are opened while a two-worker job with TensorBoard runs; with the other
+# lanes' jobs on the shared NodeManager its second worker waited past the AM's registration timeout
+# (CI: "worker:1 never registered"), and TensorBoard, waiting for the gang, never served.
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e, pytest.mark.whole_cluster]
 ACTIVE = {"running", "deferred", "queued", "scheduled", "up_for_reschedule"}
 
 
