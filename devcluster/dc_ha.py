@@ -70,6 +70,7 @@ _STRIP = {
     ),
 }
 ZK_FORMATTED = "zkfc-formatted"
+NN_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 # ---------------------------------------------------------------- conf
 
 
@@ -280,13 +281,12 @@ def up_ha(layout: Layout) -> None:
     wait_for("ZooKeeper (ruok)", lambda: zk_ready(layout), layout, (by["zookeeper"],))
     ensure("journalnode")
     wait_for("the JournalNode", lambda: jn_ready(layout), layout, (by["journalnode"],))
-    nn_class = "org.apache.hadoop.hdfs.server.namenode.NameNode"
     if not (layout.home / "data" / "nn1" / "current" / "VERSION").exists():
-        _tool(layout, jhome, "nn1", nn_class, "-format", "-nonInteractive", "-clusterId", "tony-devcluster")
+        _tool(layout, jhome, "nn1", NN_CLASS, "-format", "-nonInteractive", "-clusterId", "tony-devcluster")
     ensure("namenode-nn1")
     wait_for("NameNode nn1", lambda: nn_state(layout, "nn1") is not None, layout, (by["namenode-nn1"],))
     if not (layout.home / "data" / "nn2" / "current" / "VERSION").exists():
-        _tool(layout, jhome, "nn2", nn_class, "-bootstrapStandby", "-nonInteractive")
+        _tool(layout, jhome, "nn2", NN_CLASS, "-bootstrapStandby", "-nonInteractive")
     if not (layout.home / "data" / ZK_FORMATTED).exists():
         _tool(
             layout, jhome, "nn1", "org.apache.hadoop.hdfs.tools.DFSZKFailoverController", "-formatZK", "-nonInteractive"
@@ -311,9 +311,8 @@ def up_ha(layout: Layout) -> None:
 
 def _up_warehouse(layout: Layout, jhome: Path, ensure: Callable[..., None]) -> None:
     """The second HDFS (Kerberized HA profile): formatted once, its NameNode and DataNode."""
-    nn_class = "org.apache.hadoop.hdfs.server.namenode.NameNode"
     if not (layout.home / "data" / "wh-namenode" / "current" / "VERSION").exists():
-        _tool(layout, jhome, WAREHOUSE, nn_class, "-format", "-nonInteractive", "-clusterId", "tony-warehouse")
+        _tool(layout, jhome, WAREHOUSE, NN_CLASS, "-format", "-nonInteractive", "-clusterId", "tony-warehouse")
     ensure("namenode-warehouse", "datanode-warehouse")
     daemons = tuple(d for d in layout.daemons if d.conf_sub == WAREHOUSE)
     wait_for("the second HDFS (warehouse)", lambda: warehouse_ready(layout), layout, daemons)

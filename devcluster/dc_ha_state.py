@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -17,7 +16,7 @@ import urllib.request
 
 from dc_layout import ClusterError, Daemon, Layout
 from dc_processes import _pid_file, _stop_pids, is_alive, running_pid
-from dc_readiness import _launcher_ccache, wait_for
+from dc_readiness import namenode_serving, spnego_get, wait_for
 
 NAMESERVICE = "tony"
 #: The Kerberized HA profile's second HDFS, as the clients' conf names it (a nameservice of one NameNode).
@@ -78,7 +77,7 @@ def _get(url: str, layout: Layout, timeout: float = 3.0) -> tuple[int, bytes]:
     library does not (the launcher's own ticket, as ``dc_readiness`` uses it).
     """
     if layout.secure:
-        return _get_spnego(url, layout, timeout)
+        return spnego_get(url, layout, timeout)
 
     class _NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: object, **kwargs: object) -> None:
@@ -90,18 +89,6 @@ def _get(url: str, layout: Layout, timeout: float = 3.0) -> tuple[int, bytes]:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
-
-
-def _get_spnego(url: str, layout: Layout, timeout: float) -> tuple[int, bytes]:
-    proc = subprocess.run(
-        ["curl", "-sS", "--max-time", str(timeout), "--negotiate", "-u", ":", "-w", "\n%{http_code}", url],
-        env=_launcher_ccache(layout),
-        capture_output=True,
-    )
-    if proc.returncode != 0:
-        raise OSError(f"curl {url}: {proc.stderr.decode(errors='replace').strip()}")
-    body, _, code = proc.stdout.rpartition(b"\n")
-    return int(code), body
 
 
 def nn_state(layout: Layout, nn: str) -> str | None:
@@ -156,20 +143,12 @@ def hdfs_ha_ready(layout: Layout) -> bool:
     if sorted(states.values(), key=str) != ["active", "standby"]:
         return False
     active = next(nn for nn, s in states.items() if s == "active")
-    base = f"{nn_http_url(layout, active)}/jmx?qry=Hadoop:service=NameNode,name="
-    beans = json.loads(_get(base + "FSNamesystemState", layout)[1]).get("beans", [])
-    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
-        return False
-    return not json.loads(_get(base + "NameNodeInfo", layout)[1])["beans"][0].get("Safemode")
+    return namenode_serving(nn_http_url(layout, active), layout)
 
 
 def warehouse_ready(layout: Layout) -> bool:
     """The Kerberized HA profile's second HDFS: a live DataNode, safe mode off."""
-    base = f"http://localhost:{layout.port('wh_nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name="
-    beans = json.loads(_get(base + "FSNamesystemState", layout)[1]).get("beans", [])
-    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
-        return False
-    return not json.loads(_get(base + "NameNodeInfo", layout)[1])["beans"][0].get("Safemode")
+    return namenode_serving(warehouse_webhdfs_url(layout), layout)
 
 
 def yarn_ha_ready(layout: Layout) -> bool:

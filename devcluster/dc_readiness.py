@@ -40,28 +40,40 @@ def _launcher_ccache(layout: Layout) -> dict[str, str]:
     return env
 
 
-def _get_json_spnego(url: str, layout: Layout) -> dict:
-    """Secure web servers want SPNEGO: curl speaks it; the standard library does not."""
+def spnego_get(url: str, layout: Layout, timeout: float = 3.0) -> tuple[int, bytes]:
+    """One GET with SPNEGO (the launcher's own ticket): its status and body, redirects not followed.
+
+    Secure web servers want SPNEGO: curl speaks it; the standard library does not.
+    """
     proc = subprocess.run(
-        ["curl", "-sSf", "--max-time", "3", "--negotiate", "-u", ":", url],
+        ["curl", "-sS", "--max-time", str(timeout), "--negotiate", "-u", ":", "-w", "\n%{http_code}", url],
         env=_launcher_ccache(layout),
         capture_output=True,
-        text=True,
     )
     if proc.returncode != 0:
-        raise OSError(f"curl {url}: {proc.stderr.strip()}")
-    return json.loads(proc.stdout)
+        raise OSError(f"curl {url}: {proc.stderr.decode(errors='replace').strip()}")
+    body, _, code = proc.stdout.rpartition(b"\n")
+    return int(code), body
+
+
+def _get_json_spnego(url: str, layout: Layout) -> dict:
+    code, body = spnego_get(url, layout)
+    if code >= 400:
+        raise OSError(f"curl {url}: HTTP {code}")
+    return json.loads(body)
+
+
+def namenode_serving(http_url: str, layout: Layout) -> bool:
+    """The NameNode at ``http_url`` has a live DataNode and is out of safe mode (its JMX)."""
+    base = f"{http_url}/jmx?qry=Hadoop:service=NameNode,name="
+    beans = _get_json(base + "FSNamesystemState", layout).get("beans", [])
+    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
+        return False
+    return not _get_json(base + "NameNodeInfo", layout)["beans"][0].get("Safemode")
 
 
 def hdfs_ready(layout: Layout) -> bool:
-    url = f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState"
-    beans = _get_json(url, layout).get("beans", [])
-    if not beans or beans[0].get("NumLiveDataNodes", 0) < 1:
-        return False
-    info = _get_json(
-        f"http://127.0.0.1:{layout.port('nn_http_port')}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo", layout
-    )["beans"][0]
-    return not info.get("Safemode")
+    return namenode_serving(f"http://127.0.0.1:{layout.port('nn_http_port')}", layout)
 
 
 def yarn_ready(layout: Layout) -> bool:

@@ -1,5 +1,6 @@
 """What the two HA suites share (``tests/ha``, ``tests/ha_secure``): the profile's commands, its
-daemons brought back between tests, and the MultiWorkerMirroredStrategy job they fail over under.
+daemons brought back between tests, the MultiWorkerMirroredStrategy job they fail over under, and
+the NameNode failover both profiles go through.
 
 Not a test module: plain helpers, imported by both suites' conftests and tests.
 """
@@ -9,10 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
+from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import DEVCLUSTER, devcluster
-from tests.integration.dags.training_jobs import strategy_job
+from tests._util import wait_until
+from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS, strategy_job
 
 
 def ha(*args: str, timeout: float = 300) -> str:
@@ -42,3 +46,26 @@ def mwms_job(ckpt: str, model_dir: str, name: str) -> JobSpec:
     worker.pop("placement", None)  # one NodeManager: both workers on it
     worker["instances"] = 2
     return JobSpec.from_dict(job)
+
+
+def the_active_namenode_killed_mid_job(client: Any, hdfs: Any, ckpt: str, name: str, tag: str) -> None:
+    """Submit the MWMS job, SIGKILL the active NameNode after its first checkpoint upload: uploads go
+    on over the other NameNode, the job finishes with every checkpoint and its model published, in
+    one application and without a restart."""
+    model_dir = f"{ckpt}-model"
+    app_id = client.submit(mwms_job(ckpt, model_dir, name), extra_tags=[tag])
+    first = wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint on HDFS")[-1]
+    killed = ha("active", "nn")
+    now_active = ha("failover", "nn")
+    assert now_active != killed
+    wait_until(
+        lambda: remote_checkpoints(hdfs, ckpt)[-1] >= first + 2 * STRATEGY_EVERY or None,
+        300,
+        f"checkpoint uploads after the failover to {now_active}",
+    )
+    result = client.wait(app_id, poll_interval=1.0, emit=lambda _: None)
+    assert result.succeeded, result.diagnostics
+    assert remote_checkpoints(hdfs, ckpt)[-1] == STRATEGY_STEPS
+    assert hdfs.status(model_dir, strict=False) is not None, "the model was not published"
+    assert [a.app_id for a in client.find_by_tags([tag], active_only=False)] == [app_id], "a second application"
+    assert result.am_state is not None and result.am_state.restarts == []

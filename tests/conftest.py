@@ -24,6 +24,9 @@ from tests._lanes import MARK as WHOLE_CLUSTER
 from tests._lanes import cluster_share, lanes_active
 from tests._util import rm_apps
 
+# Shared helpers that assert (the HA suites' failover): pytest rewrites their asserts as it does a test's.
+pytest.register_assert_rewrite("tests._ha")
+
 ACTIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 
 #: Set by `make test`, `make test-secure` and `make test-chaos` (so by CI): there every collected

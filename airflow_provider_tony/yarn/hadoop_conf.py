@@ -58,6 +58,18 @@ def _rm_address(site: dict[str, str], suffix: str, https: bool) -> str | None:
     return _url(address, https)
 
 
+def _rm_ids(site: dict[str, str], conf_dir: str | None) -> list[str] | None:
+    """An HA cluster's RM ids in the configured order; None without HA. HA with no id raises."""
+    if site.get(f"{RM}.ha.enabled", "false").lower() != "true":
+        return None
+    ids = [i.strip() for i in site.get(f"{RM}.ha.rm-ids", "").split(",") if i.strip()]
+    if not ids:
+        raise ClusterError(
+            f"{conf_dir}/yarn-site.xml: {RM}.ha.enabled is true but {RM}.ha.rm-ids is empty; list the RM ids"
+        )
+    return ids
+
+
 def rm_addresses(conf_dir: str | None) -> tuple[str, ...]:
     """Every ResourceManager's web address in ``yarn-site.xml`` (one, or each of an HA pair), or ().
 
@@ -66,14 +78,10 @@ def rm_addresses(conf_dir: str | None) -> tuple[str, ...]:
     """
     site = read_site(conf_dir, "yarn-site.xml")
     https = site.get("yarn.http.policy", "HTTP_ONLY").upper() == "HTTPS_ONLY"
-    if site.get(f"{RM}.ha.enabled", "false").lower() != "true":
+    ids = _rm_ids(site, conf_dir)
+    if ids is None:
         one = _rm_address(site, "", https)
         return (one,) if one else ()
-    ids = [i.strip() for i in site.get(f"{RM}.ha.rm-ids", "").split(",") if i.strip()]
-    if not ids:
-        raise ClusterError(
-            f"{conf_dir}/yarn-site.xml: {RM}.ha.enabled is true but {RM}.ha.rm-ids is empty; list the RM ids"
-        )
     found = []
     for rm_id in ids:
         address = _rm_address(site, f".{rm_id}", https)
@@ -95,10 +103,8 @@ def rm_rpc_addresses(conf_dir: str | None) -> tuple[str, ...]:
     otherwise. An id without an address or host name raises, naming the key.
     """
     site = read_site(conf_dir, "yarn-site.xml")
-    if site.get(f"{RM}.ha.enabled", "false").lower() != "true":
-        suffixes = [""]
-    else:
-        suffixes = [f".{i.strip()}" for i in site.get(f"{RM}.ha.rm-ids", "").split(",") if i.strip()]
+    ids = _rm_ids(site, conf_dir)
+    suffixes = [""] if ids is None else [f".{rm_id}" for rm_id in ids]
     found = []
     for suffix in suffixes:
         address = site.get(f"{RM}.address{suffix}")

@@ -25,12 +25,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from tests._ha import ha, mwms_job
+from tests._ha import ha, the_active_namenode_killed_mid_job
 from tests._util import wait_until
 from tests.chaos.test_node_loss import step_of
 from tests.ha.conftest import ha_apps
-from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS
+from tests.integration.dags.training_jobs import STRATEGY_EVERY
 from tests.integration.test_airflow import dag_tag, dags_test, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -129,21 +128,4 @@ def test_rm1_dead_then_the_active_rm_killed_mid_job_followed_by_the_operator(
 def test_the_active_namenode_killed_mid_job_uploads_go_on_and_the_model_is_published(
     tony_client, hdfs, ckpt_dir, app_tag
 ) -> None:
-    model_dir = f"{ckpt_dir}-model"
-    app_id = tony_client.submit(mwms_job(ckpt_dir, model_dir, "pytest-ha-nn"), extra_tags=[app_tag])
-    first = wait_until(lambda: remote_checkpoints(hdfs, ckpt_dir), 300, "the first checkpoint on HDFS")[-1]
-    killed = ha("active", "nn")
-    now_active = ha("failover", "nn")
-    assert now_active != killed
-    # uploads resume on the new active NameNode while training goes on
-    wait_until(
-        lambda: remote_checkpoints(hdfs, ckpt_dir)[-1] >= first + 2 * STRATEGY_EVERY or None,
-        300,
-        f"checkpoint uploads after the failover to {now_active}",
-    )
-    result = tony_client.wait(app_id, poll_interval=1.0)
-    assert result.succeeded, result.diagnostics
-    assert remote_checkpoints(hdfs, ckpt_dir)[-1] == STRATEGY_STEPS
-    assert hdfs.status(model_dir, strict=False) is not None, "the model was not published"
-    assert [a["id"] for a in ha_apps(app_tag)] == [app_id], "a second application"
-    assert result.am_state is not None and result.am_state.restarts == []
+    the_active_namenode_killed_mid_job(tony_client, hdfs, ckpt_dir, "pytest-ha-nn", app_tag)

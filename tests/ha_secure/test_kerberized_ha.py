@@ -17,11 +17,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._ha import ha, mwms_job
-from tests._util import wait_until
-from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_STEPS
+from tests._ha import the_active_namenode_killed_mid_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.secure]
 
@@ -30,24 +27,7 @@ def test_the_nameservice_token_carries_the_job_across_a_namenode_failover(krb: A
     """Submit, the active NameNode SIGKILLed, then checkpoint uploads and the model's publication
     over the other NameNode with the token filed for the nameservice."""
     assert "ha-hdfs:tony" in krb.submitter().tokens(), "the HDFS token is not filed for the nameservice"
-    hdfs = krb.hdfs()
-    model_dir = f"{ckpt}-model"
-    app_id = krb.submit(mwms_job(ckpt, model_dir, "pytest-ha-secure-nn"), extra_tags=[tag])
-    first = wait_until(lambda: remote_checkpoints(hdfs, ckpt), 300, "the first checkpoint on HDFS")[-1]
-    killed = ha("active", "nn")
-    now_active = ha("failover", "nn")
-    assert now_active != killed
-    wait_until(
-        lambda: remote_checkpoints(hdfs, ckpt)[-1] >= first + 2 * STRATEGY_EVERY or None,
-        300,
-        f"checkpoint uploads after the failover to {now_active}",
-    )
-    result = krb.wait(app_id, poll_interval=1.0, emit=lambda _: None)
-    assert result.succeeded, result.diagnostics
-    assert remote_checkpoints(hdfs, ckpt)[-1] == STRATEGY_STEPS
-    assert hdfs.status(model_dir, strict=False) is not None, "the model was not published"
-    assert [a.app_id for a in krb.find_by_tags([tag], active_only=False)] == [app_id], "a second application"
-    assert result.am_state is not None and result.am_state.restarts == []
+    the_active_namenode_killed_mid_job(krb, krb.hdfs(), ckpt, "pytest-ha-secure-nn", tag)
 
 
 REPO = Path(__file__).resolve().parents[2]
