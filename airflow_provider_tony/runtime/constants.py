@@ -38,7 +38,7 @@ ENV_TOKENS_REFRESHED = "TONY_TOKENS_REFRESHED"  # "1" in every container of such
 # Data on several NameNodes (runtime/namenodes.py): the cluster's fs.defaultFS ("hdfs://tony",
 # "hdfs://10.0.0.1:8020"), and, when the job touches others, a JSON object naming every NameNode it
 # touches, the default's included: {"hdfs://<authority>": {"webhdfs": ["http://h:p", ...],
-# "token_service": "ha-hdfs:<ns>" | "<ip>:<port>"}}.
+# "token_service": "ha-hdfs:<ns>" | "<ip>:<port>"}}, in base64url (namenodes.encode).
 ENV_DEFAULT_FS = "TONY_DEFAULT_FS"
 ENV_NAMENODES = "TONY_NAMENODES"
 

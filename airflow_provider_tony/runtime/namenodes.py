@@ -9,7 +9,8 @@ job holds a delegation token per NameNode, each good on its own NameNode only.
 The submitting side writes the contract (``runtime/constants.py``): ``$TONY_DEFAULT_FS`` (the
 cluster's ``fs.defaultFS``) and, when the job touches other NameNodes, ``$TONY_NAMENODES``, a
 JSON object naming each NameNode the job touches (the default's included, for its token's
-service): ``{"hdfs://<authority>": {"webhdfs": ["http://h:p", ...], "token_service": "..."}}``.
+service): ``{"hdfs://<authority>": {"webhdfs": ["http://h:p", ...], "token_service": "..."}}``,
+in base64url (:func:`encode`: YARN's launch script would drop the object's quotes).
 
 ``hdfs_io.Clients`` answers "which client for this location": a plain path or the default
 filesystem's authority -> the client ``hdfs_io.client_from_env`` makes (unchanged); another
