@@ -8,7 +8,8 @@ the process sees a GPU, the process's GPU chosen by ``LOCAL_RANK``). Each step t
 classifier on this rank's own synthetic batch; DDP averages the gradients, so every rank must
 hold the same parameters after the step. The proof is a checksum of the parameters that every
 rank all-gathers and compares after each step: a rank that disagrees fails the job (exit 3),
-and each rank reports the steps it checked and the last checksum (``progress``).
+and each rank reports the steps it checked, the last checksum and the step it resumed from
+(``progress``, in every report: the AM keeps the latest only).
 
 Checkpoints: global rank 0 saves ``$TONY_CHECKPOINT_DIR/ckpt-<step>.pt`` every K steps (written
 under a temporary name, then renamed); on start it loads the newest one there (the executor
@@ -143,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0 and args.every and step % args.every == 0:
             _save(model, step, ckpt_dir)
         if local_rank == 0:
-            progress.report(step=step, loss=loss, checksum=last_sum, checked=checked, rank=rank, world=world)
+            progress.report(
+                step=step, loss=loss, checksum=last_sum, checked=checked, resumed_from=start, rank=rank, world=world
+            )
         if args.step_seconds:
             time.sleep(args.step_seconds)  # pacing, so a test can act mid-job
 
@@ -155,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         _tensorboard(loss, accuracy, args.steps)
     if local_rank == 0:
         progress.report(
-            step=args.steps, loss=loss, accuracy=accuracy, checksum=last_sum, checked=checked, rank=rank, world=world
+            step=args.steps,
+            loss=loss,
+            accuracy=accuracy,
+            checksum=last_sum,
+            checked=checked,
+            resumed_from=start,
+            rank=rank,
+            world=world,
         )
     dist.destroy_process_group()
     return 0
