@@ -16,6 +16,7 @@ asks for 2 GiB.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,7 +57,8 @@ def ddp_job(python: str, *args: str, **extra: Any) -> JobSpec:
 
 
 def wait(client: Any, spec: JobSpec, tag: str, attempt: int) -> Any:
-    return client.wait(client.submit(spec, attempt=attempt, extra_tags=[tag]), poll_interval=0.5)
+    app_id = client.submit(spec, attempt=attempt, extra_tags=[tag])
+    return client.wait(app_id, poll_interval=0.5, emit=lambda line: print(time.strftime("%T"), line, flush=True))
 
 
 def test_a_ddp_retry_resumes_from_its_torch_checkpoint_and_publishes_a_gated_model(
