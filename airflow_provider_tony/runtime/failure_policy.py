@@ -184,7 +184,7 @@ class FailurePolicy(TaskLedger):
             )
             blamed = peer_failure(root.stderr_tail) if kind is FailureKind.PEER else None
             if blamed:
-                text += f" (TensorFlow blames a peer, none was seen lost: {blamed})"
+                text += f" (its framework blames a peer, none was seen lost: {blamed})"
         if others:
             text += "; consequences: " + ", ".join(
                 f"{t.task_id} {'lost' if t.state is TaskState.LOST else f'exited {t.exit_code}'}" for t in others

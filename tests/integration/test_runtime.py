@@ -243,7 +243,7 @@ def test_a_blamed_peer_that_still_beats_is_not_declared_lost_under_load(tony_cli
     tasks = result.am_state.tasks
     assert [t for t, s in tasks.items() if s.state == "LOST"] == [], {t: s.message for t, s in tasks.items()}
     assert "worker:1 exited with code 1" in result.diagnostics, result.diagnostics
-    assert "TensorFlow blames a peer, none was seen lost" in result.diagnostics, result.diagnostics
+    assert "its framework blames a peer, none was seen lost" in result.diagnostics, result.diagnostics
     assert "[retryable]" in result.diagnostics, result.diagnostics
     assert_no_live_containers(result.app_id)
 

@@ -196,7 +196,7 @@ def test_a_peer_blamed_but_never_seen_lost_is_retryable_after_the_grace() -> Non
     tr.exited("worker:0", 1, PS_LOST, T0 + 10)
     tr.exited("worker:1", 1, COLLECTIVE, T0 + 10.2)
     assert tr.check(T0 + 21.99) is None
-    verdict = failed(tr.check(T0 + 22), "worker:0", "TensorFlow blames a peer", retryable=True)
+    verdict = failed(tr.check(T0 + 22), "worker:0", "its framework blames a peer", retryable=True)
     assert verdict.cause is FailureKind.PEER and verdict.consequences == ["worker:1"]
 
 
@@ -301,7 +301,7 @@ def test_an_unregistered_task_and_a_peer_blaming_root_are_described() -> None:
         "worker:0 exited with code 1 on an unregistered container; last stderr line: "
     )
     assert verdict.diagnostics.endswith(
-        "(TensorFlow blames a peer, none was seen lost: a peer is unavailable: "
+        "(its framework blames a peer, none was seen lost: a peer is unavailable: "
         "tensorflow.python.framework.errors_impl.UnavailableError: Socket closed)"
     )
     doc = tr.document(T0 + 30, 1.7e9, 1, "application_1_0001")
