@@ -210,7 +210,7 @@ class JobSpec(Model):
     framework: str = "tensorflow"
     """What the tasks' processes are wired for: ``tensorflow`` (``TF_CONFIG``) or ``pytorch`` (``MASTER_ADDR``,
     ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` as ``torchrun``
-    sets them, one process per container, rank 0 being ``chief:0`` or else ``worker:0``; and TonY's
+    sets them, ``nproc_per_node`` processes per container, rank 0 being ``chief:0`` or else ``worker:0``; and TonY's
     ``INIT_METHOD``, ``WORLD``), so ``init_process_group("env://")`` works."""
     nproc_per_node: int | None = None
     """``framework: pytorch`` only: processes per ``chief``/``worker`` container, as ``torchrun --nproc_per_node``

@@ -62,3 +62,14 @@ def test_ddp_over_two_processes_per_container_keeps_every_rank_in_step(tony_clie
         assert metrics["checked"] == steps and metrics["world"] == 4, (task, metrics)
     # Local rank 0 of each container reports: global ranks 0 and 2.
     assert [result.am_state.tasks[t].progress.metrics["rank"] for t in ("worker:0", "worker:1")] == [0, 2]
+
+
+def test_a_failed_process_ends_its_container_with_its_code_and_labelled_tail(tony_client, app_tag, python_exe) -> None:
+    """Global rank 1 (worker:0's local rank 1) exits 4 at step 2: torchrun's semantics stop its
+    container's other process, and the job's diagnostics carry rank 1's code and its own line."""
+    args = ["--steps", "6", "--every", "0", "--fail-rank", "1", "--fail-at", "2", "--exit-code", "4"]
+    spec = _torch_job(python_exe, "torch_ddp.py", *args)
+    result = run(tony_client, spec, app_tag)
+    assert not result.succeeded
+    for needle in ("worker:0", "code 4", "[local_rank 1] torch_ddp: rank 1 exits with 4 at step 2"):
+        assert needle in result.diagnostics, (needle, result.diagnostics)
