@@ -75,6 +75,10 @@ ENV_LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
 ENV_GROUP_RANK = "GROUP_RANK"
 ENV_TONY_INIT_METHOD = "INIT_METHOD"  # tcp://host:port
 ENV_TONY_WORLD = "WORLD"
+# Defaults for a PyTorch task's processes, set only where the job leaves them unset (frameworks.torch_defaults).
+ENV_OMP_NUM_THREADS = "OMP_NUM_THREADS"
+ENV_TORCH_NCCL_ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+ENV_NCCL_DEBUG = "NCCL_DEBUG"
 
 # Set by YARN / skein inside containers.
 ENV_SKEIN_CONTAINER_ID = "SKEIN_CONTAINER_ID"  # "<service>_<instance>"

@@ -59,23 +59,26 @@ from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.task_checkpoints import after_final_flush, best_of, latest_metrics, restore
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.user_env import MODEL_DIR as MODEL_DIR
-from airflow_provider_tony.runtime.user_env import PROGRESS_FILE, TENSORBOARD_DIR, source_links, user_environment
+from airflow_provider_tony.runtime.user_env import (
+    PROGRESS_FILE,
+    TENSORBOARD_DIR,
+    local_environments,
+    source_links,
+    user_environment,
+)
 from airflow_provider_tony.runtime.user_process import STDERR_TAIL_LINES as STDERR_TAIL_LINES
-from airflow_provider_tony.runtime.user_process import UserProcess, reserve_port
+from airflow_provider_tony.runtime.user_process import USER_STOP_S, UserProcess, reserve_port
 
 log = logging.getLogger("tony.executor")
-# How long a training process stopped for a gang restart has to save and exit
-# after SIGTERM before it is killed (its checkpoint, if it writes one, counts).
-USER_STOP_S = 10.0
 EVENTS_SYNC_S = 5.0  # the shortest interval between two mirrorings of the TensorBoard events to HDFS
 
 
 def start_sampler(spec: JobSpec, role: str, user: UserProcess, user_env: dict[str, str]) -> usage.UsageSampler | None:
-    """The training process tree's peak memory, CPU and GPU use, sampled beside it (None if it did not start)."""
-    if user.proc is None:
+    """The training processes' trees' peak memory, CPU and GPU use, sampled beside them (None if none started)."""
+    if not user.pids:
         return None
     sampler = usage.UsageSampler(
-        user.proc.pid,
+        user.pids,
         visible_gpus=user_env.get(C.ENV_CUDA_VISIBLE_DEVICES),
         want_gpus=spec.roles[role].gpus > 0,
         env=user_env,
@@ -240,18 +243,31 @@ def task_environment(task: ContainerTask, cluster: ClusterDocument, port: int, g
 
 
 def start_user(
-    task: ContainerTask, user_env: dict[str, str], sock: socket.socket, gpus: Gpus, heartbeat: HeartbeatSender
+    task: ContainerTask,
+    user_envs: list[dict[str, str]],
+    sock: socket.socket,
+    gpus: Gpus,
+    heartbeat: HeartbeatSender,
 ) -> UserProcess:
-    """Phase 7: release the port and start the user's code; the AM counts its start-up from the next beat."""
+    """Phase 7: release the port and start the user's code, one process per environment (a PyTorch job's
+    ``nproc_per_node``: local ranks 0..n-1); the AM counts its start-up from the next beat.
+
+    The processes share the container's progress file; by convention local rank 0 reports
+    (``tests/integration/jobs/torch_ddp.py`` does), as one report per container is what the AM shows.
+    """
     role = task.spec.roles[task.role]
     argv = workspace.task_argv(role, task.spec.python.python_command() or sys.executable)
     program = role.script or role.module or argv[0]
     log.info(
-        "%s starting %s (CUDA_VISIBLE_DEVICES=%r)", task.task_id, program, user_env.get(C.ENV_CUDA_VISIBLE_DEVICES)
+        "%s starting %s in %d process(es) (CUDA_VISIBLE_DEVICES=%r)",
+        task.task_id,
+        program,
+        len(user_envs),
+        user_envs[0].get(C.ENV_CUDA_VISIBLE_DEVICES),
     )
     user = UserProcess(
         argv,
-        user_env,
+        user_envs,
         task.workdir,
         sock,
         keep_fds=gpus.leases.fds if gpus.leases else None,
@@ -375,7 +391,8 @@ def main() -> int:
         task.app, spec, hdfs, task.role, task.task_id, task.workdir / spec.checkpoint.local_dir, user_env
     )  # phase 6
     heartbeat.restored_step = restored
-    user = start_user(task, user_env, sock, gpus, heartbeat)
+    user_envs = local_environments(spec, task.role, task.index, cluster, user_env)
+    user = start_user(task, user_envs, sock, gpus, heartbeat)
     sampler = start_sampler(spec, task.role, user, user_env)  # phase 7a: what the user process uses
     heartbeat.usage = sampler.snapshot if sampler is not None else None
     resumed = user_env[C.ENV_RESTORED_KIND] == "resume"

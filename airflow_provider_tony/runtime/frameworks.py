@@ -44,49 +44,110 @@ def torch_ranks(addresses: Mapping[str, str]) -> list[str]:
     return [f"{role}:{i}" for role in TORCH_RANK_ROLES for i in range(len(cluster.get(role, [])))]
 
 
-def torch_env(addresses: Mapping[str, str], task_id: str) -> dict[str, str]:
-    """``torchrun``'s variables for ``task_id``, one process per container, and TonY's own.
+def torch_layout(addresses: Mapping[str, str], nprocs: Mapping[str, int] | None = None) -> list[tuple[str, int]]:
+    """``(task id, processes)`` per container in group-rank order: container ``g`` runs ``n_g`` processes.
 
-    ``MASTER_PORT`` is rank 0's reserved port: its executor holds the port until the user
-    process starts, so the c10d store binds a port nothing else on the node has taken.
-    TonY's ``PyTorchRuntime`` sets ``INIT_METHOD`` (``tcp://host:port``), ``RANK`` and
-    ``WORLD``; TonY's examples read those, so they are set too.
+    ``nprocs`` is per role (``JobSpec.nprocs``); a role it does not name runs one process.
+    """
+    counts = nprocs or {}
+    layout = [(task, counts.get(task.partition(":")[0], 1)) for task in torch_ranks(addresses)]
+    bad = [(task, n) for task, n in layout if n < 1]
+    if bad:
+        raise ValueError(f"{bad[0][0]} would run {bad[0][1]} processes; give every rank role 1 or more")
+    return layout
+
+
+def torch_env(
+    addresses: Mapping[str, str], task_id: str, nprocs: Mapping[str, int] | None = None, local_rank: int = 0
+) -> dict[str, str]:
+    """``torchrun``'s variables for process ``local_rank`` of ``task_id``'s container, and TonY's own.
+
+    Container ``g`` (group rank, :func:`torch_ranks`'s order) runs ``n_g`` processes; its
+    process ``k`` is global rank ``n_0 + ... + n_(g-1) + k`` of a world of all the ``n``, as
+    ``torchrun`` numbers them node by node. ``MASTER_PORT`` is rank 0's container's reserved port:
+    its executor holds the port until the user processes start, so the c10d store (global rank
+    0, local rank 0 of group 0) binds a port nothing else on the node has taken. TonY's
+    ``PyTorchRuntime`` sets ``INIT_METHOD`` (``tcp://host:port``), ``RANK`` and ``WORLD``; TonY's
+    examples read those, so they are set too, global as torch's are.
     """
     if task_id not in addresses:
         known = ", ".join(sorted(addresses)) or "none"
         raise TfConfigError(f"task id {task_id!r} has no address (known tasks: {known}); register it first")
-    ranks = torch_ranks(addresses)
-    if task_id not in ranks:
+    layout = torch_layout(addresses, nprocs)
+    tasks = [task for task, _ in layout]
+    if task_id not in tasks:
         return {}
-    rank = ranks.index(task_id)
-    host, _, port = addresses[ranks[0]].rpartition(":")
-    world = str(len(ranks))
+    group = tasks.index(task_id)
+    local = layout[group][1]
+    if not 0 <= local_rank < local:
+        raise ValueError(f"local rank {local_rank} of {task_id}, which runs {local} processes (0..{local - 1})")
+    host, _, port = addresses[tasks[0]].rpartition(":")
+    world = str(sum(n for _, n in layout))
     return {
         C.ENV_MASTER_ADDR: host,
         C.ENV_MASTER_PORT: port,
-        C.ENV_RANK: str(rank),
+        C.ENV_RANK: str(sum(n for _, n in layout[:group]) + local_rank),
         C.ENV_WORLD_SIZE: world,
-        C.ENV_LOCAL_RANK: "0",
-        C.ENV_LOCAL_WORLD_SIZE: "1",
-        C.ENV_GROUP_RANK: str(rank),
+        C.ENV_LOCAL_RANK: str(local_rank),
+        C.ENV_LOCAL_WORLD_SIZE: str(local),
+        C.ENV_GROUP_RANK: str(group),
         C.ENV_TONY_INIT_METHOD: f"tcp://{host}:{port}",
         C.ENV_TONY_WORLD: world,
     }
 
 
-_ENV_BUILDERS: dict[str, Callable[[Mapping[str, str], str], dict[str, str]]] = {
-    "tensorflow": tf_config_env,
+def torch_defaults(nproc: int, vcores: int, gpus: int) -> dict[str, str]:
+    """Variables a PyTorch task's processes start with unless the job's ``env`` sets them.
+
+    Nothing for a single CPU process: gloo needs no help, and one process may use every core
+    YARN granted.
+    """
+    out: dict[str, str] = {}
+    if nproc > 1:
+        # torch sizes its intra-op thread pool by the node's cores, not the container's vcores: n
+        # processes would each start one thread per core of the node. torchrun sets 1 for n > 1;
+        # the container's vcores shared among its processes is the same guard, sized by YARN's grant.
+        out[C.ENV_OMP_NUM_THREADS] = str(max(1, vcores // nproc))
+    if gpus > 0:
+        # A collective that fails or times out (a peer lost: its container killed, its node gone)
+        # aborts the NCCL communicator and ends the process, so the executor reports an exit
+        # instead of the gang hanging in the collective until the job's deadline. torchrun's
+        # default (torch/distributed/elastic/agent/server/local_elastic_agent.py).
+        out[C.ENV_TORCH_NCCL_ASYNC_ERROR_HANDLING] = "1"
+        # NCCL's own warnings say why a communicator failed (a network interface, a peer gone);
+        # torch's exception alone reads "unhandled system error". On stderr they reach the
+        # stderr tail the AM's diagnostics quote. WARN prints nothing while all goes well.
+        out[C.ENV_NCCL_DEBUG] = "WARN"
+    return out
+
+
+def _tf_env(
+    addresses: Mapping[str, str], task_id: str, _nprocs: Mapping[str, int] | None, _local: int
+) -> dict[str, str]:
+    """TensorFlow runs one process per container: ``TF_CONFIG`` alone."""
+    return tf_config_env(addresses, task_id)
+
+
+_ENV_BUILDERS: dict[str, Callable[[Mapping[str, str], str, Mapping[str, int] | None, int], dict[str, str]]] = {
+    "tensorflow": _tf_env,
     "pytorch": torch_env,
 }
 
 
-def framework_env(framework: str, addresses: Mapping[str, str], task_id: str) -> dict[str, str]:
-    """The rendezvous variables ``framework`` reads, for ``task_id`` of the cluster in ``addresses``."""
+def framework_env(
+    framework: str,
+    addresses: Mapping[str, str],
+    task_id: str,
+    nprocs: Mapping[str, int] | None = None,
+    local_rank: int = 0,
+) -> dict[str, str]:
+    """The rendezvous variables ``framework`` reads, for process ``local_rank`` of ``task_id`` of the
+    cluster in ``addresses`` (``nprocs``: processes per container by role, ``JobSpec.nprocs``)."""
     try:
         build = _ENV_BUILDERS[framework]
     except KeyError:
         raise ValueError(f"framework {framework!r} is not one of {', '.join(FRAMEWORKS)}") from None
-    return build(addresses, task_id)
+    return build(addresses, task_id, nprocs, local_rank)
 
 
 def holds_port(framework: str, role: str) -> bool:

@@ -102,7 +102,9 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
     )
     latest = doc.to_dict()
     body = json.dumps({**latest, "recent": _remember(latest)}, separators=(",", ":"))
-    tmp = Path(path + ".tmp")
+    # Per process: several processes of one container (nproc_per_node) reporting at once must not
+    # move each other's half-written file; the last complete report wins.
+    tmp = Path(f"{path}.{os.getpid()}.tmp")
     tmp.write_text(body)
     os.replace(tmp, path)  # readers never see half a file
     return True

@@ -210,8 +210,13 @@ class JobSpec(Model):
     framework: str = "tensorflow"
     """What the tasks' processes are wired for: ``tensorflow`` (``TF_CONFIG``) or ``pytorch`` (``MASTER_ADDR``,
     ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK`` as ``torchrun``
-    sets them, one process per container, rank 0 being ``chief:0`` or else ``worker:0``; and TonY's
+    sets them, ``nproc_per_node`` processes per container, rank 0 being ``chief:0`` or else ``worker:0``; and TonY's
     ``INIT_METHOD``, ``WORLD``), so ``init_process_group("env://")`` works."""
+    nproc_per_node: int | None = None
+    """``framework: pytorch`` only: processes per ``chief``/``worker`` container, as ``torchrun --nproc_per_node``
+    starts them (``LOCAL_RANK`` 0..n-1, global ``RANK``s numbered container by container); null means each role's
+    ``gpus``, or 1 without GPUs. At most the role's ``vcores``, and its ``gpus`` when it has GPUs. One value for the
+    job: a per-role count would only matter for a chief sized apart from its workers, which the null default covers."""
     success_policy: str = "chief"
     """``chief``: the job succeeds when chief:0 (else worker:0) succeeds; ``all_workers``: every tracked task must
     succeed."""
@@ -280,6 +285,7 @@ class JobSpec(Model):
         self.retryable_exit_codes = self._validated_exit_codes()
         self._validate_tracking()
         self._validate_framework()
+        self._validate_nproc()
         self.inputs = self._validated_inputs()
         self.other_namenodes = other_namenodes(self.other_namenodes)
         self._validate_gate()
@@ -447,6 +453,44 @@ class JobSpec(Model):
                 ),
             )
 
+    def _validate_nproc(self) -> None:
+        """``nproc_per_node``: a count for a PyTorch job, no more processes than a container has cores or GPUs."""
+        if self.nproc_per_node is not None:
+            value = _int(self.nproc_per_node, "nproc_per_node", 1, "give 1 or more processes, or null for one per GPU")
+            _check(
+                self.framework == "pytorch",
+                "nproc_per_node",
+                lambda: (
+                    f"{value} is for framework: pytorch (torchrun's processes); remove nproc_per_node"
+                    " or set framework: pytorch"
+                ),
+            )
+            self.nproc_per_node = value
+        if self.framework != "pytorch":
+            return
+        from airflow_provider_tony.runtime.frameworks import TORCH_RANK_ROLES
+
+        given = "nproc_per_node" if self.nproc_per_node is not None else "nproc_per_node (null: one per GPU)"
+        for name in (r for r in TORCH_RANK_ROLES if r in self.roles):
+            role, n = self.roles[name], self.nproc(name)
+            _check(
+                n <= role.vcores,
+                "nproc_per_node",
+                lambda: (
+                    f"{given} starts {n} processes in each {name} container but roles.{name}.vcores is"
+                    f" {role.vcores}; raise roles.{name}.vcores to {n} or lower nproc_per_node"
+                ),
+            )
+            _check(
+                role.gpus == 0 or n <= role.gpus,
+                "nproc_per_node",
+                lambda: (
+                    f"{given} starts {n} processes in each {name} container but roles.{name}.gpus is"
+                    f" {role.gpus} (each process takes the GPU of its LOCAL_RANK); lower nproc_per_node to at most"
+                    f" {role.gpus} or raise roles.{name}.gpus"
+                ),
+            )
+
     def _validate_memory_retry(self) -> None:
         cap = self.memory_retry.max
         if cap is None or not self.roles:
@@ -565,6 +609,21 @@ class JobSpec(Model):
     def decider_task(self) -> str:
         """The task whose result decides success under the ``chief`` policy."""
         return "chief:0" if "chief" in self.roles else "worker:0"
+
+    def nproc(self, role: str) -> int:
+        """Processes each of ``role``'s containers starts: ``nproc_per_node`` (or the role's GPUs, or 1) for a
+        PyTorch rank role, else 1."""
+        from airflow_provider_tony.runtime.frameworks import TORCH_RANK_ROLES
+
+        if self.framework != "pytorch" or role not in TORCH_RANK_ROLES:
+            return 1
+        if self.nproc_per_node is not None:
+            return self.nproc_per_node
+        return max(1, self.roles[role].gpus)
+
+    def nprocs(self) -> dict[str, int]:
+        """``nproc`` of every role of the job: what :func:`frameworks.torch_env` numbers the ranks from."""
+        return {name: self.nproc(name) for name in self.roles}
 
     def role_env(self, role: str) -> dict[str, str]:
         """Job-wide ``env`` overlaid with the role's own ``env`` (the role wins)."""

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,11 +253,15 @@ def _nvidia_smi(args: list[str], smi: str) -> str | None:
 
 
 class UsageSampler(threading.Thread):
-    """Samples the training process tree every ``interval`` seconds; ``snapshot`` is what beats carry."""
+    """Samples the training process trees every ``interval`` seconds; ``snapshot`` is what beats carry.
+
+    ``root_pid`` is the training process, or every one of a container that runs several
+    (``nproc_per_node``): their trees are measured together, as one task's use.
+    """
 
     def __init__(
         self,
-        root_pid: int,
+        root_pid: int | Sequence[int],
         *,
         visible_gpus: str | None,
         want_gpus: bool,
@@ -267,7 +271,7 @@ class UsageSampler(threading.Thread):
         env: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(name="tony-usage", daemon=True)
-        self.root_pid = root_pid
+        self.roots = (root_pid,) if isinstance(root_pid, int) else tuple(root_pid)
         self.visible = visible_gpus
         self.interval = interval
         self.proc = proc
@@ -285,7 +289,8 @@ class UsageSampler(threading.Thread):
     def sample(self) -> None:
         if not self.proc.is_dir():
             return
-        procs = tree(self.root_pid, _read_procs(self.proc, self.ticks))
+        table = _read_procs(self.proc, self.ticks)
+        procs = list({p.pid: p for root in self.roots for p in tree(root, table)}.values())
         if not procs:
             return
         gpus: list[GpuSample] | None = None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import inputs, workspace
-from airflow_provider_tony.runtime.frameworks import framework_env
+from airflow_provider_tony.runtime.frameworks import TORCH_RANK_ROLES, framework_env, torch_defaults
 from airflow_provider_tony.runtime.gpu import gpu_env
 from airflow_provider_tony.runtime.messages import ClusterDocument
 from airflow_provider_tony.runtime.spec import JobSpec
@@ -39,7 +39,7 @@ def user_environment(
     task_id = f"{role}:{index}"
     env = {**base, **spec.role_env(role)}
     env.pop(C.ENV_TF_CONFIG, None)
-    env.update(framework_env(spec.framework, cluster.addresses, task_id))
+    env.update(framework_env(spec.framework, cluster.addresses, task_id, spec.nprocs()))
     env.update(gpu_env(cluster.gpus.get(task_id, [])))
     env.update(
         {
@@ -67,7 +67,29 @@ def user_environment(
     )
     for key, value in compat.items():
         env.setdefault(key, value)
+    if spec.framework == "pytorch" and role in TORCH_RANK_ROLES:
+        resources = spec.roles[role]
+        for key, value in torch_defaults(spec.nproc(role), resources.vcores, resources.gpus).items():
+            env.setdefault(key, value)
     return env
+
+
+def local_environments(
+    spec: JobSpec, role: str, index: int, cluster: ClusterDocument, env: dict[str, str]
+) -> list[dict[str, str]]:
+    """One environment per process of the container (``JobSpec.nproc``), from local rank 0's ``env``.
+
+    They differ only in the framework's variables (``LOCAL_RANK``, the global ``RANK``); the
+    working directory, the progress file and ``CUDA_VISIBLE_DEVICES`` are the container's, shared
+    by all, so each process picks its GPU by ``LOCAL_RANK`` as under ``torchrun``.
+    """
+    task_id = f"{role}:{index}"
+    if spec.nproc(role) == 1:
+        return [env]
+    return [
+        {**env, **framework_env(spec.framework, cluster.addresses, task_id, spec.nprocs(), local_rank)}
+        for local_rank in range(spec.nproc(role))
+    ]
 
 
 def tracked_task_ids(spec: JobSpec) -> list[str]:

@@ -8,9 +8,11 @@ keeps a script's own failure its own.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +190,109 @@ def test_a_port_not_held_is_free_when_the_script_starts(tmp_path: Path) -> None:
     port = sock.getsockname()[1]
     server = f"import socket; s = socket.socket(); s.bind(('', {port}))\n"
     assert UserProcess([sys.executable, "-c", server], {"PATH": "/usr/bin:/bin"}, tmp_path, sock).wait() == (0, [])
+
+
+# --------------------------------------------------------------------------- #
+# Several processes per container (nproc_per_node): torchrun's semantics
+# --------------------------------------------------------------------------- #
+def _group(code: str, tmp_path: Path, n: int, **kw: object) -> UserProcess:
+    """``n`` real processes of the same script, each with its own LOCAL_RANK, as the executor starts them."""
+    envs = [{"PATH": "/usr/bin:/bin", "LOCAL_RANK": str(k)} for k in range(n)]
+    return UserProcess([sys.executable, "-c", code], envs, tmp_path, socket.socket(), **kw)  # type: ignore[arg-type]
+
+
+def _wait_within(user: UserProcess, seconds: float) -> tuple[int, list[str]]:
+    """``user.wait()``, failing the test instead of hanging when the group is not stopped."""
+    out: list[tuple[int, list[str]]] = []
+    waiter = threading.Thread(target=lambda: out.append(user.wait()), daemon=True)
+    waiter.start()
+    waiter.join(seconds)
+    assert out, f"the group did not end within {seconds} s"
+    return out[0]
+
+
+# Each process says it is up, then local rank 1 fails (or not); the others wait to be stopped.
+PEERS = (
+    "import os, pathlib, signal, sys, time\n"
+    "rank = os.environ['LOCAL_RANK']\n"
+    "print(f'rank {rank} up', file=sys.stderr, flush=True)\n"
+    "pathlib.Path(f'up-{rank}').touch()\n"
+    "if rank == '1':\n"
+    "    while not all(pathlib.Path(f'up-{k}').exists() for k in range(3)): time.sleep(0.01)\n"
+    "    print('bad shape on rank 1', file=sys.stderr, flush=True); sys.exit(3)\n"
+    "signal.pause()\n"
+)
+
+
+def test_every_process_of_the_group_exits_0_so_the_container_does(tmp_path: Path) -> None:
+    script = (
+        "import os, pathlib, sys; r = os.environ['LOCAL_RANK']\n"
+        "pathlib.Path('r' + r).touch(); print('hi ' + r, file=sys.stderr)"
+    )
+    user = _group(script, tmp_path, 3)
+    assert len(user.pids) == 3 and len(set(user.pids)) == 3
+    code, tail = _wait_within(user, 60)
+    assert code == 0 and tail == ["[local_rank 0] hi 0"], "local rank 0's tail, labelled"
+    assert sorted(p.name for p in tmp_path.glob("r*")) == ["r0", "r1", "r2"], "each ran with its own LOCAL_RANK"
+
+
+def test_one_failed_process_stops_the_others_and_its_code_and_tail_are_the_containers(tmp_path: Path) -> None:
+    user = _group(PEERS, tmp_path, 3)
+    code, tail = _wait_within(user, 60)
+    assert code == 3, "the first failure's own code, not the peers' SIGTERM"
+    assert tail == ["[local_rank 1] rank 1 up", "[local_rank 1] bad shape on rank 1"]
+    assert user.first_failure == 1
+    assert [m.code() for m in user.members] == [128 + signal.SIGTERM, 3, 128 + signal.SIGTERM], "peers stopped"
+
+
+def test_a_peer_that_ignores_sigterm_is_killed_after_the_stop_timeout(tmp_path: Path) -> None:
+    script = (
+        "import os, pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "rank = os.environ['LOCAL_RANK']; pathlib.Path('up-' + rank).touch()\n"
+        "if rank == '1':\n"
+        "    while not pathlib.Path('up-0').exists(): time.sleep(0.01)\n"
+        "    sys.exit(5)\n"
+        "signal.pause()\n"
+    )
+    user = _group(script, tmp_path, 2, stop_timeout=0.5)
+    code, _ = _wait_within(user, 60)
+    assert code == 5 and user.members[0].code() == 128 + signal.SIGKILL
+
+
+def test_yarns_sigterm_reaches_every_process(tmp_path: Path) -> None:
+    user = _group(
+        "import os, pathlib, signal; pathlib.Path('up-' + os.environ['LOCAL_RANK']).touch(); signal.pause()",
+        tmp_path,
+        2,
+    )
+    wait_until(lambda: (tmp_path / "up-0").exists() and (tmp_path / "up-1").exists(), 30, "both processes up")
+    os.kill(os.getpid(), signal.SIGTERM)  # the executor's handler forwards it, as YARN's stop
+    code, _ = _wait_within(user, 60)
+    assert code == 128 + signal.SIGTERM and [m.code() for m in user.members] == [143, 143]
+
+
+def test_our_failure_stops_every_process_and_is_retryable(tmp_path: Path) -> None:
+    user = _group(
+        "import os, pathlib, signal; pathlib.Path('up-' + os.environ['LOCAL_RANK']).touch(); signal.pause()",
+        tmp_path,
+        2,
+    )
+    wait_until(lambda: (tmp_path / "up-0").exists() and (tmp_path / "up-1").exists(), 30, "both processes up")
+    user.fail("checkpoints could not be uploaded for 300s")
+    code, tail = _wait_within(user, 60)
+    assert code == RETRYABLE and tail[-1] == "checkpoints could not be uploaded for 300s"
+    assert [m.code() for m in user.members] == [143, 143]
+
+
+def test_the_gpu_lease_fds_reach_every_process(tmp_path: Path) -> None:
+    lease = tmp_path / "gpu-0.lock"
+    fd = os.open(lease, os.O_RDWR | os.O_CREAT)
+    try:
+        script = f"import os, sys; os.fstat({fd}); print('holds', file=sys.stderr)"
+        code, _ = _wait_within(_group(script, tmp_path, 2, keep_fds=[fd]), 60)
+        assert code == 0
+        code, tail = _wait_within(_group(script, tmp_path, 2), 60)
+        assert code == 1 and "Bad file descriptor" in tail[-1], "without keep_fds the fd is closed"
+    finally:
+        os.close(fd)

@@ -139,6 +139,9 @@ def test_every_numeric_field_may_come_from_a_template() -> None:
             value = 1.5
         if path == "memory_retry.max":  # not below every role's memory (1024 MiB by default)
             value = 4096
+        if path == "nproc_per_node":  # a PyTorch job's, at most the worker's 1 vcore
+            value = 1
+            data["framework"] = "pytorch"
         *parents, last = path.split(".")
         node = data
         for key in parents:

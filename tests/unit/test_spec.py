@@ -96,6 +96,7 @@ FULL: dict[str, Any] = {
     "success_policy": "all_workers",
     "untracked_roles": ["feeder"],
     "framework": "pytorch",
+    "nproc_per_node": 1,
     "acls": {"view_users": ["alice"], "modify_users": ["bob", "carol"]},
     "am_memory": 1024,
     "am_vcores": 2,

@@ -199,6 +199,20 @@ def plant_smi(bin_dir: Path, gpus: bytes, apps: bytes, *, fail: bool = False, de
 GPUS_CSV = b"# \xff stray byte\n0, GPU-a, 80, 1000\n1, GPU-b, 40, 3000\n"
 
 
+def test_a_container_of_several_processes_is_measured_as_one_task(tmp_path: Path) -> None:
+    """nproc_per_node: local ranks 50 and 70 (and 50's child) count together, a root given twice once."""
+    proc = tmp_path / "proc"
+    plant_proc(proc, 50, 1, ticks=100, rss_kib=10_240)
+    plant_proc(proc, 51, 50, ticks=100, rss_kib=1_024)
+    plant_proc(proc, 70, 1, ticks=300, rss_kib=20_480)
+    plant_proc(proc, 60, 1, ticks=900, rss_kib=99_999)  # not ours
+    sampler = U.UsageSampler([50, 70, 50], visible_gpus=None, want_gpus=False, proc=proc)
+    sampler.ticks = 100.0
+    sampler.sample()
+    u = sampler.stop()
+    assert u is not None and u.cpu_seconds == 5.0 and u.peak_rss_bytes == 31 << 20
+
+
 def _gpu_sampler(tmp_path: Path, *, visible: str | None = "1", want: bool = True) -> U.UsageSampler:
     proc = tmp_path / "proc"
     plant_proc(proc, 50, 1, ticks=100, rss_kib=1024)

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     truth = _truth()
     attempt = os.environ.get("TONY_ATTEMPT", "1")
     checked, last_sum, loss = 0, checksum(model), float("nan")
-    progress.report(step=start, resumed_from=start, rank=rank, world=world, host=socket.gethostname())
+    if local_rank == 0:  # the progress file is the container's: one process reports (nproc_per_node)
+        progress.report(step=start, resumed_from=start, rank=rank, world=world, host=socket.gethostname())
 
     for step in range(start + 1, args.steps + 1):
         if rank == args.fail_rank and step == args.fail_at and (args.every_attempt or attempt == "1"):
