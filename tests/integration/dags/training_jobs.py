@@ -150,11 +150,12 @@ def torch_job(max_restarts: int, ckpt: str | None = None, model_dir: str | None 
     return {
         "name": "torch-ddp",
         "framework": "pytorch",
-        # torch's import and a gloo process group take about 1 GiB per rank
+        # torch and a gloo process group take about 1 GiB per rank, and rank 0's TensorBoard writer at the
+        # end (torch.utils.tensorboard) pushes it past that: YARN killed a 1 GiB rank 0 for its memory there
         "roles": {
             "worker": {
                 "instances": 3,
-                "memory": "1 GiB",
+                "memory": "2 GiB",
                 "script": TORCH_DDP_SCRIPT,
                 "args": args,
                 "placement": "spread",
