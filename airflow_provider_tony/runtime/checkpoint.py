@@ -11,9 +11,12 @@ checkpoint; an older checkpoint never replaces a newer one; the newest
 the job's evaluation metric (``quality_gate.metric``), as the script last
 reported it before each upload (kept in the checkpoint's manifest).
 
-What counts as complete is TensorFlow's own rule: the ``checkpoint`` state
-file names the latest prefix, and that prefix's ``.index`` and every
-``.data-XXXXX-of-NNNNN`` shard exist.
+What counts as complete is each framework's own rule. TensorFlow's: the
+``checkpoint`` state file names the latest prefix, and that prefix's
+``.index`` and every ``.data-XXXXX-of-NNNNN`` shard exist. PyTorch's
+(:mod:`checkpoint_torch`): a ``<name>-<step>.pt`` file that ``torch.save``
+wrote to the end; it is uploaded alone (no state file) and restored under its
+own name. The rule is chosen by what the folder holds.
 
 A checkpoint on HDFS can still be bad: written by an older version, copied by
 hand, damaged on HDFS. Restoring it makes TensorFlow fail, and every retry
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from airflow_provider_tony.runtime import checkpoint_torch
 from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOARD_SUBDIR
 from airflow_provider_tony.runtime.errors import RenameFailed
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, upload_to_temporary, with_retries
@@ -88,9 +92,10 @@ class LocalCheckpoint:
     """One complete checkpoint under the local checkpoint directory."""
 
     step: int
-    state_dir: Path  # the folder holding TensorFlow's ``checkpoint`` state file
-    prefix: str  # e.g. "ckpt-20" (relative to state_dir)
-    files: tuple[Path, ...]  # data shards and index, relative to state_dir
+    state_dir: Path  # the folder holding TensorFlow's ``checkpoint`` state file (PyTorch: the file)
+    prefix: str  # e.g. "ckpt-20" (relative to state_dir); PyTorch: the file's name, "ckpt-20.pt"
+    files: tuple[Path, ...]  # data shards and index, relative to state_dir; PyTorch: the file alone
+    framework: str = "tensorflow"  # whose rule found it: "pytorch" stages no state file
 
 
 def _complete_files(state_dir: Path, prefix: str) -> tuple[Path, ...] | None:
@@ -144,17 +149,23 @@ def find_local(local_dir: Path) -> LocalCheckpoint | None:
         found = LocalCheckpoint(int(step.group(1)), state.parent, prefix, files)
         if best is None or found.step > best.step:
             best = found
+    torch = checkpoint_torch.newest_whole(local_dir)
+    if torch is not None and (best is None or torch[0] > best.step):  # a tie: TensorFlow's
+        path = torch[1]
+        best = LocalCheckpoint(torch[0], path.parent, path.name, (Path(path.name),), checkpoint_torch.FRAMEWORK)
     return best
 
 
 def _stage(ckpt: LocalCheckpoint, local_dir: Path, into: Path) -> None:
-    """Copy one checkpoint (and a state file naming only it) to a frozen folder,
-    so TensorFlow writing the next one cannot change what we upload."""
+    """Copy one checkpoint (and, for TensorFlow, a state file naming only it) to a frozen
+    folder, so the script writing the next one cannot change what we upload."""
     rel = ckpt.state_dir.relative_to(local_dir)
     target = into / rel
     for file in ckpt.files:
         (target / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ckpt.state_dir / file, target / file)
+    if ckpt.framework == checkpoint_torch.FRAMEWORK:
+        return  # its file is the whole checkpoint; restore puts it back under its own name
     (target / STATE_FILE).write_text(
         f'model_checkpoint_path: "{ckpt.prefix}"\nall_model_checkpoint_paths: "{ckpt.prefix}"\n'
     )
@@ -221,7 +232,9 @@ def why_not_whole(files: Mapping[str, int], read: Callable[[str], bytes]) -> str
     With a manifest (uploads write one), every file it lists must be there with
     its size. Without (older uploads, copies by hand), TensorFlow's rule: each
     state file names a prefix whose ``.index`` (at least an SSTable footer
-    long) and every data shard are there, and not every shard is empty.
+    long) and every data shard are there, and not every shard is empty; for a
+    folder with no state file but a PyTorch ``<name>-<step>.pt``, PyTorch's:
+    no such file is empty.
     """
     if MANIFEST in files:
         try:
@@ -236,8 +249,10 @@ def why_not_whole(files: Mapping[str, int], read: Callable[[str], bytes]) -> str
                 return f"{rel} is {files[rel]} bytes, the manifest says {size}"
         return None
     states = sorted(rel for rel in files if posixpath.basename(rel) == STATE_FILE)
+    if not states and checkpoint_torch.holds_one(files):
+        return checkpoint_torch.why_not_whole(files)
     if not states:
-        return f"it has neither a {MANIFEST} nor a {STATE_FILE!r} state file"
+        return f"it has neither a {MANIFEST} nor a {STATE_FILE!r} state file (nor a PyTorch <name>-<step>.pt)"
     for state in states:
         match = _PATH_RE.search(read(state).decode("utf-8", errors="replace"))
         if not match:
