@@ -63,12 +63,6 @@ def test_peer_failure_is_read_from_tensorflows_own_errors(stderr: list[str], exp
 # What PyTorch prints when a process group's peer or its store goes away (gloo's TCP pairs, NCCL's
 # watchdog and remote errors, the c10d store, the elastic rendezvous), and two failures of its own.
 TORCH_PEER = [
-    (  # a DDP survivor's last line, verbatim, when a peer rank was SIGKILLed (the torch the tests install)
-        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection "
-        "closed by peer [127.0.0.1]:22939. This is typically caused by a remote worker crashing. Check the logs of "
-        "the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f",
-        "a PyTorch process group lost a peer",
-    ),
     (
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
         "[127.0.0.3]:43185",
