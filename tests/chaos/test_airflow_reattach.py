@@ -34,25 +34,27 @@ def lose_a_worker_node(
     stopped_nodes: list[int],
     *,
     machine: bool = False,
-) -> str:
+    every: int = CHAOS_EVERY,
+) -> tuple[str, int]:
     """Wait for the DAG's application to train past its first checkpoint, then stop a worker's node.
 
-    Returns the application id. The node is one with a worker but neither the
-    AM nor worker:0 (``pick_victim``); ``stopped_nodes`` starts it again after the test.
-    ``machine``: SIGKILL the NodeManager and its containers (a machine lost: the
-    RM still lists the node until it expires) instead of stopping it.
+    Returns the application id and worker:0's step as the AM last heard it before the node was
+    stopped. The node is one with a worker but neither the AM nor worker:0 (``pick_victim``);
+    ``stopped_nodes`` starts it again after the test. ``machine``: SIGKILL the NodeManager and its
+    containers (a machine lost: the RM still lists the node until it expires) instead of stopping
+    it. ``every``: the job's checkpoint interval, in steps.
     """
     app_id: str = wait_until(running, 180, "the application to run")[0]["id"]
 
     def past_first_checkpoint() -> Any:
         doc = client.am_state(app_id)
-        return doc if doc is not None and step_of(doc, "worker:0") >= CHAOS_EVERY + CHAOS_EVERY // 2 else None
+        return doc if doc is not None and step_of(doc, "worker:0") >= every + every // 2 else None
 
     doc = wait_until(past_first_checkpoint, 300, "training past the first checkpoint")
     victim, _ = pick_victim(cluster, app_id, doc)
     devcluster("stop-nm", str(victim), *(["--lose"] if machine else []))
     stopped_nodes.append(victim)
-    return app_id
+    return app_id, step_of(doc, "worker:0")
 
 
 def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, stopped_nodes) -> None:
@@ -78,7 +80,7 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     app_id = None
     try:
         with TonyClient.from_env() as client:
-            app_id = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
+            app_id, _ = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
             wait_until(lambda: (d := client.am_state(app_id)) and d.restarts, 180, "the AM to restart the gang")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-restart, without any cleanup
@@ -106,9 +108,20 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     """``max_restarts: 0``, real MultiWorkerMirroredStrategy, a machine lost: the survivors' collectives
     fail at once, yet the try fails as retryable with the lost worker as its cause; the retry submits
     once (its task planned onto the dead node, which the RM still lists, runs elsewhere) and resumes."""
+    retry_resumes_in_one_new_application(airflow_env, cluster, stopped_nodes, "tony_chaos_retry", CHAOS_EVERY)
+
+
+def retry_resumes_in_one_new_application(
+    airflow_env: dict[str, str], cluster: Any, stopped_nodes: list[int], dag_id: str, every: int
+) -> tuple[dict[str, Any], str]:
+    """Run ``dag_id`` (one task ``train``, ``max_restarts: 0``, one Airflow retry), lose a worker's
+    machine past its first checkpoint, and check the retry: the first try failed as retryable with
+    the lost worker as its root cause and worker:0 among the consequences, the retry is exactly one
+    new application, and it resumed from a checkpoint (a multiple of ``every``) at most one interval
+    behind the step worker:0 had reached when the node was lost. Returns the retry's result (XCom)
+    and the Airflow log, for the caller's own checks."""
     from airflow_provider_tony.yarn.client import TonyClient
 
-    dag_id = "tony_chaos_retry"
     env = {**airflow_env, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS)}
     before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag(dag_id))}
 
@@ -125,7 +138,9 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     )
     try:
         with TonyClient.from_env() as client:
-            first = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes, machine=True)
+            first, lost_at = lose_a_worker_node(
+                client, cluster, lambda: ours("RUNNING"), stopped_nodes, machine=True, every=every
+            )
         text, _ = run.communicate(timeout=600)
     finally:
         if run.poll() is None:
@@ -146,4 +161,6 @@ def test_without_restarts_airflows_retry_resumes_in_one_new_application(airflow_
     result = result_of(text)
     assert result["application_id"] == apps[1] and result["restarts"] == [], result
     restored = result["tasks"]["worker:0"]["restored_step"]
-    assert restored is not None and restored % CHAOS_EVERY == 0 and restored >= CHAOS_EVERY, result["tasks"]
+    assert restored is not None and restored % every == 0, result["tasks"]
+    assert restored >= lost_at - every, f"resumed from step {restored}, the node was lost at step {lost_at}"
+    return result, text

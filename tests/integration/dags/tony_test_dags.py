@@ -14,7 +14,7 @@ import pendulum
 from airflow.sdk import DAG
 
 # Beside this file: Airflow puts the DAG folder on sys.path, the repository root is not there.
-from training_jobs import chaos_job, resume_job, strategy_job
+from training_jobs import chaos_job, resume_job, strategy_job, torch_job
 
 from airflow_provider_tony.operators.tony import TonyOperator
 
@@ -66,6 +66,8 @@ retried_dag("tony_test_resume", resume_job())
 # for Airflow's retry to resume.
 retried_dag("tony_chaos_restart", chaos_job(max_restarts=2, plain=True))
 retried_dag("tony_chaos_retry", strategy_job("mwms-loop", max_restarts=0))
+# The same through PyTorch DDP (tests/chaos/test_torch_node_loss.py): gloo's survivors fail at once.
+retried_dag("tony_chaos_torch_retry", torch_job(max_restarts=0))
 
 # Retries only where they help: the script's own exit 3 fails the task at once despite
 # retries=2; listed in retryable_exit_codes, the same exit is retried (a new application).

@@ -17,6 +17,8 @@ from typing import Any
 COUNT_STEPS = str(Path(__file__).resolve().parents[1] / "jobs" / "count_steps.py")
 #: Real TensorFlow training under each strategy, resumable from its checkpoints (``--mode``).
 STRATEGIES_SCRIPT = str(Path(__file__).resolve().parents[1] / "jobs" / "strategies.py")
+#: Real PyTorch DDP training, resumable from its ``ckpt-<step>.pt`` checkpoints.
+TORCH_DDP_SCRIPT = str(Path(__file__).resolve().parents[1] / "jobs" / "torch_ddp.py")
 
 #: The node-loss job: one worker per unlabelled node (``spread`` over the chaos
 #: cluster's three), so some node runs a worker but neither the AM nor worker:0
@@ -122,6 +124,43 @@ def strategy_job(
     return {
         "name": f"strategy-{mode}",
         "roles": roles,
+        "python": {"interpreter": sys.executable},
+        "heartbeat_interval": 1.0,
+        "heartbeat_timeout": 15,
+        "registration_timeout": 240,
+        "max_restarts": max_restarts,
+        "checkpoint": checkpoint,
+        **extra,
+    }
+
+
+#: The PyTorch node-loss job (``jobs/torch_ddp.py``): three DDP ranks spread one per unlabelled
+#: node, so a node runs a rank but neither the AM nor worker:0 (rank 0, which saves the checkpoints
+#: and whose executor uploads them). TORCH_STEPS * TORCH_STEP_SECONDS keeps it training long
+#: enough for a node loss after the first checkpoint; TORCH_EVERY bounds the steps a resume redoes.
+TORCH_STEPS, TORCH_EVERY, TORCH_STEP_SECONDS = 150, 10, 0.3
+
+
+def torch_job(max_restarts: int, ckpt: str | None = None, model_dir: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The PyTorch DDP node-loss job; ``ckpt`` None leaves the checkpoint dir to the operator (a DAG's job)."""
+    args = ["--steps", str(TORCH_STEPS), "--every", str(TORCH_EVERY), "--step-seconds", str(TORCH_STEP_SECONDS)]
+    checkpoint: dict[str, Any] = {"poll_interval": 0.5, "keep": 20}
+    checkpoint.update({"dir": ckpt} if ckpt else {})
+    checkpoint.update({"model_dir": model_dir} if model_dir else {})
+    return {
+        "name": "torch-ddp",
+        "framework": "pytorch",
+        # torch and a gloo process group take about 1 GiB per rank, and rank 0's TensorBoard writer at the
+        # end (torch.utils.tensorboard) pushes it past that: YARN killed a 1 GiB rank 0 for its memory there
+        "roles": {
+            "worker": {
+                "instances": 3,
+                "memory": "2 GiB",
+                "script": TORCH_DDP_SCRIPT,
+                "args": args,
+                "placement": "spread",
+            }
+        },
         "python": {"interpreter": sys.executable},
         "heartbeat_interval": 1.0,
         "heartbeat_timeout": 15,
