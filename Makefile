@@ -95,13 +95,13 @@ cluster-status:
 cluster-env:
 	@$(DEVCLUSTER) env
 
-# Four parts, each on its own cluster, and every one of them runs whatever the others did: the
+# Five parts, each on its own cluster, and every one of them runs whatever the others did: the
 # open suite on the default cluster (`make test-open`), the Kerberos subset on the secure one
 # (`make test-secure`), the chaos and multi-node suite on the four-node one (`make test-chaos`),
-# failover on the HA profile (`make test-ha`). Their clusters share no port and no state dir, so
-# three chains run side by side: the open part, secure then chaos, and HA. Most of a part's time is
-# spent waiting on daemons (container launches, heartbeats, node expiry, failovers): the HA part
-# alone keeps two cores under half busy, so it runs from the start rather than last. TEST_PARALLEL=0
+# failover on the HA profile (`make test-ha`) and on the Kerberized HA one (`make test-ha-secure`).
+# Their clusters share no port and no state dir, so three chains run side by side, about equally
+# long: the open part; HA then chaos; secure then Kerberized HA. Most of a part's time is spent
+# waiting on daemons (container launches, heartbeats, node expiry, failovers). TEST_PARALLEL=0
 # runs the parts one after the other. The open part prints as it runs; the others' output goes to
 # test-artifacts/parts/<part>.log and is printed when they end. The first failing part's exit code
 # (in the order open, secure, chaos, ha) is the result.
@@ -118,12 +118,12 @@ test: bootstrap-test venv
 	@rm -f $(PARTS)/*.json $(PARTS)/*.log $(PARTS)/*.rc; mkdir -p $(PARTS); date +%s > $(PARTS)/started; rc=0; s=0; \
 	if [ "$(TEST_PARALLEL)" = 1 ]; then \
 	  ( $(MAKE) --no-print-directory test-secure; echo $$? > $(PARTS)/secure.rc; \
-	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
+	    $(MAKE) --no-print-directory test-ha-secure; echo $$? > $(PARTS)/ha-secure.rc ) > $(PARTS)/others.log 2>&1 & others=$$!; \
 	  ( $(MAKE) --no-print-directory test-ha; echo $$? > $(PARTS)/ha.rc; \
-	    $(MAKE) --no-print-directory test-ha-secure; echo $$? > $(PARTS)/ha-secure.rc ) > $(PARTS)/ha.log 2>&1 & ha=$$!; \
+	    $(MAKE) --no-print-directory test-chaos; echo $$? > $(PARTS)/chaos.rc ) > $(PARTS)/ha.log 2>&1 & ha=$$!; \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
-	  wait $$ha; echo "--- the HA parts, open then Kerberized (beside the open part) ---"; cat $(PARTS)/ha.log; \
-	  wait $$others; echo "--- the secure and chaos parts (beside the open part) ---"; cat $(PARTS)/others.log; \
+	  wait $$ha; echo "--- the HA and chaos parts (beside the open part) ---"; cat $(PARTS)/ha.log; \
+	  wait $$others; echo "--- the secure parts, single then HA (beside the open part) ---"; cat $(PARTS)/others.log; \
 	  for part in secure chaos ha ha-secure; do s=$$(cat $(PARTS)/$$part.rc 2>/dev/null || echo 1); [ $$rc -ne 0 ] || rc=$$s; done; \
 	else \
 	  $(MAKE) --no-print-directory test-open || rc=$$?; \
@@ -149,9 +149,10 @@ test: bootstrap-test venv
 # unit) is the result. With PYTEST_ARGS (a narrow run) a lane that selects nothing (pytest exit
 # 5) is no failure.
 OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e
-# The benchmarks' smoke (minutes, mostly waiting on YARN) follows the unit tests in their lane,
-# which is otherwise idle for most of the part.
-UNIT_LANE_FILES := tests/integration/test_bench_smoke.py
+# The benchmarks' smoke and the PyTorch jobs (minutes, mostly waiting on YARN) follow the unit
+# tests in their lane, which is otherwise idle for most of the part.
+UNIT_LANE_FILES := tests/integration/test_bench_smoke.py tests/integration/test_torch.py \
+	tests/integration/test_torch_launch.py
 SIDE_LANES := open2 unit
 OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/ha_secure --ignore=tests/integration/test_secure.py \
 	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES) $(UNIT_LANE_FILES))
