@@ -70,6 +70,7 @@ SMOKES: dict[str, Smoke] = {
         ("input_read.json", "input_read.md"),
     ),
     "src_staging": Smoke("src_staging.py", ("--mib", "1", "--repeat", "1"), ("src_staging.json",)),
+    "torch_ddp": Smoke("torch_ddp.py", ("--smoke",), ("torch_ddp.json", "torch_ddp.md")),
 }
 
 #: Benchmarks this smoke cannot run, and where their code paths are covered instead.

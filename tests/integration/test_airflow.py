@@ -522,3 +522,75 @@ def test_a_script_failure_is_not_retried_unless_its_code_is_listed(airflow_env, 
     assert run_state(out) == "failed", out[-4000:]
     runs = {r for r in own_runs(airflow_env) - before if r[0] == "tony_test_fail_retry_code"}
     assert len(apps_of_runs(cluster.rm_url, runs)) == 2, "retryable_exit_codes: [3] must give the retry a new app"
+
+
+def test_the_pytorch_nightly_retrain_publishes_through_its_gate_and_refuses_a_worse_day(
+    airflow_env, cluster, tony_client, kill_dag_apps, fresh_base, tmp_path: Path
+) -> None:
+    """``tony_nightly_retrain_torch``: two DDP ranks on the day's TFRecords (read without TensorFlow,
+    each its own shard), ``accuracy`` through the gate; the first model is published with its asset
+    event and lineage and loads into the script's model; a degraded day is refused, not retried."""
+    import torch
+
+    from tests.integration.conftest import TRAINING, write_digits_partition
+
+    if str(TRAINING) not in sys.path:
+        sys.path.insert(0, str(TRAINING))
+    from digits_data import partition_path, write_partition
+    from digits_torch import build_model
+
+    kill_dag_apps.append("tony_nightly_retrain_torch")
+    hdfs, default_fs = tony_client.hdfs(), tony_client.default_fs()
+    lineage = tmp_path / "openlineage.jsonl"
+    env = {
+        **with_base_path(airflow_env, fresh_base),
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "pytest",
+    }
+    models, record = f"{fresh_base}/models/digits_torch", f"{fresh_base}/models/digits_torch/published.json"
+    partition = write_digits_partition(cluster, fresh_base, DAY1)
+    out = dags_test(env, "tony_nightly_retrain_torch", logical_date=f"{DAY1}T01:30:00+00:00")
+    assert run_state(out) == "success", out[-4000:]
+    first = result_of(out)
+    app_id, accuracy = first["application_id"], first["metrics"]["accuracy"]
+    assert accuracy > 0.5 and first["metrics"]["partition"] == DAY1, first["metrics"]
+    from airflow_provider_tony.runtime.messages import JobHistory
+
+    with hdfs.read(f"{fresh_base}/history/{app_id}.json") as reader:
+        tasks = JobHistory.from_json(reader.read()).state.tasks  # each rank's last report, as the AM kept it
+    reports = [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)]
+    shards_from_reports(hdfs, f"{partition}/train", reports)  # each rank its own files, together all
+    assert sum(r["input_records"] for r in reports) == 1437 and {r["eval_records"] for r in reports} == {360}
+    assert f"quality gate passed (accuracy: this run {accuracy}, published model None)" in out, out[-4000:]
+    published = read_json(hdfs, record)
+    assert published["application_id"] == app_id and published["metrics"]["accuracy"] == accuracy
+    model_dir = published["model_dir"]
+    assert {"model.pt", "model.json"} <= set(hdfs.list(model_dir)), hdfs.list(model_dir)
+    local = tmp_path / "model"
+    hdfs.download(model_dir, str(local))
+    model = build_model(json.loads((local / "model.json").read_text())["hidden"])
+    model.load_state_dict(torch.load(local / "model.pt", map_location="cpu"))  # strict: every tensor, every shape
+    extras = asset_extras(env, "tony_model_digits_torch")
+    assert extras and extras[-1]["application_id"] == app_id and extras[-1]["quality_gate"]["passed"], extras
+    events = [json.loads(line) for line in lineage.read_text().splitlines() if line.strip()]
+    done = [e for e in events if e.get("job", {}).get("name") == "tony_nightly_retrain_torch.train"]
+    complete = [e for e in done if e["eventType"] == "COMPLETE"]
+    assert len(complete) == 1, [e.get("eventType") for e in done]
+    assert {(i["namespace"], i["name"]) for i in complete[0]["inputs"]} >= {
+        (default_fs, f"{partition}/train"),
+        (default_fs, f"{partition}/eval"),
+    }, complete[0]["inputs"]
+
+    # Day 2's training labels went wrong upstream: the gate keeps day 1's model published.
+    before = own_runs(env)
+    write_partition(hdfs, partition_path(fresh_base, DAY2), DAY2, degrade=True)
+    bad = dags_test(env, "tony_nightly_retrain_torch", logical_date=f"{DAY2}T01:30:00+00:00")
+    assert run_state(bad) == "failed", bad[-4000:]
+    figures = re.search(r"quality gate FAILED \(accuracy: this run ([0-9.]+), published model ([0-9.]+)\)", bad)
+    assert figures and float(figures.group(2)) == accuracy and float(figures.group(1)) < accuracy, bad[-4000:]
+    assert "QualityGateFailed" in bad and len(re.findall(r"submitted (application_\d+_\d+)", bad)) == 1
+    runs = {r for r in own_runs(env) - before if r[0] == "tony_nightly_retrain_torch"}
+    assert train_tries(env, runs) == [(1, 2)], "one try of the two retries allowed"
+    assert read_json(hdfs, record)["application_id"] == app_id, "the published model stays"
+    assert hdfs.status(f"{models}/{DAY2}", strict=False) is None, "nothing published for day 2"
+    assert len(asset_extras(env, "tony_model_digits_torch")) == len(extras), "no model event for it"

@@ -1,6 +1,7 @@
 """Training projects on the real cluster: sibling modules through ``files``, a ``src_dir``
 (from the CLI and from the operator), content-hash reuse, and a TonY job converted from
-its ``tony.xml`` running a TonY-style script unchanged.
+its ``tony.xml`` running a TonY-style script unchanged (TensorFlow, and PyTorch meeting through
+TonY's ``INIT_METHOD``/``RANK``/``WORLD``).
 
 Only the TonY job and the ``files`` job run TensorFlow (they prove that a tutorial-like
 ``main.py`` finds its sibling and that TonY's ``CLUSTER_SPEC`` forms a working cluster);
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 JOBS = Path(__file__).parent / "jobs"
 TONY_PROJECT = JOBS / "tony_project"
+TONY_TORCH_PROJECT = JOBS / "tony_torch_project"
 SRC_PROJECT = JOBS / "src_project"
 BEAT = {"heartbeat_interval": 1, "heartbeat_timeout": 60, "registration_timeout": 300}
 
@@ -205,3 +207,40 @@ def test_tony_xml_converted_and_run(tmp_path: Path, app_tag: str, tony_client, c
     assert all(m["num_replicas"] == 2 and m["job_name"] == "worker" and m["task_num"] == "2" for m in metrics)
     assert [m["is_chief"] for m in metrics] == ["true", ""]
     assert metrics[0]["greeting"] == "hi from tony.xml"
+
+
+def test_tony_pytorch_project_converted_and_run(tmp_path: Path, app_tag: str, tony_client, capsys) -> None:
+    """TonY's PyTorch example shape: a ``tony.xml`` with ``tony.application.framework=pytorch`` and
+    two workers, and a script whose process group meets through ``INIT_METHOD``, ``RANK`` and
+    ``WORLD``, converted by ``tony convert`` and run unchanged: both ranks report world 2, an
+    all-reduce of ``rank + 1`` that only two ranks that met can make 3, and the same parameters
+    (DDP trained one model)."""
+    job_yaml = tmp_path / "job.yaml"
+    code = cli(
+        [
+            "convert",
+            str(TONY_TORCH_PROJECT / "tony.xml"),
+            "-o",
+            str(job_yaml),
+            "--executes",
+            "train_ddp.py",
+            "--task_params",
+            "--steps 10",
+            "--src_dir",
+            str(TONY_TORCH_PROJECT),
+            "--python_binary_path",
+            sys.executable,
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    spec = load_job(str(job_yaml))
+    assert spec.framework == "pytorch" and spec.roles["worker"].instances == 2
+    # Both ranks' reports, not only the decider's: worker:1 is not stopped before its record lands.
+    both = dataclasses.replace(spec, success_policy="all_workers")
+    result = tony_client.wait(tony_client.submit(both, extra_tags=[app_tag]), poll_interval=0.5)
+    assert result.succeeded, result.diagnostics
+    metrics = [result.am_state.task(f"worker:{i}").progress.metrics for i in (0, 1)]
+    assert [m["rank"] for m in metrics] == [0, 1] and {m["world"] for m in metrics} == {2}, metrics
+    assert {m["all_reduce"] for m in metrics} == {3.0}, metrics
+    assert metrics[0]["params"] == metrics[1]["params"], metrics
+    assert metrics[0]["init_method"] == metrics[1]["init_method"] and metrics[0]["init_method"].startswith("tcp://")

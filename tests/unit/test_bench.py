@@ -308,3 +308,43 @@ def test_a_report_that_never_reached_the_am_is_untimed_and_the_round_runs_again(
     tries.clear()
     with pytest.raises(run.Untimed):
         run._timed(flaky, tries=2)
+
+
+# ---------------------------------------------------------------- bench/torch_ddp.py
+
+
+def test_torch_ddp_bench_reads_rank0s_lines_rotates_and_takes_ratios_per_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0's stdout gives the loop's rate and its first step's wall clock (start-up = that - launch);
+    a run without them is an error, not a zero; rounds rotate; ratios are taken per round."""
+    torch_bench = load_script("bench/torch_ddp.py", "tony_bench_torch_ddp")
+    out = "noise\nTORCH_DDP_FIRST_STEP_WALL=1000.5\nTORCH_DDP_STEPS_PER_S=12.5\n"
+    assert torch_bench.parse_output(out, 990.0, "x") == torch_bench.Run(12.5, 10.5)
+    with pytest.raises(RuntimeError, match="no throughput from the by-hand run"):
+        torch_bench.parse_output("TORCH_DDP_STEPS_PER_S=12.5\n", 0.0, "by-hand run")
+
+    order: list[str] = []
+    monkeypatch.setattr(torch_bench.harness, "quiet_machine", lambda: order.append("quiet"))
+    rates = {"tony": [9.0, 10.0], "by_hand": [10.0, 10.0], "bare_yarn": [9.5, 8.0]}
+
+    def arm(name: str) -> Any:
+        return lambda: order.append(name) or torch_bench.Run(rates[name].pop(0), 3.0)
+
+    runs = torch_bench.rounds_of({name: arm(name) for name in ("tony", "by_hand", "bare_yarn")}, 2)
+    assert [n for n in order if n != "quiet"] == ["tony", "by_hand", "bare_yarn", "by_hand", "bare_yarn", "tony"]
+    assert order.count("quiet") == 6
+    summary = torch_bench.summary(runs, batch=4)
+    assert summary["ratio_tony_over_by_hand"] == {"median": 0.95, "min": 0.9, "max": 1.0, "n": 2}
+    assert summary["ratio_tony_over_bare_yarn"]["max"] == 1.25  # round 2: 10 / 8, not a ratio of medians
+    assert summary["by_hand"]["samples_per_s"]["median"] == 80.0  # 10 steps/s x batch 4 x 2 ranks
+    text = torch_bench.markdown(
+        {
+            **summary,
+            "args": ["--steps", "2"],
+            "rounds": 2,
+            "machine": "m",
+            "torch": "t",
+            "date": "d",
+            "load_average": [1.0],
+        }
+    )
+    assert "| (a) TonY: `TonyClient.submit`, `framework: pytorch` | 9.5 (9.0-10.0) | 76.0 (72.0-80.0) |" in text

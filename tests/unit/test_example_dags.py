@@ -27,6 +27,7 @@ def test_every_example_dag_parses(bag: Any) -> None:
         "tony_digits_partition",
         "tony_hparam_sweep",
         "tony_nightly_retrain",
+        "tony_nightly_retrain_torch",
         "tony_retrain_on_landing",
         "tony_score_new_model",
         "tony_train_on_demand",
@@ -44,3 +45,21 @@ def test_the_landing_dag_is_scheduled_on_a_watched_asset(bag: Any) -> None:
 
 def test_the_sweep_names_its_trials(bag: Any) -> None:
     assert bag.dags["tony_hparam_sweep"].get_task("train").map_index_template == "{{ task.job['name'] }}"
+
+
+def test_the_pytorch_retrain_trains_on_the_same_partition_through_its_own_gate(bag: Any) -> None:
+    """Scheduled on the same data asset as the TensorFlow retrain, reading the same two inputs, but
+    a PyTorch job with a gate, record, checkpoints and model asset of its own (one model's figures
+    never judge the other's)."""
+    from airflow_provider_tony.assets import data_asset
+
+    torch_dag, tf_dag = bag.dags["tony_nightly_retrain_torch"], bag.dags["tony_nightly_retrain"]
+    assert list(torch_dag.timetable.asset_condition.objects) == [data_asset("digits")]
+    job, tf_job = torch_dag.get_task("train").job, tf_dag.get_task("train").job
+    assert job["framework"] == "pytorch" and job["roles"]["worker"]["script"] == "digits_torch.py"
+    assert (DAGS / job["src_dir"] / "digits_torch.py").is_file() and (DAGS / job["src_dir"] / "tfrecords.py").is_file()
+    assert job["inputs"] == tf_job["inputs"]
+    assert job["quality_gate"]["metric"] == "accuracy"
+    assert job["quality_gate"]["record"].endswith("/models/digits_torch/published.json")
+    assert job["quality_gate"]["record"] != tf_job["quality_gate"]["record"]
+    assert torch_dag.get_task("train").model_asset.name != tf_dag.get_task("train").model_asset.name

@@ -242,3 +242,14 @@ def test_other_namenodes_become_the_jobs_other_namenodes(tmp_path: Path) -> None
     job, unmapped = convert_tony_xml(path, executes="train.py")
     assert "tony.other.namenodes" not in dict(unmapped)
     assert JobSpec.from_dict(job).other_namenodes == ["hdfs://nn2.example:8020", "hdfs://warehouse"]
+
+
+def test_the_pytorch_projects_tony_xml_converts_to_a_pytorch_job_of_two_workers() -> None:
+    """The tony.xml in TonY's PyTorch shape (tests/integration/jobs/tony_torch_project, which
+    test_projects.py runs on the cluster): framework, two workers, every key mapped."""
+    project = Path(__file__).resolve().parents[1] / "integration" / "jobs" / "tony_torch_project"
+    job, unmapped = convert_tony_xml(project / "tony.xml", executes="train_ddp.py", src_dir=str(project))
+    assert unmapped == []
+    spec = JobSpec.from_dict(job)
+    assert spec.framework == "pytorch" and set(spec.roles) == {"worker"}
+    assert spec.roles["worker"].instances == 2 and spec.roles["worker"].script == "train_ddp.py"

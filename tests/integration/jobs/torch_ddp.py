@@ -17,6 +17,12 @@ restored it from HDFS), and DDP's constructor hands its parameters to every rank
 goes out by broadcast. At the end rank 0 saves the model to ``$TONY_MODEL_DIR/model.pt``, writes
 TensorBoard events through ``torch.utils.tensorboard`` and reports ``accuracy`` for a quality gate.
 
+Throughput (``bench/torch_ddp.py`` reads it): the loop's steps after the first are timed (the first
+builds DDP's buckets and warms the collectives, start-up rather than training), checksum checks and
+checkpoints included; rank 0 prints ``TORCH_DDP_STEPS_PER_S=`` and ``TORCH_DDP_FIRST_STEP_WALL=``
+(the wall clock when its first step began, so a launcher can time start-up apart) and every rank
+reports ``train_steps_per_s``, ``train_samples_per_s`` (all ranks' samples) and ``first_step_wall``.
+
 ``--fail-rank R --fail-at STEP`` makes global rank R raise a ValueError at that step, on the first
 try only (``TONY_ATTEMPT`` 1) unless ``--every-attempt``: a bug of the script's own, or, with
 ``--exit-code``, an exit with that code instead. ``--step-seconds`` paces the steps, so a test
@@ -120,10 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     truth = _truth()
     attempt = os.environ.get("TONY_ATTEMPT", "1")
     checked, last_sum, loss = 0, checksum(model), float("nan")
+    first_step_wall: float | None = None
+    timed_from: float | None = None  # perf_counter at the end of the first step run here
     if local_rank == 0:  # the progress file is the container's: one process reports (nproc_per_node)
         progress.report(step=start, resumed_from=start, rank=rank, world=world, host=socket.gethostname())
 
     for step in range(start + 1, args.steps + 1):
+        if first_step_wall is None:
+            first_step_wall = time.time()
         if rank == args.fail_rank and step == args.fail_at and (args.every_attempt or attempt == "1"):
             if args.exit_code:
                 print(f"torch_ddp: rank {rank} exits with {args.exit_code} at step {step}", file=sys.stderr)
@@ -150,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.step_seconds:
             time.sleep(args.step_seconds)  # pacing, so a test can act mid-job
+        if timed_from is None:
+            timed_from = time.perf_counter()
+    rate = _throughput(timed_from, checked - 1)
+    if rank == 0:
+        print(f"TORCH_DDP_FIRST_STEP_WALL={first_step_wall}", flush=True)
+        print(f"TORCH_DDP_STEPS_PER_S={rate}", flush=True)
 
     accuracy = _accuracy(model, truth, device)
     if rank == 0:
@@ -167,9 +183,19 @@ def main(argv: list[str] | None = None) -> int:
             resumed_from=start,
             rank=rank,
             world=world,
+            train_steps_per_s=rate,
+            train_samples_per_s=rate * args.batch * world if rate else None,
+            first_step_wall=first_step_wall,
         )
     dist.destroy_process_group()
     return 0
+
+
+def _throughput(timed_from: float | None, steps: int) -> float | None:
+    """Steps per second since the end of the first step (None when fewer than two steps ran here)."""
+    if timed_from is None or steps < 1:
+        return None
+    return steps / (time.perf_counter() - timed_from)
 
 
 def _accuracy(model: nn.Module, truth: torch.Tensor, device: torch.device) -> float:
