@@ -118,19 +118,21 @@ def strategy_job(
         }
         for role, instances in STRATEGY_MODES[mode][1].items()
     }
+    return {"name": f"strategy-{mode}", "roles": roles, **_restartable(max_restarts, ckpt, model_dir), **extra}
+
+
+def _restartable(max_restarts: int, ckpt: str | None, model_dir: str | None) -> dict[str, Any]:
+    """What the node-loss jobs share: quick loss detection, ``max_restarts``, checkpoints polled often."""
     checkpoint: dict[str, Any] = {"poll_interval": 0.5, "keep": 20}
     checkpoint.update({"dir": ckpt} if ckpt else {})
     checkpoint.update({"model_dir": model_dir} if model_dir else {})
     return {
-        "name": f"strategy-{mode}",
-        "roles": roles,
         "python": {"interpreter": sys.executable},
         "heartbeat_interval": 1.0,
         "heartbeat_timeout": 15,
         "registration_timeout": 240,
         "max_restarts": max_restarts,
         "checkpoint": checkpoint,
-        **extra,
     }
 
 
@@ -144,9 +146,6 @@ TORCH_STEPS, TORCH_EVERY, TORCH_STEP_SECONDS = 150, 10, 0.3
 def torch_job(max_restarts: int, ckpt: str | None = None, model_dir: str | None = None, **extra: Any) -> dict[str, Any]:
     """The PyTorch DDP node-loss job; ``ckpt`` None leaves the checkpoint dir to the operator (a DAG's job)."""
     args = ["--steps", str(TORCH_STEPS), "--every", str(TORCH_EVERY), "--step-seconds", str(TORCH_STEP_SECONDS)]
-    checkpoint: dict[str, Any] = {"poll_interval": 0.5, "keep": 20}
-    checkpoint.update({"dir": ckpt} if ckpt else {})
-    checkpoint.update({"model_dir": model_dir} if model_dir else {})
     return {
         "name": "torch-ddp",
         "framework": "pytorch",
@@ -161,11 +160,6 @@ def torch_job(max_restarts: int, ckpt: str | None = None, model_dir: str | None 
                 "placement": "spread",
             }
         },
-        "python": {"interpreter": sys.executable},
-        "heartbeat_interval": 1.0,
-        "heartbeat_timeout": 15,
-        "registration_timeout": 240,
-        "max_restarts": max_restarts,
-        "checkpoint": checkpoint,
+        **_restartable(max_restarts, ckpt, model_dir),
         **extra,
     }
