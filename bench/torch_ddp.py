@@ -55,6 +55,8 @@ PY = sys.executable
 WAYS = ("tony", "by_hand", "bare_yarn")
 #: Per rank, on both YARN sides: a CPU torch process with gloo uses about 1.3 GiB (1 GiB was killed).
 MEMORY = "2 GiB"
+#: Steps between progress reports of the job (see ``job_args``).
+REPORT_EVERY = 10
 RATE_RE = re.compile(r"TORCH_DDP_STEPS_PER_S=([\d.]+)")
 FIRST_RE = re.compile(r"TORCH_DDP_FIRST_STEP_WALL=([\d.]+)")
 
@@ -68,7 +70,13 @@ class Run:
 
 
 def job_args(steps: int, hidden: int, batch: int, every: int) -> list[str]:
-    return ["--steps", str(steps), "--every", str(every), "--hidden", str(hidden), "--batch", str(batch)]
+    # Progress every REPORT_EVERY steps, as training scripts report (per log interval): a report
+    # per step at this model's tens of steps a second costs the TonY side a share of its
+    # throughput that the other two, without a progress file, never pay.
+    return [
+        "--steps", str(steps), "--every", str(every), "--hidden", str(hidden), "--batch", str(batch),
+        "--report-every", str(REPORT_EVERY),
+    ]  # fmt: skip
 
 
 def parse_output(text: str, launched: float, what: str) -> Run:
@@ -229,7 +237,9 @@ def markdown(r: dict[str, Any]) -> str:
         f" {r['date']}; load average at the end {r['load_average']} (other work shared the machine)."
         " Training: rank 0's steps/s after its first step (checksum all-gather and checkpoints included);"
         " samples/s counts both ranks. Start-up: launch (submit, or the processes' start) to rank 0's first step."
-        " Median (min-max).",
+        " Median (min-max). The job reports progress every"
+        f" {REPORT_EVERY} steps; only the TonY side has a progress file to write (a report per step, at"
+        " this model's tens of steps a second, cost that side about a third of its rate in an earlier run).",
         "",
         "| way | steps/s | samples/s | start-up s |",
         "|---|---|---|---|",

@@ -1,7 +1,7 @@
 """A PyTorch DDP job with a custom loop, written as a torchrun user writes one, for the PyTorch tests.
 
     torch_ddp.py [--steps N] [--every K] [--step-seconds S] [--fail-rank R --fail-at STEP]
-                 [--exit-code C] [--hidden H] [--batch B]
+                 [--exit-code C] [--hidden H] [--batch B] [--report-every K]
 
 ``init_process_group("env://")`` from the variables the runtime sets (gloo on CPU, NCCL where
 the process sees a GPU, the process's GPU chosen by ``LOCAL_RANK``). Each step trains a small
@@ -57,6 +57,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--every", type=int, default=5, help="checkpoint every K steps (0: never)")
     p.add_argument("--step-seconds", type=float, default=0.0)
+    p.add_argument("--report-every", type=int, default=1, help="report progress every K steps (and the last)")
     p.add_argument("--fail-rank", type=int, default=-1)
     p.add_argument("--fail-at", type=int, default=-1)
     p.add_argument("--exit-code", type=int, default=0)
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         checked += 1
         if rank == 0 and args.every and step % args.every == 0:
             _save(model, step, ckpt_dir)
-        if local_rank == 0:
+        if local_rank == 0 and (step % args.report_every == 0 or step == args.steps):
             progress.report(
                 step=step, loss=loss, checksum=last_sum, checked=checked, resumed_from=start, rank=rank, world=world
             )
