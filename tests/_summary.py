@@ -98,7 +98,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"# Where `make test`'s time goes ({doc['date']}, {doc['commit']}, {doc['machine']},"
         f" load average {doc['load_average_1m_at_end']} at the end)",
         "",
-        f"`make test` wall: {total:.0f} s ({total / 60:.1f} min); the parts run side by side (README, Tests)."
+        f"`make test` wall: {total:.0f} s ({total / 60:.1f} min); the parts run side by side (docs/development.md)."
         if total is not None
         else "`make test` wall: not recorded (the parts' pytest runs alone).",
         "",

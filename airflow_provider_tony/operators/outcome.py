@@ -144,7 +144,7 @@ def failed_try(result: JobResult, spec: JobSpec | None, fail_fast_on_permanent: 
     if fail_fast_on_permanent and not result.retryable:
         return AirflowFailException(
             f"{message}\nNot retried: a retry would fail the same way (see the "
-            "failure classification in the README; list an exit code in the job's "
+            "failure classification in docs/failures.md; list an exit code in the job's "
             "retryable_exit_codes to retry it)"
         )
     return AirflowException(message)

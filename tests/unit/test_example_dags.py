@@ -1,4 +1,4 @@
-"""The example DAGs parse and carry what the README says of them (no cluster: a DagBag of ``dags/``)."""
+"""The example DAGs parse and carry what docs/airflow.md says of them (no cluster: a DagBag of ``dags/``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's Layout section against the tree: every module listed, nothing listed that is gone.
+"""The Layout section (docs/development.md) against the tree: every module listed, nothing listed that is gone.
 
 A newcomer reads the Layout to find where something lives; one that misses a module (as it once
 missed follower, checks, kerberos and the e2e and chaos suites) sends them to read the tree instead.
@@ -10,15 +10,17 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Where the Layout section lives: the development page, not the README.
+LAYOUT_PAGE = ROOT / "docs" / "development.md"
 PACKAGE = ROOT / "airflow_provider_tony"
 #: Listed as a folder with what it holds, not module by module: the container side.
 LISTED_AS_A_FOLDER = ("runtime/",)
 
 
 def _layout() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", readme, flags=re.S | re.M)
-    assert block, "README.md has no Layout section with a code block"
+    page = LAYOUT_PAGE.read_text()
+    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", page, flags=re.S | re.M)
+    assert block, f"{LAYOUT_PAGE.relative_to(ROOT)} has no Layout section with a code block"
     return block.group(1).splitlines()
 
 
@@ -42,7 +44,7 @@ def test_every_module_of_the_package_is_in_the_layout_and_every_entry_exists() -
         if path.name != "__init__.py" and not str(path.relative_to(PACKAGE)).startswith(LISTED_AS_A_FOLDER)
     )
     assert len(modules) > 30
-    assert [m for m in modules if m not in entries] == [], "modules missing from README's Layout"
+    assert [m for m in modules if m not in entries] == [], "modules missing from the Layout (docs/development.md)"
     assert [e for e in entries if not (PACKAGE / e).exists()] == [], "Layout entries that are not in the tree"
 
 

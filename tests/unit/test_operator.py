@@ -675,8 +675,8 @@ def test_the_task_log_says_submitted_reattached_succeeded_and_failed(monkeypatch
     with pytest.raises(AirflowFailException) as fail:
         op._finish(failed("worker:0 exited with code 1"))
     assert str(fail.value).endswith(
-        "\nNot retried: a retry would fail the same way (see the failure classification in the README; list an"
-        " exit code in the job's retryable_exit_codes to retry it)"
+        "\nNot retried: a retry would fail the same way (see the failure classification in docs/failures.md;"
+        " list an exit code in the job's retryable_exit_codes to retry it)"
     )
 
 
