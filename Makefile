@@ -45,7 +45,7 @@ export TONY_DEVCLUSTER_PORT_BASE := $(SECURE_HA_PORT_BASE)
 endif
 endif
 
-.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos test-ha test-ha-secure lint mutate reference demo clean
+.PHONY: bench bootstrap bootstrap-test help venv cluster-up cluster-down cluster-status cluster-env airflow-up airflow-down test test-open test-fast test-secure test-chaos test-ha test-ha-secure lint docs mutate reference demo clean
 
 help:
 	@echo "make demo            run the tony_nightly_retrain DAG on the local YARN cluster"
@@ -59,6 +59,7 @@ help:
 	@echo "make test-ha-secure  the Kerberized HA profile: a NameNode failover with tokens, data on a second HDFS"
 	@echo "make mutate          mutation testing of the outcome-deciding modules -> bench/results/mutation.{json,md}"
 	@echo "make lint            ruff (lint, format check) and mypy (strict on the whole package)"
+	@echo "make docs            the documentation site from docs/ (MkDocs, strict: a broken link fails) -> build/site"
 	@echo "make reference       regenerate docs/jobspec.md and docs/jobspec.schema.json from the JobSpec model"
 	@echo "make bench           benchmarks on the local cluster -> bench/results/latest.{json,md}"
 	@echo "make cluster-up | cluster-down | cluster-status | -s cluster-env   (SECURE=1: the Kerberized cluster, HA=1: the HA cluster; each its own home and ports)"
@@ -262,7 +263,13 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# docs/ is generated from runtime/spec.py; tests/unit/test_reference.py fails when it is stale.
+# The pages of docs/ as a site in build/site (gitignored), mkdocs' own theme. Strict (mkdocs.yml):
+# a link to a page or an anchor that is not there fails the build, so CI runs it after lint.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict -d build/site
+
+# docs/jobspec.md and its schema are generated from runtime/spec.py; tests/unit/test_reference.py
+# fails when they are stale.
 reference: venv
 	$(PY) scripts/gen_reference.py
 
