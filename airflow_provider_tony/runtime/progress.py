@@ -40,16 +40,19 @@ RECENT_POINTS = MAX_BEAT_POINTS
 #: Bytes of JSON that window may hold: a report with many long metrics leaves fewer points in it.
 RECENT_BYTES = 32 << 10
 
-_recent: collections.deque[tuple[dict[str, Any], int]] = collections.deque()
+#: The window, each point kept as the JSON it is written as: a report encodes its own point once,
+#: not the whole window again (a script may report every step, tens of times a second).
+_recent: collections.deque[str] = collections.deque()
 
 
-def _remember(point: dict[str, Any]) -> list[dict[str, Any]]:
-    """Add ``point`` to the window, drop the oldest past ``RECENT_POINTS`` or ``RECENT_BYTES``; the window."""
-    _recent.append((point, len(json.dumps(point))))
-    size = sum(n for _, n in _recent)
+def _remember(encoded: str) -> str:
+    """Add a point (its JSON) to the window, drop the oldest past ``RECENT_POINTS`` or ``RECENT_BYTES``;
+    the window as a JSON array."""
+    _recent.append(encoded)
+    size = sum(len(e) for e in _recent)
     while _recent and (len(_recent) > RECENT_POINTS or size > RECENT_BYTES):
-        size -= _recent.popleft()[1]
-    return [p for p, _ in _recent]
+        size -= len(_recent.popleft())
+    return "[" + ",".join(_recent) + "]"
 
 
 def _clean(value: Any) -> Any:
@@ -100,8 +103,9 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
         time=time.time(),
         metrics=cleaned,
     )
-    latest = doc.to_dict()
-    body = json.dumps({**latest, "recent": _remember(latest)}, separators=(",", ":"))
+    latest = json.dumps(doc.to_dict(), separators=(",", ":"))  # an object: "{...}"
+    recent = _remember(latest)
+    body = f'{latest[:-1]},"recent":{recent}}}' if latest != "{}" else f'{{"recent":{recent}}}'
     # Per process: several processes of one container (nproc_per_node) reporting at once must not
     # move each other's half-written file; the last complete report wins.
     tmp = Path(f"{path}.{os.getpid()}.tmp")
