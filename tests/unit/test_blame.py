@@ -11,7 +11,7 @@ from __future__ import annotations
 from airflow_provider_tony.runtime.blame import BLAMED_MIN_SILENCE_S, BLAMED_MISSED_BEATS, blamed
 from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.state import JobTracker, TaskState
-from tests.unit.test_state import T0, beat, failed, make_tracker, register
+from tests.unit.support.tracker import T0, beat, failed, make_tracker, register
 
 INTERVAL, TIMEOUT = 1.0, 30.0
 BY_NAME = [

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import find_local
-
-from .test_checkpoint import write_ckpt
+from tests.unit.support.hdfs import write_ckpt
 
 
 @pytest.mark.parametrize(
@@ -52,7 +51,7 @@ def test_a_bad_state_file_is_skipped_and_the_next_one_still_counts(tmp_path: Pat
 
 
 def _spec(roles: dict[str, int], checkpoint_dir: str | None = None) -> Any:
-    from .test_state import make_spec
+    from tests.unit.support.tracker import make_spec
 
     return make_spec(roles, **({"checkpoint": {"dir": checkpoint_dir}} if checkpoint_dir else {}))
 

@@ -2,7 +2,7 @@
 
 The rule (``runtime/checkpoint_torch.py``): ``<name>-<step>.pt`` that ``torch.save`` wrote to the
 end (a whole zip archive); uploaded alone with the manifest, restored under its own name, so the
-script's own "load the newest" finds it. The fakes and fixtures are ``test_checkpoint.py``'s.
+script's own "load the newest" finds it. The fakes are ``support/hdfs.py``'s, the fixtures ``conftest.py``'s.
 """
 
 from __future__ import annotations
@@ -21,19 +21,7 @@ from airflow_provider_tony.runtime.checkpoint import (
     upload,
     why_not_whole,
 )
-from tests.unit.test_checkpoint import REMOTE, FakeHdfs, make_sync, tree, write_ckpt
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> FakeHdfs:
-    return FakeHdfs(tmp_path / "hdfs")
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> Path:
-    """``$TONY_CHECKPOINT_DIR``: its parent (the container's work dir) exists, it need not."""
-    (tmp_path / "work").mkdir()
-    return tmp_path / "work" / "ckpt"
+from tests.unit.support.hdfs import REMOTE, FakeHdfs, make_sync, tree, write_ckpt
 
 
 def save(folder: Path, step: int, name: str = "ckpt-{step}.pt") -> Path:

@@ -20,9 +20,9 @@ from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import Cost, JobHistory
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn.follower import AppReport
-from tests.unit.test_checkpoint import FakeHdfs
-from tests.unit.test_gate import MODEL, OTHER_APP, export, gated_operator, model_bytes, spec
-from tests.unit.test_operator import APP, failed, final_document, succeeded
+from tests.unit.support.gate import MODEL, OTHER_APP, export, gated_operator, model_bytes, spec
+from tests.unit.support.hdfs import FakeHdfs
+from tests.unit.support.operator import APP, failed, final_document, succeeded
 
 HISTORY = "/user/airflow/tony/history"
 
@@ -169,7 +169,7 @@ def test_tony_submit_says_the_same_conclusion_and_warns_of_what_it_could_not_do(
     import yaml
 
     from airflow_provider_tony import cli
-    from tests.unit.test_gate import SubmitClient
+    from tests.unit.support.gate import SubmitClient
 
     class Client(SubmitClient):
         def final_cost(self, app_id: str) -> None:

@@ -33,19 +33,11 @@ from airflow_provider_tony.runtime.messages import (
 from airflow_provider_tony.yarn import http as web
 from airflow_provider_tony.yarn.client import TonyClient
 from airflow_provider_tony.yarn.follower import Action, AppReport, Follower, JobResult, TonyEvent
-
-APP = "application_1700000000000_0007"
-URL = f"http://rm:8088/cluster/app/{APP}"
-T0 = 500.0
-STARTUP, STALE = 60.0, 30.0
+from tests.unit.support.follower import APP, STALE, STARTUP, T0, URL, report
 
 
 def follower() -> Follower:
     return Follower(APP, startup_timeout=STARTUP, am_stale_timeout=STALE)
-
-
-def report(state: str, final_status: str = "UNDEFINED", diagnostics: str = "") -> AppReport:
-    return AppReport(app_id=APP, state=state, final_status=final_status, diagnostics=diagnostics, tracking_url=URL)
 
 
 def doc(

@@ -20,24 +20,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_tony.operators.tony import XCOM_QUALITY_GATE, QualityGateFailed
 from airflow_provider_tony.runtime import gate
 from airflow_provider_tony.runtime.errors import SpecError
-from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress
+from airflow_provider_tony.runtime.messages import GateResult, JobHistory
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
-from tests.unit.test_checkpoint import FakeHdfs
-from tests.unit.test_operator import APP, OutletEvents, final_document, operator, succeeded
-
-MODEL = "/user/airflow/models/digits"
-OTHER_APP = "application_1700000000000_0041"
-
-
-def spec(mode: str = "max", record: str | None = None, metric: str = "val_accuracy") -> JobSpec:
-    return JobSpec.from_dict(
-        {
-            "roles": {"worker": {"command": ["true"]}},
-            "checkpoint": {"model_dir": MODEL},
-            "quality_gate": {"metric": metric, "mode": mode, "record": record},
-        }
-    )
+from tests.unit.support.gate import MODEL, OTHER_APP, SubmitClient, export, gated_operator, model_bytes, spec
+from tests.unit.support.hdfs import FakeHdfs
+from tests.unit.support.operator import APP, final_document, succeeded
 
 
 @pytest.mark.parametrize(
@@ -140,27 +128,6 @@ def test_a_record_without_a_finite_number_has_no_figure() -> None:
     assert gate.ModelRecord.from_json(b"x" * (gate.MAX_RECORD_BYTES + 1)) is None
 
 
-def export(hdfs: FakeHdfs, tmp: Path, app_id: str, accuracy: float | None) -> None:
-    """What the executor leaves for a gated job: the model in its candidate folder, with its metadata."""
-    local = tmp / f"model-{app_id}"
-    local.mkdir()
-    (local / "saved_model.pb").write_bytes(app_id.encode())
-    metrics = {} if accuracy is None else {"val_accuracy": accuracy}
-    record = gate.model_record(app_id, Progress(step=60, metrics=metrics), MODEL)
-    (local / gate.MODEL_METADATA).write_bytes(record.to_json())
-    hdfs.makedirs("/user/airflow/models")
-    hdfs.upload(gate.candidate_dir(MODEL, app_id), str(local))
-
-
-def model_bytes(hdfs: FakeHdfs, path: str | None = None) -> bytes:
-    """The model's bytes at ``path``; by default the published one's (what the pointer names)."""
-    if path is None:
-        published = gate.published_record(hdfs, spec())
-        assert published is not None, "nothing is published"
-        path = published.model_dir
-    return (hdfs.root / path.lstrip("/") / "saved_model.pb").read_bytes()
-
-
 def test_first_model_passes_then_a_worse_one_is_set_aside_and_a_better_one_replaces_it(tmp_path: Path) -> None:
     hdfs = FakeHdfs(tmp_path / "hdfs")
     export(hdfs, tmp_path, OTHER_APP, 0.9)
@@ -243,16 +210,6 @@ def test_the_spec_refuses_a_gate_without_a_model_and_best_n_without_a_metric() -
 
 
 # --------------------------------------------------------------------------- the operator
-
-
-def gated_operator(tmp_path: Path, **kwargs: Any) -> tuple[Any, Any, dict[str, Any], FakeHdfs]:
-    hdfs = FakeHdfs(tmp_path / "hdfs")
-    op, hook, ctx = operator(succeeded(), **kwargs)
-    op.job["quality_gate"] = {"metric": "val_accuracy"}
-    hook.webhdfs_for = lambda spec: hdfs
-    hook.history_dir = "/user/airflow/tony/history"
-    ctx["outlet_events"] = OutletEvents()
-    return op, hook, ctx, hdfs
 
 
 @pytest.mark.parametrize("deferrable", [False, True])
@@ -357,32 +314,6 @@ def test_the_uploader_ranks_checkpoints_by_the_gates_metric(tmp_path: Path, monk
 
 
 # --------------------------------------------------------------------------- tony submit
-
-
-class SubmitClient:
-    """What ``tony submit`` uses of ``TonyClient``: submit, wait, webhdfs_for, history_dir."""
-
-    def __init__(self, hdfs: FakeHdfs) -> None:
-        self._hdfs = hdfs
-        self.history_dir = "/user/airflow/tony/history"
-
-    def submit(self, spec: JobSpec, *, extra_tags: list[str]) -> str:
-        return APP
-
-    def wait(self, app_id: str, **kwargs: Any) -> Any:
-        return succeeded()
-
-    def final_cost(self, app_id: str) -> None:
-        return None
-
-    def webhdfs_for(self, spec: JobSpec) -> FakeHdfs:
-        return self._hdfs
-
-    def __enter__(self) -> SubmitClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
 
 def test_tony_submit_judges_the_model_and_exits_3_when_it_fails(

@@ -26,9 +26,9 @@ from airflow_provider_tony.runtime import gate, hdfs_io
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.messages import MAX_HISTORY_BYTES, GateResult, JobHistory, Progress
 from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
-from tests.unit.test_checkpoint import FakeHdfs
-from tests.unit.test_gate import MODEL, OTHER_APP, export, model_bytes, spec
-from tests.unit.test_operator import APP
+from tests.unit.support.gate import MODEL, OTHER_APP, export, model_bytes, spec
+from tests.unit.support.hdfs import FakeHdfs
+from tests.unit.support.operator import APP
 
 RECORD = "/user/airflow/models/digits-published.json"
 THIRD = "application_1700000000000_0043"

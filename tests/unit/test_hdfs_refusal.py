@@ -20,8 +20,8 @@ from airflow_provider_tony.runtime.executor import after_final_flush
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit
 from airflow_provider_tony.runtime.hdfs_io import with_retries
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, refusal, refused_line
-from tests.unit.test_checkpoint import REMOTE, FakeHdfs, make_sync, write_ckpt
-from tests.unit.test_state import CODE_GRACE, T0, failed, make_tracker, start
+from tests.unit.support.hdfs import REMOTE, FakeHdfs, make_sync, write_ckpt
+from tests.unit.support.tracker import CODE_GRACE, T0, failed, make_tracker, start
 
 QUOTA = (
     "The DiskSpace quota of /user/alice/job/ckpts is exceeded: quota = 1048576 B = 1 MB "

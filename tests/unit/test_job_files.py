@@ -20,6 +20,7 @@ from airflow_provider_tony.operators.tony import TonyOperator
 from airflow_provider_tony.runtime import spec as spec_module
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec, numbers_from_text
+from tests.unit.support.job_files import FakeHook
 
 JOB_YAML = """\
 name: digits-{{ params.tag }}
@@ -33,11 +34,6 @@ heartbeat_timeout: "{{ params.timeout }}"
 files:
   conf.yaml: {conf}
 """
-
-
-class FakeHook:
-    base_path = "/user/airflow/tony"
-    default_queue = "default"
 
 
 def context(**params: Any) -> dict[str, Any]:

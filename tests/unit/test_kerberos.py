@@ -12,6 +12,7 @@ import pytest
 from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import hadoop_tokens as ht
 from airflow_provider_tony.runtime.hadoop_tokens import Token, TokenFileError, parse_credentials
+from tests.unit.support.kerberos import _writable
 
 # Non-trivial sizes: an identifier over 127 bytes needs a multi-byte varint.
 HDFS = Token(
@@ -46,21 +47,6 @@ RM = Token(
 def test_vint_matches_hadoop_writable_utils(value: int, encoded: str) -> None:
     assert ht._vint(value).hex() == encoded
     assert ht._Reader(bytes.fromhex(encoded)).vint() == value
-
-
-def _writable(*tokens: Token) -> bytes:
-    out = ht.MAGIC + bytes([ht.WRITABLE]) + ht._vint(len(tokens))
-    for t in tokens:
-        out += (
-            ht._text(t.alias)
-            + ht._vint(len(t.identifier))
-            + t.identifier
-            + ht._vint(len(t.password))
-            + t.password
-            + ht._text(t.kind)
-            + ht._text(t.service)
-        )
-    return out + ht._vint(1) + ht._text("a-secret-key") + ht._vint(3) + b"xyz"
 
 
 def _pb_field(number: int, payload: bytes) -> bytes:

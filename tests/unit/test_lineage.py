@@ -27,8 +27,8 @@ from airflow_provider_tony import lineage  # noqa: E402
 from airflow_provider_tony.operators.tony import QualityGateFailed  # noqa: E402
 from airflow_provider_tony.runtime.messages import Cost  # noqa: E402
 from airflow_provider_tony.runtime.spec import JobSpec  # noqa: E402
-from tests.unit.test_gate import MODEL, OTHER_APP, export, gated_operator  # noqa: E402
-from tests.unit.test_operator import APP, operator, succeeded  # noqa: E402
+from tests.unit.support.gate import MODEL, OTHER_APP, export, gated_operator  # noqa: E402
+from tests.unit.support.operator import APP, operator, succeeded  # noqa: E402
 
 NAMESPACE = "hdfs://namenode:8020"
 

@@ -18,10 +18,8 @@ from airflow_provider_tony.runtime.messages import TaskState
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.state import final_diagnostics
 from airflow_provider_tony.runtime.yarn_exit import SKEIN_MEMORY_DIAGNOSTICS, MemoryKill, memory_kill
-
-from .test_preemption import container, exit_record, running_am
-from .test_restart import run_gang
-from .test_state import T0, failed, make_tracker
+from tests.unit.support.am import container, exit_record, running_am
+from tests.unit.support.tracker import T0, failed, make_tracker, run_gang
 
 MIB = 2**20
 #: skein's exit message for a -104 (its Utils.formatExceededMemMessage keeps the figures only).

@@ -14,8 +14,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_tony.operators.tony import XCOM_FAILURE, TonyOperator
 from airflow_provider_tony.runtime.messages import Failure, JobHistory, StateDocument
 from airflow_provider_tony.yarn.follower import AppReport, JobResult
-
-from .test_operator import APP, URL, FakeHook, FakeTaskStateStore, FakeTI
+from tests.unit.support.operator import APP, URL, FakeHook, FakeTaskStateStore, FakeTI
 
 OOM = Failure(
     kind="out_of_memory",

@@ -24,8 +24,7 @@ from airflow_provider_tony.operators.tony import (
 from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.yarn.follower import JobResult
 from airflow_provider_tony.yarn.logformat import SHOWN_MAX
-
-from .test_state import make_spec
+from tests.unit.support.tracker import make_spec
 
 APP = "application_1_0001"
 #: Longer than a log line's default cut, shorter than the diagnostics cap: shown whole.

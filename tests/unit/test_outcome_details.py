@@ -18,9 +18,8 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import BestOf, CheckpointSync, remote_checkpoints
 from airflow_provider_tony.runtime.messages import Failure
 from airflow_provider_tony.yarn.follower import Action, JobResult
-
-from .test_checkpoint import REMOTE, FakeHdfs, write_ckpt
-from .test_follower import APP, STALE, T0, report
+from tests.unit.support.follower import APP, STALE, T0, report
+from tests.unit.support.hdfs import REMOTE, FakeHdfs, write_ckpt
 
 
 def test_a_failure_read_back_from_its_dict_form_is_typed() -> None:

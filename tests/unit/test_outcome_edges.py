@@ -20,7 +20,7 @@ from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.inputs import InputFile, deal
 from airflow_provider_tony.runtime.messages import DelegationToken
-from tests.unit.test_rest_submit import FS, app_spec, make
+from tests.unit.support.rest import FS, app_spec, make
 
 
 def _sizes(shards: list[list[InputFile]]) -> list[list[int]]:

@@ -29,30 +29,7 @@ from airflow_provider_tony.runtime.messages import (
     TaskState,
 )
 from airflow_provider_tony.runtime.state import JobTracker
-
-from .test_state import CODE_GRACE, T0, failed, make_spec, make_tracker
-
-WORKERS = {"chief": 1, "worker": 2}
-
-
-def run_gang(tr: JobTracker, now: float, restored_step: int | None = None, host: str = "h1") -> None:
-    """Every task of the current gang registers, gets the cluster and starts user code."""
-    gen = tr.generation
-    for i, task_id in enumerate(sorted(tr.tasks)):
-        tr.register(task_id, Registration(host=host, port=3000 + i, generation=gen), now)
-    tr.cluster_doc(now)
-    for task_id in tr.tasks:
-        tr.heartbeat(task_id, Heartbeat(seq=1, user_started=True, restored_step=restored_step, generation=gen), now)
-
-
-def lose(tr: JobTracker, task_id: str, now: float) -> None:
-    tr.container_ended(task_id, "container KILLED: node lost", now)
-
-
-def restart(tr: JobTracker, now: float) -> None:
-    """What the AM does for a pending restart: new containers named by skein's next instances."""
-    slots = {f"{tid.split(':')[0]}_{int(tid.split(':')[1]) + 10 * (tr.generation + 1)}": tid for tid in tr.tasks}
-    tr.begin_generation(slots, now)
+from tests.unit.support.tracker import CODE_GRACE, T0, WORKERS, failed, lose, make_spec, make_tracker, restart, run_gang
 
 
 def test_a_lost_worker_with_restarts_left_restarts_the_gang_instead_of_failing() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_tony import retention
 from airflow_provider_tony.retention import Policy, plan
-from tests.unit.test_retention import BASE, DAY, NOW, TimedHdfs, names, plant, planted
+from tests.unit.support.retention import BASE, DAY, NOW, TimedHdfs, names, plant, planted
 
 RUNS = f"{BASE}/checkpoints/nightly/train"
 

@@ -11,32 +11,11 @@ import pytest
 
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
 from airflow_provider_tony.runtime.messages import Heartbeat, TaskState
-from airflow_provider_tony.runtime.state import JobTracker
+from tests.unit.support.tracker import CODE_GRACE, COLLECTIVE, FULL_GRACE, HB, T0, alive, failed, make_tracker, start
 
-from .test_state import CODE_GRACE, T0, failed, make_tracker, start
-
-# What TensorFlow 2.21 prints when a peer goes away (survivors of a lost
-# MultiWorkerMirroredStrategy worker, a ParameterServerStrategy chief whose
-# ps died, the coordination service).
-COLLECTIVE = [
-    "Traceback (most recent call last):",
-    "tensorflow.python.framework.errors_impl.UnavailableError: Collective ops is aborted by: "
-    "failed to connect to all addresses",
-    "\t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_step_1234]",
-]
 PS_LOST = ["tensorflow.python.framework.errors_impl.UnavailableError: Socket closed"]
 COORDINATION = ["The coordination service has stopped: Task /job:worker/replica:0/task:1 heartbeat timeout."]
 TRACEBACK = ["Traceback (most recent call last):", "ValueError: shapes (32, 10) and (64,) are incompatible"]
-
-HB = {"heartbeat_interval": 1.0, "heartbeat_timeout": 10.0}
-FULL_GRACE = 10.0 + 2 * 1.0  # heartbeat_timeout + two beats
-
-
-def alive(tr: JobTracker, now: float, *task_ids: str) -> None:
-    """Each task beats (a new sequence number) at ``now``."""
-    for task_id in task_ids or tuple(tr.tasks):
-        seq = (tr.tasks[task_id].hb_seq or 0) + 1
-        tr.heartbeat(task_id, Heartbeat(seq=seq, user_started=True), now)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,6 @@ from airflow_provider_tony.runtime.messages import (
     StateDocument,
     Usage,
 )
-from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.state import (
     JobTracker,
     TaskState,
@@ -28,90 +27,13 @@ from airflow_provider_tony.runtime.state import (
     final_diagnostics,
     material,
 )
+from tests.unit.support.tracker import CODE_GRACE, T0, beat, failed, make_tracker, register, start
 
 APP_ID = "application_1700000000000_0042"
-T0 = 1000.0  # the tracker's start on the AM's monotonic clock
 
 # --------------------------------------------------------------------------- #
 # helpers
 # --------------------------------------------------------------------------- #
-
-
-def make_spec(roles: dict[str, int | dict[str, Any]], **options: Any) -> JobSpec:
-    """``{"worker": 2, "ps": {"instances": 1, "gpus": 2}}`` -> a validated JobSpec."""
-    built: dict[str, dict[str, Any]] = {}
-    for name, value in roles.items():
-        role = {"instances": value} if isinstance(value, int) else dict(value)
-        role.setdefault("command", ["true"])
-        built[name] = role
-    return JobSpec.from_dict({"name": "t", "roles": built, **options})
-
-
-#: How long a training-code failure (no peer blamed, none silent) waits for a
-#: root cause with the default heartbeat_interval (5 s): one container check.
-CODE_GRACE = 5.0
-
-
-def make_tracker(roles: dict[str, int | dict[str, Any]], **options: Any) -> JobTracker:
-    return JobTracker(make_spec(roles, **options), T0)
-
-
-def register(
-    tr: JobTracker,
-    task_id: str,
-    now: float = T0 + 1,
-    host: str = "h1",
-    port: int | None = None,
-    gpus_local: list[str] | None = None,
-    gpus_pinned: list[str] | None = None,
-) -> None:
-    if port is None:
-        port = 2000 + sorted(tr.tasks).index(task_id)
-    tr.register(task_id, Registration(host=host, port=port, gpus_local=gpus_local or [], gpus_pinned=gpus_pinned), now)
-
-
-def beat(
-    tr: JobTracker,
-    task_id: str,
-    seq: int,
-    now: float,
-    user_started: bool = True,
-    step: int | None = None,
-    total_steps: int | None = None,
-    progress_time: float | None = None,
-) -> None:
-    progress = None
-    if step is not None:
-        progress = Progress(
-            step=step,
-            epoch=1,
-            time=progress_time if progress_time is not None else float(step),
-            total_steps=total_steps,
-        )
-    tr.heartbeat(task_id, Heartbeat(seq=seq, user_started=user_started, progress=progress), now)
-
-
-def start(tr: JobTracker, now: float = T0 + 1, skip: tuple[str, ...] = ()) -> ClusterDocument:
-    """Register every task (tensorboard too, unless skipped), publish the cluster, start user code."""
-    for task_id in tr.tasks:
-        if task_id not in skip:
-            register(tr, task_id, now)
-    doc = tr.cluster_doc(now)
-    for task_id in tr.tasks:
-        if task_id not in skip:
-            beat(tr, task_id, 1, now)
-    return doc
-
-
-def failed(verdict: Verdict | None, *fragments: str, retryable: bool | None = None) -> Verdict:
-    assert verdict is not None, "expected a failure verdict, got none"
-    assert verdict.succeeded is False, verdict
-    assert verdict.final_status == "FAILED"
-    for fragment in fragments:
-        assert fragment in verdict.diagnostics, (fragment, verdict.diagnostics)
-    if retryable is not None:
-        assert verdict.retryable is retryable, verdict
-    return verdict
 
 
 # --------------------------------------------------------------------------- #

@@ -11,11 +11,20 @@ from __future__ import annotations
 from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.messages import Heartbeat, TaskState
 from airflow_provider_tony.runtime.state import MAX_PREEMPTION_RESTARTS
-
-from .test_preemption import preempt
-from .test_restart import WORKERS, lose, restart, run_gang
-from .test_root_cause import COLLECTIVE
-from .test_state import T0, beat, failed, make_tracker, register, start
+from tests.unit.support.am import preempt
+from tests.unit.support.tracker import (
+    COLLECTIVE,
+    T0,
+    WORKERS,
+    beat,
+    failed,
+    lose,
+    make_tracker,
+    register,
+    restart,
+    run_gang,
+    start,
+)
 
 
 def test_a_fresh_job_has_no_uploader_to_wait_for() -> None:

@@ -226,7 +226,7 @@ def test_client_from_env_reads_the_pointed_file_only_for_a_refreshing_job(tmp_pa
     """The executor's client: the pointer from the store, the token from the file it names, read with its own."""
     from airflow_provider_tony.runtime.hdfs_io import client_from_env
     from airflow_provider_tony.runtime.webhdfs_token import DelegationTokenClient
-    from tests.unit.test_kerberos import _writable
+    from tests.unit.support.kerberos import _writable
 
     url, handler = webhdfs
     own, fresh = token(T0, T0 + 240, b"own"), token(T0, T0 + 500, b"fresh")

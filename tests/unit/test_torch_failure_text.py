@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_tony.runtime.failure import FailureKind, classify_exit, peer_failure
-from tests.unit.test_root_cause import FULL_GRACE, HB, alive
-from tests.unit.test_state import T0, failed, make_tracker, start
+from tests.unit.support.tracker import FULL_GRACE, HB, T0, alive, failed, make_tracker, start
 
 _SITE = "/work/main/.venv/lib/python3.11/site-packages/torch/distributed"
 _WAIT = [

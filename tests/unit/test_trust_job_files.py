@@ -21,6 +21,7 @@ from airflow_provider_tony.operators.tony import TonyOperator, safe_component
 from airflow_provider_tony.runtime import jobyaml
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import MAX_SPEC_BYTES, MAX_TASKS, JobSpec
+from tests.unit.support.job_files import FakeHook
 
 #: The review's 199-character param: YAML that, pasted into the file's text, added keys.
 HOSTILE = (
@@ -39,11 +40,6 @@ roles:
 checkpoint:
   model_dir: "/user/airflow/tony/models/{{ params.day }}"
 """
-
-
-class FakeHook:
-    base_path = "/user/airflow/tony"
-    default_queue = "default"
 
 
 def _context(run_id: str = "manual__1", **params: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Fakes and helpers shared by unit test modules, so no test module imports another."""
