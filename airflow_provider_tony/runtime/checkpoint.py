@@ -114,16 +114,17 @@ def _complete_files(state_dir: Path, prefix: str) -> tuple[Path, ...] | None:
     return tuple(sorted(p.relative_to(state_dir) for p in [index, *shards]))
 
 
-def _state_files(local_dir: Path) -> list[Path]:
-    """Every ``checkpoint`` state file under ``local_dir``, in path order, links not followed.
+def _walk(local_dir: Path) -> list[Path]:
+    """Every file under ``local_dir``, in path order, links not followed: one walk per poll, which
+    both frameworks' rules read.
 
     The training process writes here while it is walked: TensorFlow saves into
     a ``*_temp`` folder and renames it, so a folder may vanish between being
     listed and being entered. ``os.walk`` skips such a folder (``Path.rglob``
     raised ``FileNotFoundError`` and ended the uploader's thread).
     """
-    found = [Path(root) / STATE_FILE for root, _dirs, files in os.walk(local_dir) if STATE_FILE in files]
-    return sorted(found)  # a stable order: of two with the same step, the first in path order wins
+    # A stable order: of two checkpoints with the same step, the first in path order wins.
+    return sorted(Path(root) / name for root, _dirs, names in os.walk(local_dir) for name in names)
 
 
 def find_local(local_dir: Path) -> LocalCheckpoint | None:
@@ -131,7 +132,8 @@ def find_local(local_dir: Path) -> LocalCheckpoint | None:
     best: LocalCheckpoint | None = None
     if not local_dir.is_dir():
         return None
-    for state in _state_files(local_dir):
+    files_found = _walk(local_dir)
+    for state in (path for path in files_found if path.name == STATE_FILE):
         try:
             match = _PATH_RE.search(state.read_text())
         except OSError:
@@ -149,7 +151,7 @@ def find_local(local_dir: Path) -> LocalCheckpoint | None:
         found = LocalCheckpoint(int(step.group(1)), state.parent, prefix, files)
         if best is None or found.step > best.step:
             best = found
-    torch = checkpoint_torch.newest_whole(local_dir)
+    torch = checkpoint_torch.newest_whole(files_found)
     if torch is not None and (best is None or torch[0] > best.step):  # a tie: TensorFlow's
         path = torch[1]
         best = LocalCheckpoint(torch[0], path.parent, path.name, (Path(path.name),), checkpoint_torch.FRAMEWORK)

@@ -21,11 +21,10 @@ checkpoints in practice, and of two at the same step TensorFlow's wins.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 __all__ = ["FRAMEWORK", "holds_one", "newest_whole", "step_of", "why_not_whole", "written_to_the_end"]
@@ -51,19 +50,14 @@ def written_to_the_end(path: Path) -> bool:
         return False  # vanished, unreadable, or not yet (or never) a whole archive
 
 
-def newest_whole(local_dir: Path) -> tuple[int, Path] | None:
-    """The newest whole checkpoint file anywhere under ``local_dir`` as ``(step, path)``, None if none.
+def newest_whole(paths: Iterable[Path]) -> tuple[int, Path] | None:
+    """The newest whole checkpoint file among ``paths`` (every file under the local checkpoint
+    directory, in path order) as ``(step, path)``, None if none.
 
     Candidates are tried newest first, so a poll opens one archive when the
     newest is whole; of two with the same step the first in path order wins.
-    Links are not followed; a folder that vanishes while walked is skipped.
     """
-    found = [
-        (step, Path(root) / name)
-        for root, _dirs, names in os.walk(local_dir)
-        for name in names
-        if (step := step_of(name)) is not None
-    ]
+    found = [(step, path) for path in paths if (step := step_of(path.name)) is not None]
     for step, path in sorted(found, key=lambda item: (-item[0], item[1])):
         if written_to_the_end(path):
             return step, path
