@@ -103,9 +103,8 @@ def report(step: int | None = None, epoch: int | None = None, total_steps: int |
         time=time.time(),
         metrics=cleaned,
     )
-    latest = json.dumps(doc.to_dict(), separators=(",", ":"))  # an object: "{...}"
-    recent = _remember(latest)
-    body = f'{latest[:-1]},"recent":{recent}}}' if latest != "{}" else f'{{"recent":{recent}}}'
+    latest = json.dumps(doc.to_dict(), separators=(",", ":"))  # "{...}", never empty: every field is there
+    body = f'{latest[:-1]},"recent":{_remember(latest)}}}'
     # Per process: several processes of one container (nproc_per_node) reporting at once must not
     # move each other's half-written file; the last complete report wins.
     tmp = Path(f"{path}.{os.getpid()}.tmp")
