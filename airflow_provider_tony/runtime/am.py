@@ -436,8 +436,11 @@ class ApplicationMaster:
                 log.warning("restart: %s could not upload its newest checkpoint: %s", task_id, answer.error)
             self.tracker.drained(answer.step, waited, answer.last_step)
             return True
-        if self.app.kv.get(C.kv_exit(task_id)) is not None:
-            self.tracker.drained(None, waited)
+        raw = self.app.kv.get(C.kv_exit(task_id))
+        ended = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
+        if ended is not None:  # it ended on its own (its collective failed) after its final flush
+            reached = ended.progress.step if ended.progress is not None else None
+            self.tracker.drained(ended.checkpoint_step, waited, reached)
             return True
         if waited > C.DRAIN_TIMEOUT_S:
             log.warning("restart: %s did not finish its upload in %gs; restarting anyway", task_id, C.DRAIN_TIMEOUT_S)

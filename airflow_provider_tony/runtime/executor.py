@@ -344,9 +344,12 @@ def finish_uploads(task: ContainerTask, uploads: Uploads, code: int, tail: list[
     return after_final_flush(flushed, code, tail, task.spec.checkpoint.dir, sync.last_error, sync.refused)
 
 
-def report_exit(task: ContainerTask, code: int, tail: list[str], used: Usage | None = None) -> None:
+def report_exit(
+    task: ContainerTask, code: int, tail: list[str], used: Usage | None = None, checkpoint_step: int | None = None
+) -> None:
     """Phase 11: the exit record; it carries the last progress and the recent reports too, because the
-    script's final report (its metrics) often lands after the last heartbeat, and what the user process used."""
+    script's final report (its metrics) often lands after the last heartbeat, what the user process used,
+    and the uploader's newest checkpoint on HDFS (a restart's drain may find this record, not an answer)."""
     latest, recent = progress_api.read_all(task.workdir / PROGRESS_FILE)
     task.app.kv[C.kv_exit(task.task_id)] = ExitRecord(
         exit_code=code,
@@ -356,6 +359,7 @@ def report_exit(task: ContainerTask, code: int, tail: list[str], used: Usage | N
         generation=task.generation,
         points=recent,
         usage=used,
+        checkpoint_step=checkpoint_step,
     ).to_json()
 
 
@@ -411,7 +415,7 @@ def main() -> int:
             task.app, spec, task.workdir, env, task.task_id, code, tail, task.upload_tag, task.clients
         )
     heartbeat.stop()
-    report_exit(task, code, tail, used)
+    report_exit(task, code, tail, used, uploads.sync.newest_uploaded() if uploads is not None else None)
     return 0
 
 

@@ -160,9 +160,13 @@ class ExitRecord(Message):
     generation: int = 0
     points: list[Progress] = field(default_factory=list)  # the script's recent reports, oldest first
     usage: Usage | None = None  # what the training process used, to its end
+    # The uploader's newest checkpoint step on HDFS after its final flush (None: it uploads none, or
+    # none yet). A gang restart's drain reads it when the uploader ended on its own before answering.
+    checkpoint_step: int | None = None
 
     def validate(self) -> None:
         self.exit_code = int(self.exit_code)
+        self.checkpoint_step = None if self.checkpoint_step is None else int(self.checkpoint_step)
         tail = _sequence(self.stderr_tail, "stderr_tail")[-MAX_STDERR_LINES:]
         self.stderr_tail = [_text(line) for line in tail]
         self.progress = _nested(self.progress, Progress, "progress")

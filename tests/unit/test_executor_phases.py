@@ -17,6 +17,7 @@ from airflow_provider_tony.runtime.executor import (
     ContainerTask,
     Gpus,
     register,
+    report_exit,
     report_gpu_failure,
     task_environment,
 )
@@ -60,6 +61,15 @@ def test_a_gpu_lease_failure_is_an_exit_record_of_this_gang_and_retryable(tmp_pa
     assert (record.exit_code, record.generation) == (GPU_LEASE_EXIT_CODE, 3)
     assert GPU_LEASE_EXIT_CODE == C.TEMPFAIL_EXIT_CODE == 75 and 75 in C.RETRYABLE_EXIT_CODES
     assert record.stderr_tail == ["GPU lease: GPU 0 taken"]
+
+
+def test_the_exit_record_names_the_newest_checkpoint_on_hdfs_after_the_final_flush(tmp_path: Path) -> None:
+    task = _task(tmp_path, generation=3)
+    report_exit(task, 1, ["peer gone"], checkpoint_step=40)
+    record = ExitRecord.from_json(task.app.kv[C.kv_exit("worker:0")])
+    assert (record.exit_code, record.generation, record.checkpoint_step) == (1, 3, 40)
+    report_exit(task, 0, [])  # a task that uploads nothing
+    assert ExitRecord.from_json(task.app.kv[C.kv_exit("worker:0")]).checkpoint_step is None
 
 
 def test_the_user_environment_carries_the_port_and_hides_gpus_under_an_empty_runtime_pin(tmp_path: Path) -> None:

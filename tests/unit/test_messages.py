@@ -131,6 +131,7 @@ FULL: list[Message] = [
         generation=2,
         points=[PROGRESS],
         usage=USAGE,
+        checkpoint_step=100,
     ),
     EventRecord(message="worker:0 uploaded checkpoint 120", artefact=True),
     ClusterDocument(

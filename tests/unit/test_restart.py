@@ -378,8 +378,22 @@ def test_an_uploader_that_exited_ends_the_wait() -> None:
     lose(am.tracker, "worker:1", T0 + 5)
     am.tracker.check(T0 + 5)
     am.drain(T0 + 5)
-    app.kv[C.kv_exit("chief:0")] = ExitRecord(exit_code=0).to_json()  # its own final flush ran
+    # it ended on its own (its collective failed), its final flush done: the record names what is on HDFS
+    record = ExitRecord(exit_code=1, checkpoint_step=40, progress=Progress(step=47))
+    app.kv[C.kv_exit("chief:0")] = record.to_json()
     assert am.drain(T0 + 6) is True
+    pending = am.tracker.restart_pending
+    assert pending is not None and (pending.drained_step, pending.drain_seconds) == (40, 1.0)
+    assert pending.last_step == 47
+
+
+def test_a_corrupt_exit_record_does_not_end_the_wait_for_the_uploader() -> None:
+    am, app = drain_am()
+    lose(am.tracker, "worker:1", T0 + 5)
+    am.tracker.check(T0 + 5)
+    am.drain(T0 + 5)
+    app.kv[C.kv_exit("chief:0")] = b"{not json"  # any container can write the store
+    assert am.drain(T0 + 6) is False
 
 
 @pytest.mark.parametrize(
