@@ -268,7 +268,7 @@ lint: venv
 docs: venv
 	$(VENV)/bin/mkdocs build --strict -d build/site
 
-# docs/jobspec.md and its schema are generated from runtime/spec.py; tests/unit/test_reference.py
+# docs/jobspec.md and its schema are generated from runtime/spec.py; tests/unit/repo/test_reference.py
 # fails when they are stale.
 reference: venv
 	$(PY) scripts/gen_reference.py

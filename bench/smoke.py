@@ -13,11 +13,11 @@ there is the proof it ran to the end. ``tests/integration/test_bench_smoke.py`` 
 the open part's cluster.
 
 Some benchmarks cannot run here and say so (``NOT_HERE``): ``node_loss.py`` needs the chaos
-tests' four-node cluster and minutes per path (``tests/unit/test_bench.py`` drives its code
+tests' four-node cluster and minutes per path (``tests/unit/repo/test_bench.py`` drives its code
 paths with a stand-in client instead), and ``tf_yarn_peer.py`` needs tf-yarn's own venv and a
 420 MiB pex (``run.py --smoke`` says it left tf-yarn out; its parsing of the peer's lines is
 unit-tested); the two HA benchmarks need the HA profile, which ``make test-ha`` drives through
-the same failovers. ``tests/unit/test_bench.py`` fails when a file in ``bench/`` is in neither table.
+the same failovers. ``tests/unit/repo/test_bench.py`` fails when a file in ``bench/`` is in neither table.
 """
 
 from __future__ import annotations
@@ -75,14 +75,14 @@ SMOKES: dict[str, Smoke] = {
 
 #: Benchmarks this smoke cannot run, and where their code paths are covered instead.
 NOT_HERE: dict[str, str] = {
-    "node_loss.py": "needs the chaos four-node cluster and minutes per path: tests/unit/test_bench.py drives "
+    "node_loss.py": "needs the chaos four-node cluster and minutes per path: tests/unit/repo/test_bench.py drives "
     "its main, job and one_run with a stand-in client and cluster",
     "tf_yarn_peer.py": "needs tf-yarn's own venv and a 420 MiB pex (bench/tf_yarn_setup.sh, minutes): "
-    "run.py --smoke reports it left out; tests/unit/test_bench.py checks its arguments parse",
+    "run.py --smoke reports it left out; tests/unit/repo/test_bench.py checks its arguments parse",
     "ha_failover.py": "needs the HA profile (ten JVMs) and kills its active daemons: make test-ha's tests drive "
-    "the same RM and NameNode failovers; tests/unit/test_bench.py checks its arguments parse",
+    "the same RM and NameNode failovers; tests/unit/repo/test_bench.py checks its arguments parse",
     "ha_cluster.py": "starts and stops the HA profile (minutes): make test-ha starts it the same way; "
-    "tests/unit/test_bench.py checks its arguments parse",
+    "tests/unit/repo/test_bench.py checks its arguments parse",
 }
 
 #: run.py's sections the smoke leaves out for now (printed on every run, never silently).

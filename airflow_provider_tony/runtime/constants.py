@@ -2,7 +2,7 @@
 
 Environment variable names and the key-value store layout live here and
 nowhere else, so the three sides can never disagree on a spelling. The rule
-(tests/unit/test_contracts.py): an environment variable's name is a constant
+(tests/unit/runtime/test_contracts.py): an environment variable's name is a constant
 named ``ENV_*``; the provider's own start with ``TONY_``, those of TonY's,
 torch's, TensorFlow's, YARN's and Hadoop's keep their owners' spelling, and
 TonY's are ``ENV_TONY_*``.

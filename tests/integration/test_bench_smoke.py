@@ -5,7 +5,7 @@ short round as ``make bench`` would run it, in its own process, its results in a
 folder. No figure is asserted (figures belong in bench/results, not in tests): the test fails
 when the benchmark exits non-zero, writes no result, touches ``bench/results/`` or leaves an
 application running. The two that cannot run on this cluster are covered at unit level
-(``bench/smoke.py``'s ``NOT_HERE``, ``tests/unit/test_bench.py``).
+(``bench/smoke.py``'s ``NOT_HERE``, ``tests/unit/repo/test_bench.py``).
 """
 
 from __future__ import annotations

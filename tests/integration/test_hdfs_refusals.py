@@ -10,7 +10,7 @@ retryable, naming the folder. (Write permission is checked the same way, with
 CHECKACCESS; both local profiles, the Kerberized one too, run with
 ``dfs.permissions.enabled=false``, where the NameNode grants every access and
 lets every user write anywhere, so that refusal is unit-tested against the
-NameNode's answer instead: ``tests/unit/test_hdfs_room.py``.)
+NameNode's answer instead: ``tests/unit/yarn/test_hdfs_room.py``.)
 """
 
 from __future__ import annotations

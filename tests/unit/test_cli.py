@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from airflow_provider_tony import __version__, cli
+from tests.unit.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "dags" / "training" / "digits_mwms.yaml"
 
 

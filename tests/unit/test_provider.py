@@ -10,8 +10,7 @@ from pathlib import Path
 
 import airflow_provider_tony
 from airflow_provider_tony.get_provider_info import get_provider_info
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def test_provider_info_names_the_package() -> None:

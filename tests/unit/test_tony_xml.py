@@ -11,6 +11,7 @@ from airflow_provider_tony.__main__ import main as cli
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.tony_xml import convert_tony_xml, job_from_tony_xml
+from tests.unit.support.paths import REPO
 
 XML = """<?xml version="1.0"?>
 <configuration>
@@ -247,7 +248,7 @@ def test_other_namenodes_become_the_jobs_other_namenodes(tmp_path: Path) -> None
 def test_the_pytorch_projects_tony_xml_converts_to_a_pytorch_job_of_two_workers() -> None:
     """The tony.xml in TonY's PyTorch shape (tests/integration/jobs/tony_torch_project, which
     test_projects.py runs on the cluster): framework, two workers, every key mapped."""
-    project = Path(__file__).resolve().parents[1] / "integration" / "jobs" / "tony_torch_project"
+    project = REPO / "tests" / "integration" / "jobs" / "tony_torch_project"
     job, unmapped = convert_tony_xml(project / "tony.xml", executes="train_ddp.py", src_dir=str(project))
     assert unmapped == []
     spec = JobSpec.from_dict(job)

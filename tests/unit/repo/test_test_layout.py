@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-UNIT = Path(__file__).resolve().parent
+from tests.unit.support.paths import UNIT
 
 
 def imports_of_tests(path: Path) -> list[tuple[int, str]]:
@@ -36,8 +36,8 @@ def is_unit(target: str, node: ast.stmt) -> bool:
 
 def test_no_unit_test_module_imports_another() -> None:
     offenders = [
-        f"{path.name}:{line} imports {target}"
-        for path in sorted(UNIT.glob("test_*.py"))
+        f"{path.relative_to(UNIT)}:{line} imports {target}"
+        for path in sorted(UNIT.rglob("test_*.py"))
         for line, target in imports_of_tests(path)
     ]
     assert not offenders, "move what they share into tests/unit/support (or conftest.py): " + "; ".join(offenders)

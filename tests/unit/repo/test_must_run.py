@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def _pytest_secure(**env: str) -> subprocess.CompletedProcess[str]:

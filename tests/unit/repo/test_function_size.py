@@ -8,9 +8,10 @@ decorators excluded, docstring and comments included.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_tony"
+from tests.unit.support.paths import REPO
+
+PACKAGE = REPO / "airflow_provider_tony"
 MAX_LINES = 80
 
 

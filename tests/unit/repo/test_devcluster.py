@@ -13,8 +13,7 @@ import pytest
 
 from airflow_provider_tony.runtime.gpu import discover_local_gpus
 from tests._util import load_script
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def _load() -> ModuleType:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -14,8 +13,7 @@ import yaml
 
 from airflow_provider_tony.runtime import spec as model
 from tests._util import load_script
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def _load_generator() -> ModuleType:

@@ -6,11 +6,10 @@ import ast
 import re
 import sys
 import tomllib
-from pathlib import Path
 
 import airflow_provider_tony
+from tests.unit.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # Distribution name -> the top-level module it provides.
 IMPORT_NAME = {

@@ -8,7 +8,6 @@ import os
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from airflow_provider_tony.runtime.messages import JobHistory, Progress, StateDo
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.web import JobWebServer, page_url
 from airflow_provider_tony.yarn import http as web
+from tests.unit.support.paths import SNAPSHOTS
 
 APP = "application_1700000000000_0042"
 
@@ -324,14 +324,11 @@ def test_metric_names_and_values_from_a_training_script_cannot_add_markup() -> N
     assert f"<b>{html.escape(ATTRIBUTE_BREAK)}</b>" in page
 
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
-
-
 @pytest.mark.parametrize("kind", ["running", "final", "empty", "ended", "nostate"])
 def test_the_page_is_exactly_the_reviewed_one(kind: str) -> None:
     """The whole page for a job with every kind of content (running, final, nothing yet), against a
     reviewed copy: a change to any cell, link, chart coordinate or escape shows up here as a diff to
-    review. After an intended change: UPDATE_SNAPSHOTS=1 pytest tests/unit/test_job_page.py, then
+    review. After an intended change: UPDATE_SNAPSHOTS=1 pytest tests/unit/runtime/test_job_page.py, then
     read the diff."""
     if kind == "empty":
         job = JobHistory(state=StateDocument(application_id=APP, app_state="ACCEPTED", elapsed=3.4), name="n")

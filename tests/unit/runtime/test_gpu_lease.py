@@ -23,6 +23,7 @@ from airflow_provider_tony.runtime.gpu_lease import (
 )
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
+from tests.unit.support.paths import REPO
 
 FOUR = ["0", "1", "2", "3"]
 
@@ -89,7 +90,7 @@ HOLDER = textwrap.dedent("""
 
 
 def _holder(tmp_path: Path, wanted: int) -> tuple[subprocess.Popen[str], list[str]]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tmp_path), str(wanted)], stdout=subprocess.PIPE, text=True, env=env
     )

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
+
 #: A Markdown link's target: [text](target), not an image, not a web address.
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -31,11 +32,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--strict",
             "--quiet",
             "-f",
-            str(ROOT / "mkdocs.yml"),
+            str(REPO / "mkdocs.yml"),
             "-d",
             str(out),
         ],
-        cwd=ROOT,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
@@ -51,18 +52,18 @@ def _page_html(site: Path, page: str) -> Path:
 
 
 def test_every_page_is_built(site: Path) -> None:
-    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md"))
     assert "development.md" in pages and "jobspec.md" in pages
     assert [p for p in pages if not _page_html(site, p).is_file()] == []
 
 
 def test_the_readmes_links_reach_files_and_anchors_that_exist(site: Path) -> None:
-    targets = [t for t in LINK.findall((ROOT / "README.md").read_text()) if "://" not in t]
+    targets = [t for t in LINK.findall((REPO / "README.md").read_text()) if "://" not in t]
     assert any(t.startswith("docs/") and "#" in t for t in targets)
     broken = []
     for target in targets:
         path, _, anchor = target.partition("#")
-        if not (ROOT / path).exists():
+        if not (REPO / path).exists():
             broken.append(f"{target}: no such file")
         elif anchor:
             assert path.startswith("docs/") and path.endswith(".md"), f"{target}: an anchor outside docs/"

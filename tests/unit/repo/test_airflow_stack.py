@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def _stack() -> ModuleType:

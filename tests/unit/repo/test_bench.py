@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from tests._util import load_script
+from tests.unit.support.paths import REPO
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 
 import proctree  # noqa: E402

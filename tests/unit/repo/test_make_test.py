@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
+
 #: The make running these tests (``make test-fast PYTEST_ARGS=...``) hands its command-line
 #: variables down in MAKEFLAGS: the make under test must not inherit them.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS")}

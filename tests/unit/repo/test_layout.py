@@ -7,12 +7,12 @@ missed follower, checks, kerberos and the e2e and chaos suites) sends them to re
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
+
 #: Where the Layout section lives: the development page, not the README.
-LAYOUT_PAGE = ROOT / "docs" / "development.md"
-PACKAGE = ROOT / "airflow_provider_tony"
+LAYOUT_PAGE = REPO / "docs" / "development.md"
+PACKAGE = REPO / "airflow_provider_tony"
 #: Listed as a folder with what it holds, not module by module: the container side.
 LISTED_AS_A_FOLDER = ("runtime/",)
 
@@ -20,7 +20,7 @@ LISTED_AS_A_FOLDER = ("runtime/",)
 def _layout() -> list[str]:
     page = LAYOUT_PAGE.read_text()
     block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", page, flags=re.S | re.M)
-    assert block, f"{LAYOUT_PAGE.relative_to(ROOT)} has no Layout section with a code block"
+    assert block, f"{LAYOUT_PAGE.relative_to(REPO)} has no Layout section with a code block"
     return block.group(1).splitlines()
 
 
@@ -51,4 +51,4 @@ def test_every_module_of_the_package_is_in_the_layout_and_every_entry_exists() -
 def test_the_layouts_top_level_folders_exist() -> None:
     folders = [line.split()[0] for line in _layout() if line and not line.startswith(" ")]
     assert "airflow_provider_tony/" in folders and "tests/e2e" in folders
-    assert [f for f in folders if not (ROOT / f).exists()] == []
+    assert [f for f in folders if not (REPO / f).exists()] == []

@@ -12,8 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tests._util import load_script
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.unit.support.paths import REPO
 
 
 def _load() -> ModuleType:

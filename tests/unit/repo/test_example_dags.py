@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+from tests.unit.support.paths import REPO
+
+DAGS = REPO / "dags"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,1 @@
+"""Unit tests of ``airflow_provider_tony.triggers``: one module here per subject there."""

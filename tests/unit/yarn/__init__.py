@@ -1,0 +1,1 @@
+"""Unit tests of ``airflow_provider_tony.yarn``: one module here per subject there."""
