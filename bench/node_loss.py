@@ -89,7 +89,7 @@ def decider_step(client: Any, app_id: str) -> tuple[int, int] | None:
 
 def one_run(client: Any, rm_url: str, path: str) -> dict[str, Any]:
     from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-    from tests.chaos.test_strategies import victim_of
+    from tests.chaos._support import victim_of
 
     hdfs = client.hdfs()
     ckpt = f"/tmp/bench-node-loss-{uuid.uuid4().hex[:8]}"

@@ -84,3 +84,8 @@ def devcluster(*args: str, timeout: float = 300) -> None:
 def node_index(host: str) -> int:
     """devcluster's NodeManager I listens on localhost (0) or 127.0.0.<I+1>."""
     return 0 if host == "localhost" else int(host.rsplit(".", 1)[1]) - 1
+
+
+# test_two_clusters' second cluster, 800 above the open cluster's base: clear of the secure (+600) and
+# chaos (+900) clusters' ports.
+SECOND_PORT_BASE = str(int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", DEFAULT_PORT_BASE)) + 800)

@@ -69,3 +69,19 @@ def the_active_namenode_killed_mid_job(client: Any, hdfs: Any, ckpt: str, name: 
     assert hdfs.status(model_dir, strict=False) is not None, "the model was not published"
     assert [a.app_id for a in client.find_by_tags([tag], active_only=False)] == [app_id], "a second application"
     assert result.am_state is not None and result.am_state.restarts == []
+
+
+def rm_urls() -> list[str]:
+    return os.environ["TONY_RM_URL"].split(",")
+
+
+def active_rm_url() -> str:
+    """The web address of the RM that is active now."""
+    return rm_urls()[int(ha("active", "rm").removeprefix("rm")) - 1]
+
+
+def ha_apps(tag: str, states: str | None = None) -> list[dict[str, Any]]:
+    """The applications with ``tag``, from whichever RM is active."""
+    from tests._util import rm_apps
+
+    return rm_apps(active_rm_url(), states=states, tag=tag)

@@ -8,7 +8,10 @@ import json
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+if TYPE_CHECKING:
+    from airflow_provider_tony.runtime.messages import StateDocument
 
 T = TypeVar("T")
 
@@ -173,3 +176,8 @@ def cpu_load(per_cpu: int = 1) -> Iterator[list[Any]]:
             hog.kill()
         for hog in hogs:
             hog.wait(timeout=30)
+
+
+def step_of(doc: StateDocument | None, task_id: str) -> int:
+    task = doc.task(task_id) if doc is not None else None
+    return task.progress.step or 0 if task is not None and task.progress is not None else 0

@@ -19,10 +19,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests._cluster import DEVCLUSTER, export_cluster_env
+from tests._airflow import AIRFLOW
+from tests._cluster import DEVCLUSTER, REPO, export_cluster_env
 from tests._lanes import MARK as WHOLE_CLUSTER
 from tests._lanes import cluster_share, lanes_active
-from tests._util import rm_apps
+from tests._util import rm_apps, without_java
 
 # Shared helpers that assert (the HA suites' failover): pytest rewrites their asserts as it does a test's.
 pytest.register_assert_rewrite("tests._ha")
@@ -179,3 +180,21 @@ def tony_client(cluster: Cluster) -> Iterator[TonyClient]:  # noqa: F821
 def python_exe() -> str:
     """The interpreter containers run: this venv's (it has skein, TensorFlow, the runtime)."""
     return sys.executable
+
+
+# A test module's own Airflow (its metadata database, no JDK): the integration, chaos and HA suites' DAG runs.
+@pytest.fixture(scope="module")
+def airflow_env(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("airflow_home")
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
+    }
+    # Airflow as its official image runs it: no JDK. dags_test fails when anything tried to start java.
+    env = without_java(env, home / "no-java")
+    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    return env

@@ -63,7 +63,3 @@ def every_daemon_up(cluster: Any) -> None:
 def stopped_nodes() -> list[int]:
     """Where a test notes the NodeManagers it stopped (``every_daemon_up`` starts them again)."""
     return []
-
-
-# Airflow's metadata database for the re-attach test, as the integration tests make it.
-from tests.integration.test_airflow import airflow_env  # noqa: E402, F401 - a fixture

@@ -21,7 +21,10 @@ from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.yarn.follower import KIND_AM_NODE_LOST, Follower
 from tests._cluster import devcluster
 from tests._util import wait_until
-from tests.chaos.test_node_loss import am_node, count_job
+from tests.chaos._support import (
+    am_node,
+    count_job,
+)
 from tests.integration.dags.training_jobs import CHAOS_EVERY, CHAOS_STEPS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

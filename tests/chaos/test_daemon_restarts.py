@@ -16,8 +16,12 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.yarn.follower import JobResult
 from tests._cluster import devcluster
-from tests._util import rm_apps, wait_until
-from tests.chaos.test_node_loss import EVERY, STEPS, count_job, step_of
+from tests._util import rm_apps, step_of, wait_until
+from tests.chaos._support import (
+    count_job,
+)
+from tests.integration.dags.training_jobs import CHAOS_EVERY as EVERY
+from tests.integration.dags.training_jobs import CHAOS_STEPS as STEPS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from airflow_provider_tony.runtime.gpu_lease import GpuLeases
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import CHAOS_NODEMANAGERS
 from tests._util import get_json, wait_until
-from tests.integration.test_runtime import job as runtime_job
+from tests.integration._runtime import job as runtime_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

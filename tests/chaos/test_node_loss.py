@@ -20,50 +20,18 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import devcluster, node_index
-from tests._util import rm_app, rm_apps, wait_until
+from tests._util import rm_apps, step_of, wait_until
+from tests.chaos._support import (
+    count_job,
+    pick_victim,
+    wait_resumed,
+)
 from tests.integration.dags.training_jobs import CHAOS_EVERY as EVERY
 from tests.integration.dags.training_jobs import CHAOS_STEPS as STEPS
-from tests.integration.dags.training_jobs import chaos_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-
-def count_job(ckpt: str, max_restarts: int) -> JobSpec:
-    """The node-loss job (three workers counting steps), as the chaos DAG runs it (bench/node_loss.py with TF)."""
-    return JobSpec.from_dict(chaos_job(max_restarts, ckpt, plain=True, name="pytest-chaos"))
-
-
-def am_node(cluster: Any, app_id: str) -> int:
-    return node_index(rm_app(cluster.rm_url, app_id)["amHostHttpAddress"].split(":")[0])
-
-
-def step_of(doc: StateDocument | None, task_id: str) -> int:
-    task = doc.task(task_id) if doc is not None else None
-    return task.progress.step or 0 if task is not None and task.progress is not None else 0
-
-
-def pick_victim(cluster: Any, app_id: str, doc: StateDocument) -> tuple[int, str]:
-    """A node that runs a worker but neither the AM (its loss ends the application) nor
-    worker:0 (the checkpoint uploader: its unsent checkpoint would go with it)."""
-    am = am_node(cluster, app_id)
-    keep = {am, *(node_index(t.host) for tid, t in doc.tasks.items() if tid == "worker:0" and t.host)}
-    for task_id, task in sorted(doc.tasks.items()):
-        if task.host is not None and node_index(task.host) not in keep:
-            return node_index(task.host), task_id
-    raise AssertionError(f"no worker away from the AM (node {am}) and worker:0: {doc.tasks}")
-
-
-def wait_resumed(tony_client: Any, app_id: str) -> StateDocument:
-    """The state once the gang restarted and every task runs user code again, in the same application."""
-
-    def resumed() -> StateDocument | None:
-        doc = tony_client.am_state(app_id)
-        return doc if doc is not None and doc.restarts and doc.restarts[0].resumed_at is not None else None
-
-    return wait_until(resumed, 300, "the gang restarted and resumed in the same application")
 
 
 def start_and_pick_victim(

@@ -16,45 +16,22 @@ published its model.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from airflow_provider_tony.runtime.messages import StateDocument
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import devcluster, node_index
-from tests._util import rm_app, rm_apps, wait_until
-from tests.chaos.test_node_loss import wait_resumed
+from tests._util import rm_apps, wait_until
+from tests.chaos._support import (
+    tasks_on,
+    victim_of,
+    wait_resumed,
+)
 from tests.integration.dags.training_jobs import STRATEGY_EVERY, STRATEGY_MODES, STRATEGY_STEPS, strategy_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 STEPS, EVERY, MODES = STRATEGY_STEPS, STRATEGY_EVERY, STRATEGY_MODES
-
-
-def victim_of(cluster: Any, app_id: str, doc: StateDocument, uploader: str) -> tuple[int, str]:
-    """A node running a worker but neither the AM (its loss ends the application) nor the uploader.
-
-    A node where that worker runs alone comes first: with a second task beside it (a ps), the
-    node's loss loses both and either is a right root cause (the test accepts any task there).
-    """
-    am = node_index(rm_app(cluster.rm_url, app_id)["amHostHttpAddress"].split(":")[0])
-    keep = {am, *(node_index(t.host) for tid, t in doc.tasks.items() if tid == uploader and t.host)}
-    candidates = [
-        (len(tasks_on(doc, node_index(task.host))), node_index(task.host), task_id)
-        for task_id, task in sorted(doc.tasks.items())
-        if task_id.startswith("worker:") and task.host and node_index(task.host) not in keep
-    ]
-    if not candidates:
-        raise AssertionError(f"no worker away from the AM (node {am}) and {uploader}: {doc.tasks}")
-    _, node, task_id = min(candidates)
-    return node, task_id
-
-
-def tasks_on(doc: StateDocument, node: int) -> set[str]:
-    """The tasks placed on ``node``: a lost node loses all of them."""
-    return {tid for tid, t in doc.tasks.items() if t.host and node_index(t.host) == node}
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))

@@ -25,10 +25,13 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._cluster import devcluster, node_index
-from tests._util import rm_apps, wait_until
-from tests.chaos.test_airflow_reattach import retry_resumes_in_one_new_application
-from tests.chaos.test_node_loss import step_of, wait_resumed
-from tests.chaos.test_strategies import tasks_on, victim_of
+from tests._util import rm_apps, step_of, wait_until
+from tests.chaos._support import (
+    retry_resumes_in_one_new_application,
+    tasks_on,
+    victim_of,
+    wait_resumed,
+)
 from tests.integration.dags.training_jobs import TORCH_EVERY as EVERY
 from tests.integration.dags.training_jobs import TORCH_STEPS as STEPS
 from tests.integration.dags.training_jobs import torch_job

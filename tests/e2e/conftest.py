@@ -19,6 +19,7 @@ import pytest
 
 from tests._cluster import export_cluster_env
 from tests._util import JAVA_TRIPWIRE_ENV, assert_no_java_started, hide_jdks_prefix
+from tests.e2e._support import admin_login
 
 export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
 
@@ -67,18 +68,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rest = [item for item in items if item not in first]
     at = min(e2e)
     items[:] = rest[:at] + first + rest[at:]
-
-
-def admin_login(url: str, home: Path) -> tuple[str, str]:
-    """The README's login: user ``admin``, the password from the stack's ``passwords.json``; (password, API token)."""
-    password = json.loads((home / "passwords.json").read_text())["admin"]
-    req = urllib.request.Request(
-        f"{url}/auth/token",
-        data=json.dumps({"username": "admin", "password": password}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return password, json.load(resp)["access_token"]
 
 
 def _alive(pid: int) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests._util import wait_until
-from tests.e2e.conftest import admin_login
+from tests.e2e._support import admin_login
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests._cluster import DEFAULT_PORT_BASE, REPO, export_cluster_env
-from tests._ha import down_unless_kept, every_daemon_back, ha
+from tests._ha import down_unless_kept, every_daemon_back, ha_apps
 
 HA_PORT_OFFSET = 1200
 
@@ -37,22 +37,6 @@ def use_ha_cluster() -> None:
 
 use_ha_cluster()
 export_cluster_env()
-
-
-def rm_urls() -> list[str]:
-    return os.environ["TONY_RM_URL"].split(",")
-
-
-def active_rm_url() -> str:
-    """The web address of the RM that is active now."""
-    return rm_urls()[int(ha("active", "rm").removeprefix("rm")) - 1]
-
-
-def ha_apps(tag: str, states: str | None = None) -> list[dict[str, Any]]:
-    """The applications with ``tag``, from whichever RM is active."""
-    from tests._util import rm_apps
-
-    return rm_apps(active_rm_url(), states=states, tag=tag)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -92,7 +76,3 @@ def ckpt_dir(hdfs: Any) -> Iterator[str]:
     yield path
     hdfs.delete(path, recursive=True)
     hdfs.delete(f"{path}-model", recursive=True)
-
-
-# Airflow's metadata database, as the integration tests make it.
-from tests.integration.test_airflow import airflow_env  # noqa: E402, F401 - a fixture

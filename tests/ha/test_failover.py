@@ -25,12 +25,10 @@ from typing import Any
 
 import pytest
 
-from tests._ha import ha, the_active_namenode_killed_mid_job
-from tests._util import wait_until
-from tests.chaos.test_node_loss import step_of
-from tests.ha.conftest import ha_apps
+from tests._airflow import dag_tag, dags_test, result_of, run_state
+from tests._ha import ha, ha_apps, the_active_namenode_killed_mid_job
+from tests._util import step_of, wait_until
 from tests.integration.dags.training_jobs import STRATEGY_EVERY
-from tests.integration.test_airflow import dag_tag, dags_test, result_of, run_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -13,89 +13,39 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import httpx
 import pytest
 
-from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
-from tests._util import assert_no_java_started, get_json, hide_jdks_prefix, rm_apps, wait_until, without_java
-from tests.integration.test_runtime import shards_from_reports
+from tests._airflow import (
+    ACTIVE,
+    AIRFLOW,
+    TEST_DAGS,
+    apps_of_runs,
+    dag_tag,
+    dags_test,
+    own_runs,
+    result_of,
+    run_state,
+    with_base_path,
+)
+from tests._util import get_json, rm_apps, wait_until
+from tests.integration._nightly import (
+    DAY1,
+    DAY2,
+    TRAINING,
+    asset_extras,
+    read_json,
+    train_tries,
+    two_nightly_days,
+    write_digits_partition,
+)
+from tests.integration._runtime import shards_from_reports
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_DAGS = Path(__file__).parent / "dags" / "tony_test_dags.py"
-AIRFLOW = str(Path(sys.executable).parent / "airflow")
-ACTIVE = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
-
-
-@pytest.fixture(scope="module")
-def airflow_env(cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("airflow_home")
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
-    }
-    # Airflow as its official image runs it: no JDK. dags_test fails when anything tried to start java.
-    env = without_java(env, home / "no-java")
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    return env
-
-
-def dag_tag(dag_id: str) -> str:
-    return f"tony-dag:{dag_id}"
-
-
-def own_runs(env: dict[str, str]) -> set[tuple[str, str]]:
-    """(dag_id, run_id) of every DAG run in this test module's own metadata database.
-
-    ``airflow dags test`` picks its run id from the clock, so the runs a test
-    made are known only afterwards, from its own ``AIRFLOW_HOME``.
-    """
-    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return set(conn.execute("SELECT dag_id, run_id FROM dag_run").fetchall())
-
-
-def apps_of_runs(rm_url: str, runs: set[tuple[str, str]], states: str | None = None) -> list[dict[str, Any]]:
-    """The YARN applications the operator submitted for exactly these DAG runs (by their tags)."""
-    from airflow_provider_tony.operators.tony import _tag
-
-    found = []
-    for dag_id in {dag for dag, _ in runs}:
-        run_tags = {_tag("tony-run", run_id) for dag, run_id in runs if dag == dag_id}
-        found += [
-            a
-            for a in rm_apps(rm_url, states=states, tag=dag_tag(dag_id))
-            if run_tags & set(a.get("applicationTags", "").split(","))
-        ]
-    return found
-
-
-@pytest.fixture
-def kill_dag_apps(cluster, airflow_env) -> Iterator[list[str]]:
-    """DAG ids whose applications, submitted by this test, must not outlive it.
-
-    Only applications of the DAG runs this test created (in its own metadata
-    database) are killed: a ``make demo`` or another checkout running the same
-    DAG at the same time carries other run ids and is left alone.
-    """
-    dags: list[str] = []
-    before = own_runs(airflow_env)
-    yield dags
-    from airflow_provider_tony.yarn.client import TonyClient
-
-    mine = {(dag, run) for dag, run in own_runs(airflow_env) - before if dag in dags}
-    left = apps_of_runs(cluster.rm_url, mine, states=ACTIVE)
-    if left:
-        with TonyClient.from_env() as client:
-            for app in left:
-                client.kill(app["id"])
 
 
 @pytest.fixture
@@ -112,204 +62,6 @@ def fresh_base(cluster) -> Iterator[str]:
     assert hdfs.status(base, strict=False) is None
     yield base
     hdfs.delete(base.rsplit("/", 1)[0], recursive=True)
-
-
-def with_base_path(env: dict[str, str], base: str) -> dict[str, str]:
-    """``env`` with the default connection's HDFS base path set to ``base``."""
-    conn = json.loads(env["AIRFLOW_CONN_TONY_YARN_DEFAULT"])
-    conn["extra"] = {**conn.get("extra", {}), "base_path": base}
-    return {**env, "AIRFLOW_CONN_TONY_YARN_DEFAULT": json.dumps(conn)}
-
-
-def dags_test(
-    env: dict[str, str],
-    dag_id: str,
-    *,
-    dagfile: Path | None = None,
-    conf: dict | None = None,
-    logical_date: str | None = None,
-    deferrable: bool = False,
-    timeout: float = 600,
-) -> str:
-    cmd = [AIRFLOW, "dags", "test", dag_id]
-    if logical_date:
-        cmd.append(logical_date)
-    if dagfile:
-        cmd += ["--dagfile-path", str(dagfile)]
-    if conf is not None:
-        cmd += ["--conf", json.dumps(conf)]
-    run_env = {**env, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": str(deferrable)}
-    if dagfile:  # Airflow wants the file inside the dags folder (bundle)
-        run_env["AIRFLOW__CORE__DAGS_FOLDER"] = str(dagfile.parent)
-    proc = subprocess.run([*hide_jdks_prefix(), *cmd], env=run_env, capture_output=True, text=True, timeout=timeout)
-    assert_no_java_started(run_env)
-    return proc.stdout + proc.stderr
-
-
-def run_state(output: str) -> str:
-    found = re.findall(r"DagRun Finished: .*?state=(\w+)", output)
-    assert found, f"the DAG run never finished:\n{output[-4000:]}"
-    return found[-1]
-
-
-def result_of(output: str) -> dict:
-    found = re.findall(r"result: (\{.*\})", output)
-    assert found, f"no operator result logged:\n{output[-4000:]}"
-    return json.loads(found[-1].split(" [airflow")[0].rsplit("}", 1)[0] + "}")
-
-
-#: The example's two days: a good one, then one whose training labels went wrong (``degrade``).
-DAY1, DAY2 = "2026-11-02", "2026-11-03"
-
-
-def asset_extras(env: dict[str, str], asset_name: str) -> list[dict[str, Any]]:
-    """The ``extra`` of every event on ``asset_name`` in this module's metadata database."""
-    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute(
-            "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ?", (asset_name,)
-        ).fetchall()
-    return [json.loads(row[0]) for row in rows]
-
-
-def train_tries(env: dict[str, str], runs: set[tuple[str, str]]) -> list[tuple[int, int]]:
-    """(try_number, max_tries) of the ``train`` task of each of these DAG runs, from the metadata database."""
-    db = Path(env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return [
-            row
-            for dag_id, run_id in runs
-            for row in conn.execute(
-                "SELECT try_number, max_tries FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = 'train'",
-                (dag_id, run_id),
-            ).fetchall()
-        ]
-
-
-def read_json(hdfs: Any, path: str) -> Any:
-    with hdfs.read(path) as reader:
-        return json.loads(reader.read())
-
-
-def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path) -> tuple[dict[str, Any], str]:
-    """The example DAGs for two days, on whichever cluster ``client`` (a TonyClient) speaks to.
-
-    Day 1: ``tony_digits_partition`` lands the day's TFRecords and its data event;
-    ``tony_nightly_retrain`` trains two workers on disjoint shards that together are
-    every train file (each worker's own report, from the job's history), passes the
-    quality gate (the first model) and publishes: the record, the model folder, the
-    model asset's event. Day 2 is written with ``degrade``: the retrain (warm-started
-    from day 1's last checkpoint, training all its epochs into its own folder) fails
-    the gate with both figures in the log, is not retried though ``retries=2``,
-    publishes nothing (the record and day 1's model stay, no event)
-    and keeps its model aside. The OpenLineage events (file transport into
-    ``lineage``) name the partitions read and the model folder of the published run
-    only. Returns day 1's XCom result and day 2's log.
-    """
-    from airflow_provider_tony.runtime.messages import JobHistory
-    from airflow_provider_tony.runtime.page import render_page
-
-    hdfs, default_fs = client.hdfs(), client.default_fs()
-    env = {
-        **with_base_path(env, base),
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(lineage), "append": True}),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "pytest",
-    }
-    record, models = f"{base}/models/digits/published.json", f"{base}/models/digits"
-    model_events = len(asset_extras(env, "tony_model_digits"))
-
-    def history(app_id: str) -> JobHistory:
-        with hdfs.read(f"{base}/history/{app_id}.json") as reader:
-            return JobHistory.from_json(reader.read())
-
-    # Day 1: the data lands, the nightly retrain trains on it and publishes (nothing to compare with yet).
-    wrote = dags_test(env, "tony_digits_partition", logical_date=f"{DAY1}T01:30:00+00:00")
-    assert run_state(wrote) == "success", wrote[-4000:]
-    partition = f"{base}/data/digits/dt={DAY1}"
-    assert {"day": DAY1, "path": partition, "files": 5, "records": 1797} in asset_extras(env, "tony_data_digits")
-    out = dags_test(env, "tony_nightly_retrain", logical_date=f"{DAY1}T01:30:00+00:00")
-    assert run_state(out) == "success", out[-4000:]
-    first = result_of(out)
-    app_id, accuracy = first["application_id"], first["metrics"]["val_accuracy"]
-    # A gated model is published as a version folder of its own, named by the pointer (the record).
-    # The result line is logged before the gate; the XCom and the model's event carry where the gate
-    # published it, the version folder, as does the log line saying so.
-    announced = re.findall(r"model (\S+) published: asset", out)
-    assert announced and accuracy > 0.5, out[-4000:]
-    first = {**first, "model_dir": announced[-1]}
-    assert first["model_dir"] == f"{models}/{DAY1}.versions/{app_id}", first["model_dir"]
-    tasks = history(app_id).state.tasks  # each worker's last report, as the AM kept it
-    reports = [tasks[f"worker:{i}"].progress.metrics for i in (0, 1)]
-    shards_from_reports(hdfs, f"{partition}/train", reports)
-    assert sum(r["input_records"] for r in reports) == 1437 and {r["eval_records"] for r in reports} == {360}
-    assert f"quality gate passed (val_accuracy: this run {accuracy}, published model None)" in out, out[-4000:]
-    published = read_json(hdfs, record)
-    assert (published["application_id"], published["model_dir"]) == (app_id, first["model_dir"]), published
-    assert published["metrics"]["val_accuracy"] == accuracy
-    assert {"model.keras", "tony-model.json"} <= set(hdfs.list(first["model_dir"]))
-    extras = asset_extras(env, "tony_model_digits")
-    assert len(extras) == model_events + 1, extras
-    assert (extras[-1]["model_dir"], extras[-1]["application_id"]) == (first["model_dir"], app_id)
-    assert extras[-1]["quality_gate"]["passed"] and extras[-1]["quality_gate"]["value"] == accuracy
-
-    # Day 2: its training labels went wrong upstream; the gate keeps yesterday's model published.
-    before = own_runs(env)
-    wrote = dags_test(env, "tony_digits_partition", logical_date=f"{DAY2}T01:30:00+00:00", conf={"degrade": True})
-    assert run_state(wrote) == "success", wrote[-4000:]
-    bad = dags_test(env, "tony_nightly_retrain", logical_date=f"{DAY2}T01:30:00+00:00")
-    assert run_state(bad) == "failed", bad[-4000:]
-    figures = re.search(r"quality gate FAILED \(val_accuracy: this run ([0-9.]+), published model ([0-9.]+)\)", bad)
-    assert figures, bad[-4000:]
-    worse = float(figures.group(1))
-    assert float(figures.group(2)) == accuracy and worse < accuracy, figures.group(0)
-    assert "QualityGateFailed" in bad, bad[-4000:]
-    submitted = re.findall(r"submitted (application_\d+_\d+)", bad)
-    assert len(submitted) == 1, f"retries=2, yet a failed gate is submitted once: {submitted}"
-    # The try count, not only the submissions: a retry re-attaches to the succeeded application and
-    # is refused again without submitting (a retryable gate failure reads [(3, 2)] here, one submission).
-    runs = {r for r in own_runs(env) - before if r[0] == "tony_nightly_retrain"}
-    assert train_tries(env, runs) == [(1, 2)], "one try of the two retries allowed"
-    second = submitted[0]
-    # Day 2 warm-started from day 1's last checkpoint and trained all its epochs itself, into its own folder.
-    checkpoints, warm = f"{base}/checkpoints/digits", result_of(bad)
-    assert first["tasks"]["worker:0"]["restored_step"] is None, "day 1 has no yesterday to start from"
-    assert any(f"from {checkpoints}/{DAY1}/ckpt-" in e for e in warm["events"]), warm["events"]
-    assert warm["checkpoint_dir"] == f"{checkpoints}/{DAY2}", warm["checkpoint_dir"]
-    assert remote_checkpoints(hdfs, f"{checkpoints}/{DAY2}")[-1] == 75, "day 2 trained all its epochs itself"
-    assert read_json(hdfs, record)["application_id"] == app_id, "the published model stays"
-    assert "model.keras" in hdfs.list(first["model_dir"])
-    assert hdfs.status(f"{models}/{DAY2}", strict=False) is None, "nothing published for day 2"
-    assert "model.keras" in hdfs.list(f"{models}/{DAY2}.rejected-{second}"), "the worse model is kept aside"
-    assert len(asset_extras(env, "tony_model_digits")) == model_events + 1, "no model event for it"
-    rejected = history(second)
-    assert rejected.gate is not None and (rejected.gate.value, rejected.gate.previous) == (worse, accuracy)
-    page = render_page(rejected, refresh_s=None)
-    assert 'id="quality-gate"' in page and f"<td>{worse:.6g}<" in page and f"<td>{accuracy:.6g}<" in page
-
-    # OpenLineage: the partition read, the model folder of the published run only, the application id.
-    events = [json.loads(line) for line in lineage.read_text().splitlines() if line.strip()]
-    ours = [e for e in events if e.get("job", {}).get("name") == "tony_nightly_retrain.train"]
-    complete = [e for e in ours if e["eventType"] == "COMPLETE"]
-    failed = [e for e in ours if e["eventType"] == "FAIL"]
-    assert len(complete) == len(failed) == 1, [e.get("eventType") for e in ours]
-    done, refused = complete[0], failed[0]
-    assert {(i["namespace"], i["name"]) for i in done["inputs"]} >= {
-        (default_fs, f"{partition}/train"),
-        (default_fs, f"{partition}/eval"),
-    }, done["inputs"]
-    assert (default_fs, f"{models}/{DAY1}") in {(o["namespace"], o["name"]) for o in done["outputs"]}, done["outputs"]
-    assert done["run"]["facets"]["externalQuery"]["externalQueryId"] == app_id
-    day2 = f"{base}/data/digits/dt={DAY2}"
-    # Day 2 read its partition and warm-started from day 1's checkpoints; its model is no output.
-    assert {(i["namespace"], i["name"]) for i in refused["inputs"]} == {
-        (default_fs, f"{day2}/train"),
-        (default_fs, f"{day2}/eval"),
-        (default_fs, f"{base}/checkpoints/digits/{DAY1}"),
-    }, refused["inputs"]
-    assert all(o["name"] != f"{models}/{DAY2}" for o in refused["outputs"]), "a rejected model is not an output"
-    gate = refused["run"]["facets"]["tonyJob"]["qualityGate"]
-    assert gate["passed"] is False and (gate["value"], gate["previous"]) == (worse, accuracy), gate
-    return first, bad
 
 
 def test_nightly_retrain_publishes_a_model_and_its_gate_refuses_a_worse_one(
@@ -531,8 +283,6 @@ def test_the_pytorch_nightly_retrain_publishes_through_its_gate_and_refuses_a_wo
     each its own shard), ``accuracy`` through the gate; the first model is published with its asset
     event and lineage and loads into the script's model; a degraded day is refused, not retried."""
     import torch
-
-    from tests.integration.conftest import TRAINING, write_digits_partition
 
     if str(TRAINING) not in sys.path:
         sys.path.insert(0, str(TRAINING))

@@ -14,15 +14,13 @@ import pytest
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints, remote_name
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._util import wait_until
-from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT, RESUME_STEPS
-from tests.integration.test_airflow import (  # noqa: F401 - fixtures
-    airflow_env,
+from tests._airflow import (
     dags_test,
-    kill_dag_apps,
     result_of,
     run_state,
 )
+from tests._util import wait_until
+from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT, RESUME_STEPS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -59,7 +57,7 @@ def count_job(python: str, ckpt: str, *args: str, **checkpoint: Any) -> JobSpec:
     )
 
 
-def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> None:  # noqa: F811
+def test_retry_resumes_from_the_last_checkpoint(airflow_env, kill_dag_apps) -> None:
     """S steps, a checkpoint every C, the first try exits (retryable) after K (training_jobs.RESUME_*)."""
     kill_dag_apps.append("tony_test_resume")
     out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS)

@@ -24,13 +24,11 @@ import pytest
 from airflow_provider_tony.runtime.messages import JobHistory
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import wait_until
+from tests.integration._job_page import CHROMIUM, CURVE, SHOTS
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-CURVE = str(Path(__file__).parent / "jobs" / "curve.py")
-SHOTS = REPO / "test-artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _json(url: str) -> Any:

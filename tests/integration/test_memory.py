@@ -23,15 +23,13 @@ import pytest
 
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._util import get_json
-from tests.integration.test_airflow import (
+from tests._airflow import (
     TEST_DAGS,
-    airflow_env,  # noqa: F401 - the module's Airflow home, a fixture
     dags_test,
-    kill_dag_apps,  # noqa: F401 - a fixture
     own_runs,
     result_of,
 )
+from tests._util import get_json
 
 pytestmark = pytest.mark.cluster
 
@@ -136,8 +134,8 @@ def _xcom(env: dict[str, str], task_id: str, key: str) -> Any:
 
 @pytest.mark.slow
 def test_through_airflow_the_kill_is_final_unless_memory_retry_grows_the_request(
-    airflow_env: dict[str, str],  # noqa: F811
-    kill_dag_apps: list[str],  # noqa: F811
+    airflow_env: dict[str, str],
+    kill_dag_apps: list[str],
 ) -> None:
     """One DAG run, both tasks with retries=2: as written, the kill fails the task on its first try
     (AirflowFailException, one submission, the typed failure in its ``failure`` XCom); with

@@ -24,7 +24,11 @@ from airflow_provider_tony.cli import load_job
 from airflow_provider_tony.cli import main as cli
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.yarn import source as src
-from tests.integration.test_airflow import airflow_env, dags_test, kill_dag_apps, result_of, run_state  # noqa: F401
+from tests._airflow import (
+    dags_test,
+    result_of,
+    run_state,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -115,7 +119,7 @@ def test_src_dir_from_the_cli_and_reused_on_a_second_submit(tmp_path: Path, app_
             hdfs.delete(f"{tony_client.base_path}/src/{digest}.tar.gz")
 
 
-def test_src_dir_from_the_operator(tmp_path: Path, airflow_env, kill_dag_apps) -> None:  # noqa: F811
+def test_src_dir_from_the_operator(tmp_path: Path, airflow_env, kill_dag_apps) -> None:
     """A DAG whose job names ``src_dir`` relative to the DAG file."""
     dags = tmp_path / "dags"
     dags.mkdir()

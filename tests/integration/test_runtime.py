@@ -18,31 +18,13 @@ import pytest
 from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import JobSpec
 from tests._util import cpu_load, get_json, rm_app, rm_apps, wait_until
+from tests.integration._runtime import job, run, shards_from_reports
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINING = REPO / "dags" / "training"
 BEHAVE = str(Path(__file__).parent / "jobs" / "behave.py")
-
-
-def job(python: str, roles: dict[str, Any], **extra: Any) -> JobSpec:
-    doc = {
-        "name": "pytest-runtime",
-        "roles": roles,
-        "python": {"interpreter": python},
-        "heartbeat_interval": 0.5,
-        "heartbeat_timeout": 10,
-        "registration_timeout": 120,
-        **extra,
-    }
-    return JobSpec.from_dict(doc)
-
-
-def run(client, spec: JobSpec, tag: str, **wait: Any):
-    app_id = client.submit(spec, extra_tags=[tag])
-    result = client.wait(app_id, poll_interval=0.5, emit=lambda line: print(line, flush=True), **wait)
-    return result
 
 
 def behave(mode: str, instances: int = 2, *args: str, memory: str = "256 MiB") -> dict[str, Any]:
@@ -63,19 +45,6 @@ def assert_no_live_containers(app_id: str) -> None:
 
 def nm_url() -> str:
     return os.environ["TONY_NM_URL"]
-
-
-def shards_from_reports(hdfs: Any, folder: str, reports: list[dict[str, Any]]) -> list[set[str]]:
-    """Each task's files as the task itself reported them, checked against the folder's listing on HDFS
-    (``hdfs``: a WebHDFS client, Kerberized or not): disjoint, and together every file of the folder."""
-    listed = {n for n in hdfs.list(folder) if not n.startswith(("_", "."))}
-    shards = [set(r["input_files"].split(",")) for r in reports]
-    assert all(shards), f"a task reported no files: {reports}"
-    for i, a in enumerate(shards):
-        for b in shards[i + 1 :]:
-            assert not a & b, f"two tasks read the same files: {shards}"
-    assert set().union(*shards) == listed, f"the shards {shards} do not cover {sorted(listed)}"
-    return shards
 
 
 DIGITS_INPUTS = ["--input", "digits_train", "--eval-input", "digits_eval"]

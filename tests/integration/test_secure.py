@@ -25,77 +25,22 @@ import pytest
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from airflow_provider_tony.runtime.errors import ClusterError, InputMissing
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests._util import run_tony_without_jdk, wait_until
-from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT
-from tests.integration.test_airflow import (  # noqa: F401 - airflow_env is a fixture
-    airflow_env,
+from tests._airflow import (
     dag_tag,
     dags_test,
     result_of,
     run_state,
-    two_nightly_days,
 )
-from tests.integration.test_cli import NO_JAVA, submit_detached_then_kill
+from tests._util import run_tony_without_jdk, wait_until
+from tests.integration._cli import NO_JAVA, submit_detached_then_kill
+from tests.integration._nightly import two_nightly_days
+from tests.integration._secure import JOBS, MARKS, job
+from tests.integration.dags.training_jobs import RESUME_EVERY, RESUME_FAIL_AT
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.secure,
-    pytest.mark.skipif(
-        not os.environ.get("TONY_KERBEROS_PRINCIPAL"),
-        reason="needs the Kerberized profile: make test-secure (or TONY_DEVCLUSTER_SECURE=1)",
-    ),
-]
+pytestmark = MARKS
 
-JOBS = Path(__file__).parent / "jobs"
 REPO = Path(__file__).resolve().parents[2]
 TEST_DAGS = Path(__file__).parent / "dags" / "tony_test_dags.py"
-
-
-def job(name: str, script: str, *args: str, checkpoint: str | None = None, **extra: Any) -> JobSpec:
-    data: dict[str, Any] = {
-        "name": name,
-        "roles": {"worker": {"memory": "1 GiB", "script": str(JOBS / script), "args": list(args)}},
-        "python": {"interpreter": sys.executable},
-        "heartbeat_interval": 0.5,
-        "heartbeat_timeout": 60,
-        **extra,
-    }
-    if checkpoint:
-        data["checkpoint"] = {"dir": checkpoint, "poll_interval": 0.5}
-    return JobSpec.from_dict(data)
-
-
-@pytest.fixture(scope="module")
-def krb(cluster) -> Iterator[Any]:
-    """The submitting principal (keytab from ``make -s cluster-env``)."""
-    from airflow_provider_tony.yarn.client import TonyClient
-
-    with TonyClient.from_env() as client:
-        assert client.kerberos
-        yield client
-
-
-@pytest.fixture(scope="module")
-def other(cluster) -> Iterator[Any]:
-    """The second principal, which no job lists unless a test says so."""
-    from airflow_provider_tony.yarn.client import TonyClient
-
-    with TonyClient(
-        rm_url=cluster.rm_url,
-        webhdfs_url=cluster.webhdfs_url,
-        principal=os.environ["TONY_KERBEROS_OTHER_PRINCIPAL"],
-        keytab=os.environ["TONY_KERBEROS_OTHER_KEYTAB"],
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-def tag(krb) -> Iterator[str]:
-    """Like ``app_tag``, but cleanup speaks SPNEGO (the shared one uses plain HTTP)."""
-    value = f"pytest-{uuid.uuid4().hex[:12]}"
-    yield value
-    for app in krb.find_by_tags([value]):
-        krb.kill(app.app_id)
 
 
 @pytest.fixture
@@ -486,7 +431,7 @@ def test_acls_keep_the_other_principal_out_unless_listed(krb, other, tag, listed
     wait_until(lambda: krb.report(app_id).state == "KILLED", 60, f"{app_id} KILLED by its owner")
 
 
-def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  # noqa: F811
+def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:
     """The operator, deferred to its trigger, on the Kerberos connection; the retry resumes from HDFS."""
     try:
         out = dags_test(airflow_env, "tony_test_resume", dagfile=TEST_DAGS, deferrable=True)
@@ -500,7 +445,7 @@ def test_airflow_retry_resumes_through_the_trigger(airflow_env, krb) -> None:  #
     assert "delegation=" not in out and os.environ["TONY_KERBEROS_KEYTAB"] not in out
 
 
-def test_nightly_retrain_example_gate_and_lineage_on_kerberos(airflow_env, krb, tmp_path) -> None:  # noqa: F811
+def test_nightly_retrain_example_gate_and_lineage_on_kerberos(airflow_env, krb, tmp_path) -> None:
     """Issue 30's acceptance through the example DAGs on the Kerberized cluster: the partition
     written over SPNEGO, the nightly retrain's shards, its gate passing on a good day and refusing a
     degraded one (no retry, no publication, no event) and OpenLineage naming the partitions and the
@@ -526,7 +471,7 @@ def test_the_job_page_in_chromium_through_the_proxy_with_spnego(krb, tag, tmp_pa
 
     import httpx
 
-    from tests.integration.test_job_page import CHROMIUM, CURVE, SHOTS
+    from tests.integration._job_page import CHROMIUM, CURVE, SHOTS
 
     if not Path(CHROMIUM).exists() or shutil.which("kinit") is None:
         pytest.skip("needs Chromium at /usr/bin/chromium and MIT kinit")

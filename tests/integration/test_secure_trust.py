@@ -7,10 +7,12 @@ run's tags on its own application, but not our user on it. ``find_by_tags``
 
 from __future__ import annotations
 
-from tests.integration.test_secure import job, krb, other, pytestmark, tag  # noqa: F401 - fixtures, marks
+from tests.integration._secure import MARKS, job
+
+pytestmark = MARKS
 
 
-def test_another_principals_succeeded_application_with_our_tags_is_not_ours(krb, other, tag) -> None:  # noqa: F811
+def test_another_principals_succeeded_application_with_our_tags_is_not_ours(krb, other, tag) -> None:
     identity = [tag, "tony-dag:d", "tony-task:t", "tony-run:r"]
     squat = other.submit(job("pytest-secure-squat", "behave.py", "ok"), extra_tags=identity)
     done = other.wait(squat, poll_interval=0.5, emit=lambda _: None)

@@ -27,7 +27,7 @@ import pytest
 from airflow_provider_tony.conclusion import conclude
 from airflow_provider_tony.runtime.checkpoint import MANIFEST, remote_checkpoints, remote_name
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests.integration.test_runtime import job
+from tests.integration._runtime import job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

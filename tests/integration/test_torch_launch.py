@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_runtime import job, run
+from tests.integration._runtime import job, run
 
 pytestmark = pytest.mark.cluster
 

@@ -12,22 +12,20 @@ import json
 
 import pytest
 
-from tests._util import rm_apps
-from tests.integration.test_airflow import (  # noqa: F401 - fixtures
+from tests._airflow import (
     TEST_DAGS,
-    airflow_env,
     dag_tag,
     dags_test,
-    kill_dag_apps,
     result_of,
     run_state,
 )
+from tests._util import rm_apps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["polling", "deferrable"])
-def test_a_hostile_script_through_airflow(airflow_env, cluster, kill_dag_apps, deferrable: bool) -> None:  # noqa: F811
+def test_a_hostile_script_through_airflow(airflow_env, cluster, kill_dag_apps, deferrable: bool) -> None:
     kill_dag_apps.append("tony_test_hostile")
     before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_hostile"))}
     out = dags_test(airflow_env, "tony_test_hostile", dagfile=TEST_DAGS, deferrable=deferrable)
@@ -53,7 +51,7 @@ HOSTILE_LABEL = (
 )
 
 
-def test_a_yaml_param_in_a_job_file_is_one_argument(airflow_env, cluster, kill_dag_apps) -> None:  # noqa: F811
+def test_a_yaml_param_in_a_job_file_is_one_argument(airflow_env, cluster, kill_dag_apps) -> None:
     """A real DAG run of a job file with the hostile param in ``args``: one literal argument, no key changed."""
     kill_dag_apps.append("tony_test_param_yaml")
     before = {a["id"] for a in rm_apps(cluster.rm_url, tag=dag_tag("tony_test_param_yaml"))}

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests._cluster import DEFAULT_PORT_BASE
+from tests._cluster import SECOND_PORT_BASE
 from tests._util import rm_apps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -30,8 +30,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 DEVCLUSTER = REPO / "devcluster" / "devcluster.py"
 BEHAVE = str(Path(__file__).resolve().parent / "jobs" / "behave.py")
-# 800 above the open cluster's base: clear of the secure (+600) and chaos (+900) clusters' ports.
-SECOND_PORT_BASE = str(int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", DEFAULT_PORT_BASE)) + 800)
 
 
 def _exports(text: str) -> dict[str, str]:

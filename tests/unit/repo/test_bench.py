@@ -248,7 +248,7 @@ def test_node_loss_bench_runs_both_paths_and_writes_its_report(tmp_path: Path, m
     monkeypatch.setenv("TONY_RM_URL", "http://127.0.0.1:1")
     node_loss = load_script("bench/node_loss.py", "tony_bench_node_loss")
     import airflow_provider_tony.runtime.checkpoint as checkpoint
-    import tests.chaos.test_strategies as strategies
+    import tests.chaos._support as chaos_support
     from airflow_provider_tony.yarn.client import TonyClient
 
     client, calls = _NodeLossClient(), []
@@ -256,7 +256,7 @@ def test_node_loss_bench_runs_both_paths_and_writes_its_report(tmp_path: Path, m
     monkeypatch.setattr(node_loss, "devcluster", lambda *args: calls.append(args))
     monkeypatch.setattr(TonyClient, "from_env", classmethod(lambda cls: client))
     monkeypatch.setattr(checkpoint, "remote_checkpoints", lambda hdfs, path: [10])
-    monkeypatch.setattr(strategies, "victim_of", lambda cluster, app_id, doc, uploader: (2, None))
+    monkeypatch.setattr(chaos_support, "victim_of", lambda cluster, app_id, doc, uploader: (2, None))
     monkeypatch.setattr(sys, "argv", ["node_loss.py"])
     assert node_loss.main() == 0
     assert [(r, at) for _, r, at in client.submitted] == [(1, 1), (0, 1), (0, 2)], "in-application, then a retry"

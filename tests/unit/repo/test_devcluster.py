@@ -141,8 +141,7 @@ def _ports(base: int, nodemanagers: int) -> set[int]:
 def test_the_clusters_of_one_make_test_never_share_a_port() -> None:
     """`make test` runs the open, secure and chaos clusters (and test_two_clusters' second one) from one
     port base; the Makefile and the chaos conftest must agree on the offsets, and the ranges never meet."""
-    from tests._cluster import CHAOS_NODEMANAGERS, CHAOS_PORT_OFFSET
-    from tests.integration.test_two_clusters import SECOND_PORT_BASE
+    from tests._cluster import CHAOS_NODEMANAGERS, CHAOS_PORT_OFFSET, SECOND_PORT_BASE
 
     makefile = (REPO / "Makefile").read_text()
     secure = int(re.search(r"^SECURE_PORT_BASE \?= .*\+ (\d+)", makefile, re.M).group(1))

@@ -1,0 +1,19 @@
+"""The e2e suite's helpers that a test module uses as well as its conftest: the README's admin login."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+
+
+def admin_login(url: str, home: Path) -> tuple[str, str]:
+    """The README's login: user ``admin``, the password from the stack's ``passwords.json``; (password, API token)."""
+    password = json.loads((home / "passwords.json").read_text())["admin"]
+    req = urllib.request.Request(
+        f"{url}/auth/token",
+        data=json.dumps({"username": "admin", "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return password, json.load(resp)["access_token"]
