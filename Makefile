@@ -139,7 +139,7 @@ test: bootstrap-test venv
 # side by side (TEST_PARALLEL=0: one after the other), each its own pytest and its own line in
 # the closing counts:
 #   unit   tests/unit (no cluster; niced: the integration lanes' daemons come first), then
-#          UNIT_LANE_FILES (the benchmarks' smoke)
+#          UNIT_LANE_FILES (the benchmarks' smoke, the PyTorch jobs, the docs' walk-throughs)
 #   open   every integration and e2e test but OPEN2_FILES (so a new test file lands here)
 #   open2  OPEN2_FILES: the Airflow-heavy half (airflow dags test, the Airflow stack and browser)
 # Most of an integration test's time is spent waiting on YARN, so the two cluster lanes fill
@@ -150,10 +150,10 @@ test: bootstrap-test venv
 # unit) is the result. With PYTEST_ARGS (a narrow run) a lane that selects nothing (pytest exit
 # 5) is no failure.
 OPEN2_FILES := tests/integration/test_airflow.py tests/integration/test_trust_airflow.py tests/e2e
-# The benchmarks' smoke and the PyTorch jobs (minutes, mostly waiting on YARN) follow the unit
-# tests in their lane, which is otherwise idle for most of the part.
+# The benchmarks' smoke, the PyTorch jobs and the docs' walk-throughs (minutes, mostly waiting on
+# YARN) follow the unit tests in their lane, which is otherwise idle for most of the part.
 UNIT_LANE_FILES := tests/integration/test_bench_smoke.py tests/integration/test_torch.py \
-	tests/integration/test_torch_launch.py
+	tests/integration/test_torch_launch.py tests/integration/test_doc_walkthroughs.py
 SIDE_LANES := open2 unit
 OPEN_IGNORE := --ignore=tests/unit --ignore=tests/chaos --ignore=tests/ha --ignore=tests/ha_secure --ignore=tests/integration/test_secure.py \
 	--ignore=tests/integration/test_secure_trust.py $(addprefix --ignore=,$(OPEN2_FILES) $(UNIT_LANE_FILES))

@@ -26,38 +26,27 @@ from typing import Any
 
 import pytest
 
+from tests._docs import commands, move_ports, shell_block
 from tests._util import wait_until
 from tests.e2e._support import admin_login
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Trying it in the Airflow UI"
-DEFAULT_PORT_BASE = 19000
+SECTION = "Trying it in the Airflow UI"
 SERVICES = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 
 def readme_block() -> str:
     """The bash block of the README's Airflow UI section."""
-    text = (REPO / "README.md").read_text()
-    assert SECTION in text, f"README has no {SECTION!r} section"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert block, f"no ```bash block under {SECTION!r}"
-    return block.group(1)
-
-
-def commands(block: str) -> list[str]:
-    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return shell_block("README.md", SECTION).text
 
 
 def ui_url(block: str) -> str:
     """The UI address the README gives, moved to this session's port base if it is not the default."""
     found = re.search(r"http://127\.0\.0\.1:(\d+)/", block)
     assert found, f"the README block names no UI address:\n{block}"
-    base = int(os.environ.get("TONY_DEVCLUSTER_PORT_BASE", DEFAULT_PORT_BASE))
-    port = int(found.group(1)) + base - DEFAULT_PORT_BASE
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{move_ports(found.group(1))}"
 
 
 def run_line(line: str) -> subprocess.CompletedProcess[str]:

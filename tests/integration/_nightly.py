@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime.checkpoint import remote_checkpoints
 from tests._airflow import dags_test, own_runs, result_of, run_state, with_base_path
+from tests._docs import block_commands
 from tests.integration._runtime import shards_from_reports
 
 TRAINING = Path(__file__).resolve().parents[2] / "dags" / "training"
@@ -65,6 +67,24 @@ def read_json(hdfs: Any, path: str) -> Any:
         return json.loads(reader.read())
 
 
+def quality_gate_page_runs() -> list[tuple[str, dict[str, Any] | None]]:
+    """The ``airflow dags test`` lines of docs/quality-gate.md's walk-through, as (DAG id, --conf).
+
+    Each line must read ``.venv/bin/airflow dags test DAG "$day" [--conf JSON]``: the test runs
+    exactly those DAGs with exactly that conf on its own day (the page's ``$day``); any other
+    shape fails here rather than being half followed.
+    """
+    runs: list[tuple[str, dict[str, Any] | None]] = []
+    for line in block_commands("docs/quality-gate.md", "Quality gate"):
+        words = shlex.split(line, comments=True)
+        if words[1:3] != ["dags", "test"]:
+            continue
+        assert words[0] == ".venv/bin/airflow" and words[4] == "$day", line
+        assert len(words) == 5 or (len(words) == 7 and words[5] == "--conf"), line
+        runs.append((words[3], json.loads(words[6]) if len(words) == 7 else None))
+    return runs
+
+
 def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path) -> tuple[dict[str, Any], str]:
     """The example DAGs for two days, on whichever cluster ``client`` (a TonyClient) speaks to.
 
@@ -72,8 +92,9 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
     ``tony_nightly_retrain`` trains two workers on disjoint shards that together are
     every train file (each worker's own report, from the job's history), passes the
     quality gate (the first model) and publishes: the record, the model folder, the
-    model asset's event. Day 2 is written with ``degrade``: the retrain (warm-started
-    from day 1's last checkpoint, training all its epochs into its own folder) fails
+    model asset's event. Day 2 is docs/quality-gate.md's two runs (read from the page), the
+    day written with ``degrade``: the retrain (warm-started from day 1's last checkpoint,
+    training all its epochs into its own folder) fails
     the gate with both figures in the log, is not retried though ``retries=2``,
     publishes nothing (the record and day 1's model stay, no event)
     and keeps its model aside. The OpenLineage events (file transport into
@@ -128,9 +149,17 @@ def two_nightly_days(env: dict[str, str], client: Any, base: str, lineage: Path)
 
     # Day 2: its training labels went wrong upstream; the gate keeps yesterday's model published.
     before = own_runs(env)
-    wrote = dags_test(env, "tony_digits_partition", logical_date=f"{DAY2}T01:30:00+00:00", conf={"degrade": True})
+    # The two runs are docs/quality-gate.md's, read from the page, on the day after day 1.
+    (partition_dag, partition_conf), (retrain_dag, retrain_conf) = quality_gate_page_runs()
+    assert (partition_dag, partition_conf, retrain_dag, retrain_conf) == (
+        "tony_digits_partition",
+        {"degrade": True},
+        "tony_nightly_retrain",
+        None,
+    ), "this test checks a degraded day's refusal: follow the page where it changed"
+    wrote = dags_test(env, partition_dag, logical_date=DAY2, conf=partition_conf)
     assert run_state(wrote) == "success", wrote[-4000:]
-    bad = dags_test(env, "tony_nightly_retrain", logical_date=f"{DAY2}T01:30:00+00:00")
+    bad = dags_test(env, retrain_dag, logical_date=DAY2, conf=retrain_conf)
     assert run_state(bad) == "failed", bad[-4000:]
     figures = re.search(r"quality gate FAILED \(val_accuracy: this run ([0-9.]+), published model ([0-9.]+)\)", bad)
     assert figures, bad[-4000:]

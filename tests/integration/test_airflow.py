@@ -67,7 +67,8 @@ def fresh_base(cluster) -> Iterator[str]:
 def test_nightly_retrain_publishes_a_model_and_its_gate_refuses_a_worse_one(
     airflow_env, cluster, tony_client, kill_dag_apps, fresh_base, tmp_path: Path
 ) -> None:
-    """Issue 30's acceptance through the example DAGs on the open cluster (``two_nightly_days``),
+    """Issue 30's acceptance through the example DAGs on the open cluster (``two_nightly_days``; its
+    day 2 is the walk-through's two ``airflow dags test`` lines, read from docs/quality-gate.md),
     then what the secure test leaves out: the XCom's link and usage, and the scoring DAG on the model."""
     kill_dag_apps.append("tony_nightly_retrain")
     result, _ = two_nightly_days(airflow_env, tony_client, fresh_base, tmp_path / "openlineage.jsonl")
