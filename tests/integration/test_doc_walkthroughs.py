@@ -24,8 +24,9 @@ What runs where, and what is not run as written:
   lines run in ``test_airflow.py``'s nightly test (``two_nightly_days`` reads them from the page),
   which already spends minutes on the same two DAG runs: a second copy here would double that.
   There they run with that test's Airflow home and HDFS base path in place of the demo's, on a
-  day whose day before it trained (the page's ``make demo`` is not run: see the registry in
-  ``tests/unit/repo/test_doc_blocks.py``).
+  day whose day before it trained (the page's ``make demo`` runs in ``test_make_demo_as_written``).
+- README.md's quick start: ``make demo`` as written, on this session's cluster (``make test`` is
+  what CI runs).
 - README.md/docs/index.md's install block: ``tony validate`` as written, with the ``tony`` that
   ``pip install --no-deps --no-build-isolation --target DIR .`` installed (the project's
   dependencies are the venv's already, and build isolation would download setuptools): the same
@@ -302,3 +303,26 @@ def test_quality_gate_setup_lines(cluster: Any, tmp_path: Path) -> None:
     # make demo trains on yesterday's partition in the DAGs' timezone; the page's day is the next one, today.
     assert ran.shell["day"] in today, (ran.shell["day"], today)
     assert (REPO / ".venv" / "bin" / "airflow").is_file(), "the page's next lines run .venv/bin/airflow"
+
+
+# --- README.md: Quick start's first command ----------------------------------------------------
+
+
+def test_make_demo_as_written(cluster: Any, tmp_path: Path) -> None:
+    """The README quick start's ``make demo``, as written, on this session's cluster (its home and
+    ports are what a user's default ``.devcluster`` is): exit 0, the day's partition written, the
+    retrain's DAG run ended, and its model on HDFS, published or (after an earlier demo on this
+    cluster published a better one) kept aside by the gate, as the demo says."""
+    lines = block_commands("README.md", "Quick start")
+    demo = [line for line in lines if line.split("#")[0].strip() == "make demo"]
+    assert demo, f"the README's quick start runs no `make demo`: {lines}"
+    ran = run_block(demo, tmp_path, user_env(), timeout=900)
+    ran.assert_all_succeeded(demo)
+    assert re.search(r"wrote \d+ records in \d+ files to \S+/data/digits/dt=", ran.output), ran.output[-4000:]
+    model = re.search(r"\(path (\S+)\)", ran.output) or re.search(r"model is at (\S+)\. To publish", ran.output)
+    assert model, ran.output[-4000:]
+    from hdfs import InsecureClient
+
+    hdfs = InsecureClient(cluster.webhdfs_url, user=cluster.user)
+    assert hdfs.status(model.group(1), strict=False) is not None, f"{model.group(1)} is not on HDFS"
+    assert "DAG run success" in ran.output or "the quality gate kept the model" in ran.output, ran.output[-4000:]
