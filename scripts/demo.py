@@ -60,6 +60,7 @@ def main() -> int:
     result = None
     state = None
     refused = None
+    published = None
     assert proc.stdout is not None
     for line in proc.stdout:
         if "operators.tony.TonyOperator" in line or "hooks.yarn" in line:
@@ -69,6 +70,8 @@ def main() -> int:
                 result = json.loads(message[len("result: ") :])
             elif message.startswith("quality gate FAILED"):
                 refused = message.strip()
+            elif found := re.match(r"model (\S+) published: asset", message):
+                published = found.group(1)  # the gate's version folder (the result line is logged before the gate)
         elif "DagRun Finished" in line:
             state = re.search(r"state=(\w+)", line).group(1)
     proc.wait()
@@ -83,10 +86,8 @@ def main() -> int:
         return 0
     if state != "success" or result is None:
         return 1
-    print(
-        f"model on HDFS: {os.environ['TONY_WEBHDFS_URL']}/explorer.html#{result['model_dir']}  "
-        f"(path {result['model_dir']})"
-    )
+    model_dir = published or result["model_dir"]
+    print(f"model on HDFS: {os.environ['TONY_WEBHDFS_URL']}/explorer.html#{model_dir}  (path {model_dir})")
     print(f"YARN application: {result['tracking_url']}")
     return 0
 
