@@ -186,3 +186,73 @@ def test_tony_submit_says_the_same_conclusion_and_warns_of_what_it_could_not_do(
     assert out.splitlines()[0] == APP and "quality gate passed: published at" in out and "cost:" not in out
     assert f"warning: no final cost for {APP}: the ResourceManager does not answer" in err
     assert "warning: could not add the gate's verdict to the job's history: " in err
+
+
+class NoCost(Cluster):
+    """The ResourceManager does not answer for the final cost; the rest of the cluster works."""
+
+    def __init__(self, hdfs: FakeHdfs) -> None:
+        super().__init__(hdfs)
+        self.specs: list[Any] = []
+
+    def final_cost(self, app_id: str) -> Cost | None:
+        raise ClusterError("the ResourceManager does not answer")
+
+    def webhdfs_for(self, spec: JobSpec) -> FakeHdfs:
+        self.specs.append(spec)
+        return super().webhdfs_for(spec)
+
+
+def test_a_lost_cost_and_a_lost_history_note_are_said_on_every_way_a_job_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The best-effort errors travel with every conclusion, whatever the gate decided, and the gate
+    reads the model's NameNode for this job's spec."""
+    from airflow_provider_tony.runtime import hdfs_io
+
+    monkeypatch.setattr(hdfs_io.time, "sleep", lambda _s: None)  # the NameNode stays down: no waiting between tries
+    down = NoCost(FakeHdfs(tmp_path / "unused"))
+    assert isinstance(conclude(down, spec(), failed("worker:0 exited")).cost_error, ClusterError)
+
+    class Down(FakeHdfs):
+        def status(self, path: str, strict: bool = True) -> Any:
+            raise ConnectionError("NameNode down")
+
+    undecided = conclude(NoCost(Down(tmp_path / "down")), spec(), succeeded())
+    assert isinstance(undecided.undecided, ConnectionError) and isinstance(undecided.cost_error, ClusterError)
+
+    hdfs = NoHistory(tmp_path / "hdfs")
+    FakeHdfs.write(hdfs, f"{HISTORY}/{APP}.json", JobHistory(state=final_document()).to_json())
+    export(hdfs, tmp_path, APP, 0.9)
+    cluster = NoCost(hdfs)
+    the_spec = spec()
+    passed = conclude(cluster, the_spec, succeeded())
+    assert passed.published and cluster.specs == [the_spec]
+    assert isinstance(passed.cost_error, ClusterError) and isinstance(passed.history_error, PermissionError)
+    export(hdfs, tmp_path, OTHER_APP, 0.5)
+    FakeHdfs.write(hdfs, f"{HISTORY}/{OTHER_APP}.json", JobHistory(state=final_document()).to_json())
+    worse = succeeded()
+    worse.app_id = OTHER_APP
+    refused = conclude(NoCost(hdfs), spec(), worse)
+    assert refused.gate is not None and not refused.gate.passed
+    assert isinstance(refused.cost_error, ClusterError) and isinstance(refused.history_error, PermissionError)
+
+
+def test_retention_that_fails_midway_says_so_and_the_job_still_stands(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    runs = "/user/airflow/tony/checkpoints/nightly/train"
+    for run in ("scheduled__1", "scheduled__2"):
+        hdfs.write(f"{runs}/{run}/ckpt-000000000010/ckpt-10.index", b"x")
+
+    class Busy(Cluster):
+        def find_by_tags(self, tags: list[str]) -> list[AppReport]:
+            raise ClusterError("the ResourceManager does not answer")
+
+    plain = JobSpec.from_dict({"roles": {"worker": {"command": ["true"]}}, "retention": {"max_age_days": 7}})
+    done = conclude(Cluster(hdfs), plain, succeeded(), runs=TaskRuns(Busy(hdfs), runs))
+    assert isinstance(done.retention_error, ClusterError) and done.pruned == ()
+    assert sorted(p.name for p in (hdfs.root / runs.lstrip("/")).iterdir()) == ["scheduled__1", "scheduled__2"]
+    aged = conclude(Cluster(hdfs), plain, succeeded(), runs=TaskRuns(Cluster(hdfs), runs))
+    # FakeHdfs's folders are as old as its clock's epoch; the newest run is never pruned (retention.plan)
+    assert aged.retention_error is None and [path.rsplit("/", 1)[-1] for path, _ in aged.pruned] == ["scheduled__1"]
+    assert "(max_age_days 7)" in aged.pruned[0][1], aged.pruned
