@@ -293,8 +293,7 @@ class ApplicationMaster:
             if task_id is None or task is None or task.state.finished:
                 continue
             message = f"container {container.yarn_container_id} {container.state}: {container.exit_message}"
-            raw = self.app.kv.get(C.kv_exit(task_id))  # written before the container ended?
-            record = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
+            record = self.exit_record(task_id)  # written before the container ended?
             kill = memory_kill(container.exit_message)
             if kill is not None:  # YARN's word, whatever the executor reported (the SIGTERM's 143)
                 self.held_exits.pop(task_id, None)
@@ -413,6 +412,11 @@ class ApplicationMaster:
         for task_id in remaining:
             self.tracker.stopped(task_id)
 
+    def exit_record(self, task_id: str) -> ExitRecord | None:
+        """The task's exit record from the store; None when it has none yet or it is corrupt (logged)."""
+        raw = self.app.kv.get(C.kv_exit(task_id))
+        return None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
+
     def drain(self, now: float) -> bool:
         """Let the checkpoint uploader finish before a restart stops it; True once it may go on.
 
@@ -436,8 +440,7 @@ class ApplicationMaster:
                 log.warning("restart: %s could not upload its newest checkpoint: %s", task_id, answer.error)
             self.tracker.drained(answer.step, waited, answer.last_step)
             return True
-        raw = self.app.kv.get(C.kv_exit(task_id))
-        ended = None if raw is None else _decode(raw, ExitRecord, C.kv_exit(task_id))
+        ended = self.exit_record(task_id)
         if ended is not None:  # it ended on its own (its collective failed) after its final flush
             reached = ended.progress.step if ended.progress is not None else None
             self.tracker.drained(ended.checkpoint_step, waited, reached)

@@ -35,14 +35,13 @@ What runs where, and what is not run as written:
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +52,7 @@ import pytest
 
 from tests._cluster import export_cluster_env
 from tests._docs import REPO, block_commands, move_ports, session_port_base
-from tests._util import rm_apps
+from tests._util import get_json, rm_apps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -113,12 +112,12 @@ def run_block(
     """
     codes, state = tmp_path / "codes", tmp_path / "env"
     script = [f"{line}\n__doc_codes+=($?)" for line in lines]
-    script.append(f'printf "%s\\n" "${{__doc_codes[@]}}" > {shlex_quote(codes)}')
+    script.append(f'printf "%s\\n" "${{__doc_codes[@]}}" > {shlex.quote(str(codes))}')
     script += probe
-    script.append(f"env -0 > {shlex_quote(state)}")
+    script.append(f"env -0 > {shlex.quote(str(state))}")
     for name in shell_vars:
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name), name
-        script.append(f'printf "%s" "${{{name}-}}" > {shlex_quote(tmp_path / ("var." + name))}')
+        script.append(f'printf "%s" "${{{name}-}}" > {shlex.quote(str(tmp_path / ("var." + name)))}')
     proc = subprocess.Popen(
         ["bash", "--noprofile", "--norc", "-c", "\n".join(script)],
         cwd=REPO,
@@ -138,17 +137,6 @@ def run_block(
     exported = dict(item.split("=", 1) for item in state.read_text().split("\0") if "=" in item)
     shell = {name: (tmp_path / ("var." + name)).read_text() for name in shell_vars}
     return Ran(found, output, exported, shell)
-
-
-def shlex_quote(path: Path) -> str:
-    import shlex
-
-    return shlex.quote(str(path))
-
-
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.load(resp)
 
 
 # --- README.md and docs/index.md: Installing --------------------------------------------------

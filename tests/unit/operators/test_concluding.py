@@ -18,16 +18,9 @@ from airflow_provider_tony.conclusion import Conclusion
 from airflow_provider_tony.operators import concluding, identity
 from airflow_provider_tony.runtime.messages import Cost
 from airflow_provider_tony.runtime.spec import JobSpec
-from tests.unit.support.operator import APP, OutletEvents, operator, succeeded
+from tests.unit.support.operator import APP, OutletEvents, log_lines, operator, succeeded
 
 COST = Cost(vcore_seconds=120, memory_mb_seconds=245760, final=True)
-
-
-def logged(op: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    lines: list[str] = []
-    for level in ("info", "warning", "error"):
-        monkeypatch.setattr(op.log, level, lambda msg, *args, level=level: lines.append(f"{level}: {msg % args}"))
-    return lines
 
 
 def test_each_step_of_the_conclusion_is_told_once_in_its_words(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +44,7 @@ def test_each_step_of_the_conclusion_is_told_once_in_its_words(monkeypatch: pyte
         return done
 
     monkeypatch.setattr(concluding, "conclude", conclude)
-    lines = logged(op, monkeypatch)
+    lines = log_lines(op, monkeypatch)
     value = op._concluded(succeeded(), ctx)
     folder = identity.task_folder(op.hook.base_path, ctx["ti"])
     assert asked == [(APP, folder)], "retention's scope is the task's own folder"
@@ -74,7 +67,7 @@ def test_nothing_failed_says_nothing_of_it(monkeypatch: pytest.MonkeyPatch) -> N
     op, _hook, ctx = operator(succeeded())
     op._spec = JobSpec.from_dict(op.job)
     monkeypatch.setattr(concluding, "conclude", lambda hook, spec, result, *, runs: Conclusion(result))
-    lines = logged(op, monkeypatch)
+    lines = log_lines(op, monkeypatch)
     op._concluded(succeeded(), ctx)
     assert [line for line in lines if not line.startswith("info: result: ")] == [
         f"info: {APP} SUCCEEDED: worker:0 succeeded"

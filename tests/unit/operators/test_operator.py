@@ -21,7 +21,17 @@ from airflow_provider_tony.runtime.errors import ClusterError
 from airflow_provider_tony.runtime.messages import Cost, JobHistory, Usage
 from airflow_provider_tony.triggers.tony import TonyTrigger
 from airflow_provider_tony.yarn.follower import AppReport, JobResult, TonyEvent
-from tests.unit.support.operator import APP, URL, FakeHook, OutletEvents, failed, final_document, operator, succeeded
+from tests.unit.support.operator import (
+    APP,
+    URL,
+    FakeHook,
+    OutletEvents,
+    failed,
+    final_document,
+    log_lines,
+    operator,
+    succeeded,
+)
 
 
 def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
@@ -452,18 +462,10 @@ def test_the_mixins_status_words(state: str, final_status: str, status: str) -> 
     assert op.is_job_succeeded(status) is (status == "SUCCEEDED")
 
 
-def _log_lines(op: TonyOperator, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The task log as Airflow shows it (the operator's own lines, formatted)."""
-    lines: list[str] = []
-    for level in ("info", "warning", "error"):
-        monkeypatch.setattr(op.log, level, lambda msg, *args, _l=level: lines.append(f"{_l}: {msg % args}"))
-    return lines
-
-
 def test_the_task_log_says_submitted_reattached_succeeded_and_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Users (and the integration tests) read these lines in the Airflow log."""
     op, hook, ctx = operator(succeeded(), deferrable=False)
-    lines = _log_lines(op, monkeypatch)
+    lines = log_lines(op, monkeypatch)
     op._spec = op.build_spec(ctx)
     op.submit_job(ctx)
     assert f"info: submitted {APP} (nightly.train)" in lines
@@ -539,7 +541,7 @@ def test_execute_complete_describes_the_result_even_when_the_job_cannot_be_rebui
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     op, _hook, ctx = operator(succeeded(), deferrable=True)
-    lines = _log_lines(op, monkeypatch)
+    lines = log_lines(op, monkeypatch)
 
     def broken(context: Any) -> Any:
         raise ValueError("template gone")

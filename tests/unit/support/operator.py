@@ -210,3 +210,11 @@ class OutletEvents(dict):
 
         self[key] = SimpleNamespace(extra={})
         return self[key]
+
+
+def log_lines(op: Any, monkeypatch: Any) -> list[str]:
+    """The operator's task log as Airflow shows it: each line ``<level>: <text>``, formatted."""
+    lines: list[str] = []
+    for level in ("info", "warning", "error"):
+        monkeypatch.setattr(op.log, level, lambda msg, *args, _l=level: lines.append(f"{_l}: {msg % args}"))
+    return lines
