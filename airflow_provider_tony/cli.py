@@ -199,6 +199,8 @@ def _concluded(done: Conclusion) -> int:
         raise done.undecided
     if done.history_error is not None:
         print(f"warning: could not add the gate's verdict to the job's history: {done.history_error}", file=sys.stderr)
+    if done.early_stopped is not None:
+        print(f"{result.app_id} {done.early_stopped.line()} (no model: the quality gate was skipped)", flush=True)
     verdict = done.gate
     if verdict is None:
         return 0

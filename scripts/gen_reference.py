@@ -43,6 +43,8 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "JobSpec.name": {"minLength": 1, "maxLength": model._MAX_NAME_LEN},
     "JobSpec.inputs": {"propertyNames": {"pattern": model._INPUT_NAME.pattern}},
     "InputSpec.sharding": {"enum": list(model.SHARDING_POLICIES)},
+    "EarlyStopping.rule": {"enum": [*model.STOPPING_RULES, None]},
+    "EarlyStopping.mode": {"enum": list(model.GATE_MODES)},
     # Placement.coerce also takes the shorthands 'spread' and a list of hosts.
     "RoleSpec.placement": {
         "anyOf": [

@@ -96,6 +96,10 @@ SCOPE: dict[str, list[str]] = {
     "runtime/gpu.py": ["*"],
     "yarn/rest.py": ["*"],
     "yarn/submit.py": ["*"],
+    # The sweep's decisions: the median-stopping rule, the trials' ranking, the deadline alert's test-run check.
+    "runtime/median_stop.py": ["*"],
+    "sweep_ranking.py": ["*"],
+    "alerts.py": ["*"],
 }
 
 

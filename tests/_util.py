@@ -178,6 +178,39 @@ def cpu_load(per_cpu: int = 1) -> Iterator[list[Any]]:
             hog.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def serving(body: bytes, content_type: str | None = None) -> Iterator[int]:
+    """A loopback HTTP server answering every GET with ``body`` for the block; its port.
+
+    It stands in for a page elsewhere (another origin, an upstream server) and is shut down
+    whatever happened in the block.
+    """
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            if content_type is not None:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
 def step_of(doc: StateDocument | None, task_id: str) -> int:
     task = doc.task(task_id) if doc is not None else None
     return task.progress.step or 0 if task is not None and task.progress is not None else 0

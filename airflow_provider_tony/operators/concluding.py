@@ -36,6 +36,7 @@ class Concluding(_Operator):
 
     model_asset: Asset | None
     fail_fast_on_permanent: bool
+    publish: bool
     _spec: JobSpec | None
     #: The finished job's conclusion (what lineage describes) and the XCom it was told as (once per
     #: operator, ``_concluded``: whichever path saw the job end, however often the mixin asks for the result).
@@ -79,7 +80,7 @@ class Concluding(_Operator):
             return self._told
         spec, ti = self._spec, context["ti"]
         runs = TaskRuns(self.hook, identity.task_folder(self.hook.base_path, ti)) if spec is not None else None
-        done = self._conclusion = conclude(self.hook, spec, result, runs=runs)
+        done = self._conclusion = conclude(self.hook, spec, result, runs=runs, publish=self.publish)
         if done.cost_error is not None:
             self.log.warning("no final cost for %s: %s", result.app_id, done.cost_error)
         self._finish(done.result, context)
@@ -89,6 +90,8 @@ class Concluding(_Operator):
             raise AirflowException(f"quality gate of {result.app_id} not decided: {error}") from done.undecided
         if done.history_error is not None:
             self.log.warning("could not add the gate's verdict to the job's history: %s", done.history_error)
+        if done.held and spec is not None and spec.checkpoint.model_dir:
+            value = outcome.held_candidate(value, spec.checkpoint.model_dir, self.log)
         if done.gate is not None:
             ti.xcom_push(key=XCOM_QUALITY_GATE, value=done.gate.to_dict())
             value = outcome.with_verdict(value, done.gate, self.log)
@@ -99,6 +102,10 @@ class Concluding(_Operator):
         if self.model_asset is not None and done.published:
             context["outlet_events"][self.model_asset].extra = outcome.asset_extra(value)
             self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
+        if done.early_stopped is not None:  # the conclusion's last word: stopped on purpose, no model
+            if spec is not None and spec.quality_gate.enabled:
+                self.log.info("quality gate skipped: the trial was stopped early and has no model to judge")
+            self.log.info("%s %s", result.app_id, done.early_stopped.line())
         self._told = value
         return value
 

@@ -89,10 +89,13 @@ def full_result(result: JobResult, spec: JobSpec | None) -> dict[str, Any]:
         "events": state.artefact_events(),
         # In-application gang restarts (max_restarts): what failed, when, which step the gang resumed from.
         "restarts": [r.to_dict() for r in state.restarts],
+        "name": spec.name if spec else None,
         "checkpoint_dir": spec.checkpoint.dir if spec else None,
         "model_dir": spec.checkpoint.model_dir if spec else None,
         # Resource-seconds from the RM's final report: what the run cost (None: YARN had forgotten it).
         "cost": result.cost.to_dict() if result.cost is not None else None,
+        # The sweep's median rule stopped the trial (early_stopping): step, metric, value, median, finished_trials.
+        "early_stopped": state.early_stopped.to_dict() if state.early_stopped is not None else None,
     }
 
 
@@ -157,12 +160,29 @@ def with_verdict(value: dict[str, Any], verdict: GateResult, log: Log) -> dict[s
     if verdict.passed:
         log.info("quality gate passed (%s): %s", figures, verdict.reason)
         return value
+    if verdict.awaiting_approval:  # not published, not refused: a person decides (quality_gate.approval)
+        log.warning(
+            "quality gate: awaiting approval (%s): %s; the model waits at %s",
+            figures,
+            verdict.reason,
+            verdict.model_dir,
+        )
+        return {**value, "candidate": True}
     log.error("quality gate FAILED (%s): %s; the model stays at %s", figures, verdict.reason, verdict.model_dir)
     raise QualityGateFailed(
         f"quality gate failed for {value['application_id']}: {verdict.reason}. The model was not published (it "
         f"stays at {verdict.model_dir}); not retried: a retry would train and judge the same way",
         verdict,
     )
+
+
+def held_candidate(value: dict[str, Any], model_dir: str, log: Log) -> dict[str, Any]:
+    """The XCom result of a job whose gated model was kept, not judged (``publish=False``): where it waits."""
+    from airflow_provider_tony.runtime.gate import candidate_dir
+
+    folder = candidate_dir(model_dir, value["application_id"])
+    log.info("model kept as a candidate at %s (publish=False: a later task may publish it)", folder)
+    return {**value, "model_dir": folder, "candidate": True}
 
 
 def asset_extra(value: dict[str, Any]) -> dict[str, Any]:

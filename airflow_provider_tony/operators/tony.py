@@ -84,6 +84,10 @@ class TonyOperator(JobRendering, Concluding, ResumableJobMixin, BaseOperator):
         an outlet: when the job succeeds and published ``checkpoint.model_dir``, the task emits an event on it
         whose ``extra`` carries ``model_dir``, ``application_id``, ``step`` and ``metrics``, so DAGs scheduled on
         the asset run on each new model.
+    :param publish: with a ``quality_gate``, judge and publish the model when the job succeeds (default).
+        False keeps it a candidate (``<model_dir>.candidate-<application id>``, named in the XCom's
+        ``model_dir`` with ``candidate: true``) for a later task to publish: a sweep's trials, whose best
+        ``TonyPublishBestOperator`` publishes once.
     :param durable: re-attach to the running application after a worker restart or a retry.
     """
 
@@ -112,12 +116,14 @@ class TonyOperator(JobRendering, Concluding, ResumableJobMixin, BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         fail_fast_on_permanent: bool = True,
         model_asset: Asset | None = None,
+        publish: bool = True,
         **kwargs: Any,
     ) -> None:
         if model_asset is not None:
             kwargs["outlets"] = [*(kwargs.get("outlets") or []), model_asset]
         super().__init__(**kwargs)
         self.model_asset = model_asset
+        self.publish = publish
         self.job = job.to_dict() if isinstance(job, JobSpec) else job
         # The path as given: rendering replaces ``job`` by the file's rendered text.
         self._job_file = job if isinstance(job, str) and job.endswith(tuple(self.job_file_suffixes)) else None
@@ -241,6 +247,8 @@ class TonyOperator(JobRendering, Concluding, ResumableJobMixin, BaseOperator):
         context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
         self.log.info("TonY job page: %s", page)
         context["ti"].xcom_push(key="application_id", value=app_id)
+        # The Airflow UI's "TonY job" view (plugins/job_view_app.py) reads the job through this connection.
+        context["ti"].xcom_push(key="yarn_conn_id", value=self.yarn_conn_id)
         # A deferred task cannot write XCom while the trigger follows the job, and the page's
         # address is known now: link it at once (it answers once the role serves).
         tensorboard = self._spec is not None and TENSORBOARD_ROLE in self._spec.roles

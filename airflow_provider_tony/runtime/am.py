@@ -33,6 +33,7 @@ from airflow_provider_tony.runtime.history import (
     points_per_task,
     write_history,
 )
+from airflow_provider_tony.runtime.median_stop import curve_of
 from airflow_provider_tony.runtime.messages import (
     Drain,
     Drained,
@@ -50,6 +51,7 @@ from airflow_provider_tony.runtime.messages import (
 from airflow_provider_tony.runtime.page import render_page
 from airflow_provider_tony.runtime.spec import PLACED_SERVICE_SEP, JobSpec, task_of_container
 from airflow_provider_tony.runtime.state import JobTracker, Verdict, final_diagnostics, material
+from airflow_provider_tony.runtime.sweep import SweepWatch
 from airflow_provider_tony.runtime.transport import decode_spec
 from airflow_provider_tony.runtime.web import LOOPBACK, PAGE_ROUTE, JobWebServer
 from airflow_provider_tony.runtime.yarn_exit import is_preempted, memory_kill
@@ -140,6 +142,12 @@ class ApplicationMaster:
         # Pinned services of this gang given up for their fallback: their ended containers mean nothing.
         self.retired_services: set[str] = set()
         self.refresher: token_refresh.TokenRefresher | None = None  # kerberos.refresh_tokens
+        # early_stopping: the sweep's finished trials, read through this AM's own (refreshed) client.
+        self.sweep = (
+            SweepWatch(spec.early_stopping, app_id, lambda: hdfs_io.Clients(default=self.hdfs))
+            if spec.early_stopping.enabled
+            else None
+        )
 
     # ---------------------------------------------------------------- the job page
 
@@ -210,6 +218,53 @@ class ApplicationMaster:
                 log.info("removed the staging folder ~/.skein/%s", self.app_id)
         except Exception as exc:  # noqa: BLE001 - the verdict matters more than the cleanup
             log.warning("could not remove the staging folder ~/.skein/%s: %s", self.app_id, type(exc).__name__)
+
+    # ---------------------------------------------------------------- early stopping
+
+    def stopping_points(self) -> list[Progress]:
+        """The reports the median rule judges and records: the deciding task's, else task 0 of the first
+        role that reports the metric (a job whose chief only coordinates)."""
+        metric = self.spec.early_stopping.metric
+        candidates = [self.spec.decider_task()] + [f"{role}:0" for role in self.spec.role_names()]
+        with self.history_lock:
+            for task_id in candidates:
+                points = self.history.points.get(task_id, [])
+                if any(metric in p.metrics for p in points):
+                    return list(points)
+        return []
+
+    def check_early_stop(self, now: float) -> Verdict | None:
+        """The median rule's stop, once the gang runs: the sweep folder read every
+        ``sweep.READ_EVERY_S``, each new step judged."""
+        watch = self.sweep
+        if watch is None or self.tracker.cluster_published_at is None or self.tracker.restart_pending is not None:
+            return None
+        if watch.due(now):
+            watch.look(now)
+        stop = watch.judge(self.stopping_points())
+        if stop is None:
+            return None
+        log.info("%s", stop.line())
+        return self.tracker.stop_early(stop, now)
+
+    def record_curve(self, verdict: Verdict) -> None:
+        """A finished trial's curve into the sweep folder, before the final state is published (whoever sees
+        the verdict finds the curve). A failed or stopped trial leaves none: only finished trials set the median."""
+        watch = self.sweep
+        if watch is None or not verdict.succeeded or verdict.early_stopped is not None:
+            return
+        metric = watch.rule.metric
+        curve = curve_of(self.stopping_points(), metric)
+        if not curve:
+            self.tracker.events.append(f"early_stopping: no {metric} was reported; no curve for the sweep folder")
+            return
+        try:
+            path = watch.record(curve)
+        except Exception as exc:  # noqa: BLE001 - the verdict stands; the sweep misses one trial
+            log.warning("could not write the curve to the sweep folder %s: %s", watch.folder, exc)
+            self.tracker.events.append(f"early_stopping: could not write the curve to {watch.folder}: {exc}")
+            return
+        self.tracker.note_artefact(f"curve of {metric} ({len(curve)} steps) written to the sweep folder: {path}")
 
     # ---------------------------------------------------------------- input
 
@@ -585,7 +640,7 @@ class ApplicationMaster:
         self.place_elsewhere(now)
         self.publish_cluster(now)
         self.register_pages()
-        verdict = self.tracker.check(now, time.time())
+        verdict = self.tracker.check(now, time.time()) or self.check_early_stop(now)
         if verdict is not None:
             return verdict
         if self.tracker.restart_pending is not None:
@@ -598,6 +653,7 @@ class ApplicationMaster:
     def finish(self, verdict: Verdict) -> None:
         log.info("job %s: %s", verdict.final_status, verdict.diagnostics)
         self.stop_remaining()
+        self.record_curve(verdict)
         self.publish_state(time.monotonic(), force=True)
         self.write_history()  # before the linger: a client that saw the verdict may read it next
         deadline = time.monotonic() + FINAL_LINGER_S

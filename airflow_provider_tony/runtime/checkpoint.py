@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import os
 import posixpath
 import re
@@ -49,6 +48,7 @@ from airflow_provider_tony.runtime.constants import TENSORBOARD_ROLE, TENSORBOAR
 from airflow_provider_tony.runtime.errors import RenameFailed
 from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, upload_to_temporary, with_retries
 from airflow_provider_tony.runtime.hdfs_refusal import refusal, refused_line
+from airflow_provider_tony.runtime.messages_base import finite_number
 from airflow_provider_tony.runtime.namenodes import pick
 
 __all__ = [
@@ -192,10 +192,7 @@ class BestOf:
     mode: str = "max"
 
     def score(self, metrics: Mapping[str, Any] | None) -> float | None:
-        value = (metrics or {}).get(self.metric)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return None
-        return float(value)
+        return finite_number((metrics or {}).get(self.metric))
 
 
 def retained(steps: list[int], keep: int, best: BestOf | None, scores: Mapping[int, float | None]) -> set[int]:

@@ -167,6 +167,10 @@ SKEIN_PAGES_PREFIX = "pages"
 TEMPFAIL_EXIT_CODE = 75
 RETRYABLE_EXIT_CODES = frozenset({TEMPFAIL_EXIT_CODE})
 SIGNAL_EXIT_CODES = range(128, 256)
+#: Signals a process raises on itself when it crashes (SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE,
+#: SIGSEGV, SIGSYS): its own end, not a kill from outside. A C++ library that aborts when its peer's
+#: socket closes (gloo, 134) is a survivor of a lost peer, not a lost task (runtime/failure.py).
+CRASH_SIGNALS = frozenset({4, 5, 6, 7, 8, 11, 31})
 RETRYABLE_MARK = "[retryable]"
 
 # ---- a job's source tree (JobSpec.src_dir)

@@ -6,8 +6,8 @@ exit 1, long before the AM's heartbeat timeout declares the lost task. Judged
 by its first exit code alone such a job fails as a bug in the training code.
 The AM therefore classifies each failed task (``classify``) and judges the
 failures of one gang together (``JobTracker`` in ``state.py``): a task that
-was *lost* (no exit record, missed heartbeats, killed by a signal, preempted)
-is the root cause and its peers' failures are consequences, and a task whose
+was *lost* (no exit record, missed heartbeats, killed by a signal from outside,
+preempted) is the root cause and its peers' failures are consequences, and a task whose
 stderr shows TensorFlow's own peer-failure errors is a consequence waiting for
 its cause. Facts only: the AM's heartbeat clock, YARN's container status
 (``yarn_exit``) and TensorFlow's error text, never a guess from timing alone.
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import enum
 import re
+import signal
 from collections.abc import Iterable
 
-from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, SIGNAL_EXIT_CODES
+from airflow_provider_tony.runtime.constants import CRASH_SIGNALS, RETRYABLE_EXIT_CODES, SIGNAL_EXIT_CODES
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX
 
 
@@ -29,7 +30,8 @@ class FailureKind(str, enum.Enum):
     LOST = "lost"  # no exit record: container or node lost, or heartbeats stopped
     PREEMPTED = "preempted"  # YARN took the container back for another queue
     OUT_OF_MEMORY = "out_of_memory"  # YARN killed the container over its memory request (exit -104)
-    SIGNAL = "signal"  # the user process was killed by a signal (OOM kill 137, SIGTERM 143)
+    SIGNAL = "signal"  # the user process was killed by a signal from outside (OOM kill 137, SIGTERM 143)
+    CRASH = "crash"  # it crashed on its own (SIGABRT 134, SIGSEGV 139): retryable, but no loss
     RETRYABLE_EXIT = "retryable_exit"  # 75 (the executor's own) or one of the job's retryable_exit_codes
     PEER = "peer"  # TensorFlow or PyTorch reported that a peer failed: a consequence, not a cause
     STALLED = "stalled"  # a tracked task's step stopped moving (progress_stall_timeout): a deadlock, likely
@@ -108,12 +110,32 @@ def peer_failure(stderr_tail: Iterable[str]) -> str | None:
     return None
 
 
+def crash_signal(code: int) -> str | None:
+    """The name of the signal a process that crashed on its own died of (``SIGABRT`` for 134), else None.
+
+    Such a death is the process's own end, like an exit code: a survivor whose
+    collective library aborts when a peer goes away (gloo's "terminate called
+    without an active exception"), or a bug in native code. Only a signal from
+    outside (SIGKILL, SIGTERM, SIGHUP...) says the task was taken away.
+    """
+    signum = -code if code < 0 else code - 128 if code in SIGNAL_EXIT_CODES else None
+    return signal.Signals(signum).name if signum in CRASH_SIGNALS else None
+
+
+def killed_by_signal(code: int) -> bool:
+    """Whether an exit code says a signal from outside ended the process (128 + N, or Python's -N)."""
+    return (code < 0 or code in SIGNAL_EXIT_CODES) and crash_signal(code) is None
+
+
 def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterable[int] = ()) -> FailureKind:
     """The kind of failure a non-zero exit code (with the task's stderr tail) is.
 
     77 with the executor's refusal line in the tail is HDFS's refusal
     (``runtime/hdfs_refusal.py``); a script's own 77 is its own failure, and
-    one the job lists among its ``retryable_exit_codes`` stays retryable.
+    one the job lists among its ``retryable_exit_codes`` stays retryable. A
+    crash (``crash_signal``: 134, 139...) is a peer's failure when its stderr
+    says so, else ``CRASH``: retryable as every code of 128-255 is, but never
+    a loss that makes the survivors' failures its consequences.
     """
     tail = list(stderr_tail)
     if (
@@ -122,7 +144,7 @@ def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterab
         and any(line.startswith(REFUSED_PREFIX) for line in tail)
     ):
         return FailureKind.HDFS_REFUSED
-    if code < 0 or code in SIGNAL_EXIT_CODES:
+    if killed_by_signal(code):
         return FailureKind.SIGNAL
     if code == 0:  # the caller's mistake, named, rather than a success counted as a failure of the code
         raise ValueError("exit code 0 is no failure: classify_exit is for a task that exited non-zero")
@@ -130,4 +152,4 @@ def classify_exit(code: int, stderr_tail: Iterable[str], extra_retryable: Iterab
         return FailureKind.RETRYABLE_EXIT
     if peer_failure(tail) is not None:
         return FailureKind.PEER
-    return FailureKind.CODE
+    return FailureKind.CRASH if crash_signal(code) else FailureKind.CODE

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_tony.runtime.blame import BLAMED_MIN_SILENCE_S, BLAMED_MISSED_BEATS, blamed
-from airflow_provider_tony.runtime.failure import FailureKind, peer_failure
+from airflow_provider_tony.runtime.failure import FailureKind, crash_signal, peer_failure
 from airflow_provider_tony.runtime.messages import TaskState
 from airflow_provider_tony.runtime.task_ledger import TaskLedger
 from airflow_provider_tony.runtime.task_records import TaskRecord, Verdict
@@ -178,8 +178,10 @@ class FailurePolicy(TaskLedger):
             text = f"{root.task_id} lost: {root.message}"
         else:
             where = root.host or "an unregistered container"
+            crashed = crash_signal(root.exit_code) if root.exit_code is not None else None
+            how = f" ({crashed}: it crashed)" if crashed else ""
             text = (
-                f"{root.task_id} exited with code {root.exit_code} on {where}; "
+                f"{root.task_id} exited with code {root.exit_code}{how} on {where}; "
                 f"last stderr line: {_stderr_line(root.stderr_tail)}"
             )
             blamed = peer_failure(root.stderr_tail) if kind is FailureKind.PEER else None

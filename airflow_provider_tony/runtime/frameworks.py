@@ -65,10 +65,10 @@ def torch_env(
     Container ``g`` (group rank, :func:`torch_ranks`'s order) runs ``n_g`` processes; its
     process ``k`` is global rank ``n_0 + ... + n_(g-1) + k`` of a world of all the ``n``, as
     ``torchrun`` numbers them node by node. ``MASTER_PORT`` is rank 0's container's reserved port:
-    its executor holds the port until the user processes start, so the c10d store (global rank
-    0, local rank 0 of group 0) binds a port nothing else on the node has taken. TonY's
-    ``PyTorchRuntime`` sets ``INIT_METHOD`` (``tcp://host:port``), ``RANK`` and ``WORLD``; TonY's
-    examples read those, so they are set too, global as torch's are.
+    its executor holds the port until the user processes exit (:func:`holds_port`), so the c10d
+    store (global rank 0, local rank 0 of group 0) binds a port nothing else on the node has
+    taken. TonY's ``PyTorchRuntime`` sets ``INIT_METHOD`` (``tcp://host:port``), ``RANK`` and
+    ``WORLD``; TonY's examples read those, so they are set too, global as torch's are.
     """
     if task_id not in addresses:
         known = ", ".join(sorted(addresses)) or "none"
@@ -155,8 +155,14 @@ def holds_port(framework: str, role: str) -> bool:
 
     Released before the start, the port is free while the script imports its framework
     (seconds, more under load), and any process on the node connecting out may get it as its
-    source port: TensorFlow then fails with "Could not start gRPC server" (seen in CI with three
-    test lanes on one node). TensorFlow's gRPC server binds with ``SO_REUSEPORT``, so it can share
-    the reservation; torch's c10d store and TensorBoard do not, so their ports are released.
+    source port, since it lies in the ephemeral range: TensorFlow then fails with "Could not
+    start gRPC server", torch's store with ``EADDRINUSE`` (both seen with several test lanes on
+    one machine). Held (bound, never listening), it is not handed out as a source port,
+    and a server sharing it binds anyway: TensorFlow's gRPC server with ``SO_REUSEPORT``, torch's
+    c10d store (rank 0's container hosts it on this port) with ``SO_REUSEADDR``, which Linux
+    allows beside a bound socket that does not listen. Any other role (TensorBoard's guard, an
+    evaluator, a custom role's server) may bind plainly: its port is released.
     """
-    return framework == "tensorflow" and role in TF_CLUSTER_ROLES
+    if framework == "pytorch":
+        return role in TORCH_RANK_ROLES
+    return role in TF_CLUSTER_ROLES

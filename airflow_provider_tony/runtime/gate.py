@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_tony.runtime import publish_lock
-from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, with_retries
+from airflow_provider_tony.runtime.hdfs_io import hdfs_path, move, replace_file, with_retries
 from airflow_provider_tony.runtime.messages import GateResult, Progress
+from airflow_provider_tony.runtime.messages_base import finite_number
 from airflow_provider_tony.runtime.namenodes import pick
 from airflow_provider_tony.runtime.spec import JobSpec, QualityGate
 
@@ -112,7 +113,7 @@ class ModelRecord:
             return None
 
     def figure(self, metric: str) -> float | None:
-        return _number(self.metrics.get(metric))
+        return finite_number(self.metrics.get(metric))
 
 
 def model_record(app_id: str, progress: Progress | None, model_dir: str = "") -> ModelRecord:
@@ -123,13 +124,6 @@ def model_record(app_id: str, progress: Progress | None, model_dir: str = "") ->
         metrics=dict(progress.metrics) if progress is not None else {},
         model_dir=model_dir,
     )
-
-
-def _number(value: Any) -> float | None:
-    """A finite number, else None (a metric reported as text, NaN or infinity is no figure)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def judge(gate: QualityGate, value: float | None, previous: float | None) -> tuple[bool, str]:
@@ -237,14 +231,6 @@ def _exists(client: Any, path: str) -> bool:
     return with_retries(f"status {path}", lambda: client.status(path, strict=False)) is not None
 
 
-def _switch_pointer(client: Any, pointer: str, record: ModelRecord, app_id: str) -> None:
-    """Write the new pointer beside the old one, then replace it in one rename (WebHDFS RENAME OVERWRITE)."""
-    client.makedirs(posixpath.dirname(pointer) or "/")
-    tmp = f"{pointer}.tmp-{app_id}"
-    client.write(tmp, data=record.to_json(), overwrite=True)
-    move(client, tmp, pointer, overwrite=True)
-
-
 def where_is(client: Any, model_dir: str, app_id: str) -> str | None:
     """Where application ``app_id``'s model is now: its version folder (a crash after the move), its
     candidate, its rejected folder, or nowhere (None)."""
@@ -262,8 +248,13 @@ def apply(
     *,
     lock_wait_s: float = LOCK_WAIT_S,
     lock_stale_s: float = LOCK_STALE_S,
+    approved: bool = False,
 ) -> GateResult:
     """Judge application ``app_id``'s model and publish it or set it aside; returns the verdict.
+
+    With ``quality_gate.approval`` a model that passes only thanks to ``tolerance`` is held:
+    it stays a candidate and the verdict says ``awaiting_approval`` (not passed, nothing
+    moved), until a call with ``approved=True`` (a person said yes) publishes it.
 
     One gate at a time per ``model_dir`` (:mod:`runtime.publish_lock`), so two
     runs never judge against the same previous model. Publishing is two steps,
@@ -282,10 +273,12 @@ def apply(
     model_fs.makedirs(posixpath.dirname(model_dir) or "/")
     with publish_lock.held(model_fs, lock_path(model_dir), app_id, wait_s=lock_wait_s, stale_s=lock_stale_s):
         when = time.time() if now is None else now
-        return _judge_and_publish(client, model_fs, spec, app_id, model_dir, when)
+        return _judge_and_publish(client, model_fs, spec, app_id, model_dir, when, approved)
 
 
-def _judge_and_publish(clients: Any, client: Any, spec: JobSpec, app_id: str, model_dir: str, now: float) -> GateResult:
+def _judge_and_publish(
+    clients: Any, client: Any, spec: JobSpec, app_id: str, model_dir: str, now: float, approved: bool
+) -> GateResult:
     gate = spec.quality_gate
     assert gate.metric is not None
     record_file = record_path(spec)
@@ -336,6 +329,10 @@ def _judge_and_publish(clients: Any, client: Any, spec: JobSpec, app_id: str, mo
         passed=value_passes,
         reason=reason,
     )
+    if result.within_tolerance and gate.approval and not approved and where == candidate:
+        result.passed, result.awaiting_approval, result.model_dir = False, True, candidate
+        result.reason += "; held for a person's approval (quality_gate.approval)"
+        return result
     if where == rejected or not value_passes:  # a rejected model stays rejected
         if where != rejected:
             move(client, where, rejected)
@@ -348,7 +345,8 @@ def _judge_and_publish(clients: Any, client: Any, spec: JobSpec, app_id: str, mo
         client.write(posixpath.join(candidate, MODEL_METADATA), data=published.to_json(), overwrite=True)
         client.makedirs(versions_dir(model_dir))
         move(client, candidate, version)
-    _switch_pointer(pick(clients, _record_location(spec)), record_file, published, app_id)
+    # The pointer is replaced in one rename (WebHDFS RENAME OVERWRITE): readers see the old record or this one.
+    replace_file(pick(clients, _record_location(spec)), record_file, published.to_json(), f"{record_file}.tmp-{app_id}")
     result.model_dir = version
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import threading
 import time
 from collections.abc import Mapping
@@ -187,6 +188,15 @@ def move(client: Any, src: str, dst: str, overwrite: bool = False) -> None:
         raise
     except Exception as exc:
         raise RenameFailed(src, dst, exc) from exc
+
+
+def replace_file(client: Any, path: str, data: bytes, tmp: str) -> None:
+    """Write ``data`` as the file ``path``, whole or not at all: to ``tmp`` beside it, then one rename
+    over ``path`` (:func:`move` with ``overwrite``), so a reader finds the old file or the new one,
+    never a half-written one. ``tmp`` is the caller's: a name its readers skip, unique to the writer."""
+    client.makedirs(posixpath.dirname(path) or "/")
+    client.write(tmp, data=data, overwrite=True)
+    move(client, tmp, path, overwrite=True)
 
 
 def publish(client: Any, local: str, remote: str, tag: str) -> str:

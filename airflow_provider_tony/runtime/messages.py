@@ -20,6 +20,7 @@ message                written by                read by
 ``DelegationToken``    AM (a 0600 HDFS file)     executors (their WebHDFS client)
 ``RestartRecord``      AM                        clients (inside the state document)
 ``Failure``            AM                        clients (the verdict's root cause)
+``EarlyStop``          AM                        clients (a trial the median rule stopped)
 ``TaskSummary``        AM                        clients (inside the state document)
 ``StateDocument``      AM                        client, operator, trigger, bench
 ``JobHistory``         AM (HTTP, HDFS)           job page, ``tony status``, operator
@@ -71,6 +72,7 @@ from airflow_provider_tony.runtime.messages_state import (
     STATE_DOCUMENT_VERSION,
     AppState,
     Cost,
+    EarlyStop,
     Failure,
     GateResult,
     JobHistory,
@@ -104,6 +106,7 @@ __all__ = [
     "TokenPointer",
     "Drain",
     "Drained",
+    "EarlyStop",
     "EventRecord",
     "ExitRecord",
     "GateResult",

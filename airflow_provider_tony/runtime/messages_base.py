@@ -15,6 +15,7 @@ Like the rest of ``runtime/``, this module imports only the standard library
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
@@ -67,6 +68,22 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         return int(value)
     return None
+
+
+def finite_number(value: Any) -> float | None:
+    """A metric's figure: a finite real number as a float; None for text, a bool, NaN or an infinity.
+
+    What the quality gate judges, the median rule compares, a sweep ranks by, best-N checkpoint
+    retention keeps by and the job page charts: a script may report anything, and none of those
+    is a figure. Nor is an int beyond any float: JSON from elsewhere (a sweep folder's curve) holds one.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -177,6 +177,36 @@ class RestartRecord(Message):
 
 
 @dataclass
+class EarlyStop(Message):
+    """A trial stopped on purpose by the sweep's median rule (``early_stopping``, ``runtime/median_stop.py``).
+
+    Its metric at ``step`` was strictly worse than the ``median`` of the
+    ``finished_trials`` finished trials' values at that step. The job then
+    succeeds with no model to publish: the operator skips the quality gate.
+    """
+
+    step: int = 0
+    metric: str = ""
+    value: float = 0.0
+    median: float = 0.0
+    finished_trials: int = 0
+
+    def validate(self) -> None:
+        self.step = _int_or_none(self.step) or 0
+        self.metric = _text(self.metric, MAX_NAME_CHARS)
+        self.value = _float_or_none(self.value) or 0.0
+        self.median = _float_or_none(self.median) or 0.0
+        self.finished_trials = _int_or_none(self.finished_trials) or 0
+
+    def line(self) -> str:
+        """The words for it, in the verdict and the task log."""
+        return (
+            f"stopped early by the median rule at step {self.step}: {self.metric} {self.value:g} is worse than "
+            f"the median {self.median:g} of {self.finished_trials} finished trial(s) at that step"
+        )
+
+
+@dataclass
 class TaskSummary(Message):
     """One task as the AM publishes it in the state document."""
 
@@ -241,6 +271,8 @@ class StateDocument(Message):
     am_started_wall: float | None = None
     generation: int = 0  # restarts so far; 0 is the gang started with the application
     restarts: list[RestartRecord] = field(default_factory=list)
+    # Set when the sweep's median rule stopped the job (``early_stopping``): it succeeded with no model.
+    early_stopped: EarlyStop | None = None
     version: int = STATE_DOCUMENT_VERSION
 
     def validate(self) -> None:
@@ -269,6 +301,7 @@ class StateDocument(Message):
         }
         self.am_started_wall = _float_or_none(self.am_started_wall)
         self.failure = _nested(self.failure, Failure, "failure")
+        self.early_stopped = _nested(self.early_stopped, EarlyStop, "early_stopped")
 
     def task(self, task_id: str) -> TaskSummary | None:
         return self.tasks.get(task_id)
@@ -306,6 +339,7 @@ class GateResult(Message):
     model_dir: str = ""  # where this run's model is now: the published folder, or the rejected copy
     reason: str = ""
     within_tolerance: bool = False  # passed although worse than the published model (quality_gate.tolerance)
+    awaiting_approval: bool = False  # within tolerance, held as a candidate for a person (quality_gate.approval)
 
     def validate(self) -> None:
         self.metric = _text(self.metric, MAX_NAME_CHARS)
@@ -316,6 +350,7 @@ class GateResult(Message):
         self.previous_application_id = _text(self.previous_application_id, MAX_NAME_CHARS)
         self.passed = self.passed is True
         self.within_tolerance = self.within_tolerance is True
+        self.awaiting_approval = self.awaiting_approval is True
         self.model_dir = _text(self.model_dir, 1000)
         self.reason = _text(self.reason, 1000)
 

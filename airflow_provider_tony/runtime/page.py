@@ -12,11 +12,12 @@ is escaped.
 from __future__ import annotations
 
 import html
-import math
+import urllib.parse
 from collections.abc import Iterable
 
 from airflow_provider_tony.runtime.constants import TENSORBOARD_PAGE
 from airflow_provider_tony.runtime.messages import GateResult, JobHistory, Progress, StateDocument, TaskSummary
+from airflow_provider_tony.runtime.messages_base import finite_number
 
 __all__ = ["render_page"]
 
@@ -59,6 +60,12 @@ def _e(value: object) -> str:
     return html.escape(text)
 
 
+def _link(base: str, relative: str) -> str:
+    """``relative`` (a link beside the AM's page) from ``base``: the page served elsewhere (the
+    Airflow UI's view of the task) still links to the AM's own routes. Escaped for an attribute."""
+    return _e(urllib.parse.urljoin(base, relative) if base else relative)
+
+
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -89,7 +96,7 @@ def _container_attempt(container_id: str | None) -> str:
     return ""
 
 
-def _task_links(task: TaskSummary, history: JobHistory) -> str:
+def _task_links(task: TaskSummary, history: JobHistory, base: str) -> str:
     links = []
     if task.container_id and task.host and history.nm_http_port:
         url = (
@@ -98,7 +105,7 @@ def _task_links(task: TaskSummary, history: JobHistory) -> str:
         )
         links.append(f'<a href="{_e(url)}">logs</a>')
     if task.role == "tensorboard" and task.host and task.port and task.state == "RUNNING":
-        links.append(f'<a href="{TENSORBOARD_LINK}">TensorBoard</a>')
+        links.append(f'<a href="{_link(base, TENSORBOARD_LINK)}">TensorBoard</a>')
     return " ".join(links) or '<span class="muted">-</span>'
 
 
@@ -130,7 +137,7 @@ def _why(task: TaskSummary) -> str:
     return ""
 
 
-def _tasks_table(history: JobHistory) -> str:
+def _tasks_table(history: JobHistory, base: str) -> str:
     state = history.state
     rows = []
     for task_id, task in sorted((state.tasks if state else {}).items()):
@@ -151,7 +158,7 @@ def _tasks_table(history: JobHistory) -> str:
             f"<td>{_age(task.seconds_since_heartbeat)}</td><td>{_progress_cell(task.progress)}</td>"
             f"<td>{shown or '-'}</td><td>{_usage_cell(task)}</td>"
             f"<td>{_e(task.exit_code)}</td>"
-            f"<td>{_task_links(task, history)}</td></tr>"
+            f"<td>{_task_links(task, history, base)}</td></tr>"
         )
     head = (
         "<tr><th>task</th><th>state</th><th>host</th><th>container (attempt)</th><th>last heartbeat</th>"
@@ -167,8 +174,9 @@ def _series(history: JobHistory) -> dict[str, dict[str, list[tuple[float, float]
         for i, prog in enumerate(points):
             x = float(prog.step if prog.step is not None else i)
             for name, value in prog.metrics.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    out.setdefault(name, {}).setdefault(task_id, []).append((x, float(value)))
+                y = finite_number(value)
+                if y is not None:
+                    out.setdefault(name, {}).setdefault(task_id, []).append((x, y))
     return out
 
 
@@ -259,8 +267,11 @@ def _failure_section(state: StateDocument | None) -> str:
     return f'<p id="failure">{" &middot; ".join(parts)}</p>'
 
 
-def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s: int | None = 5) -> str:
-    """The whole page. ``refresh_s`` reloads it while the job runs (None for a final, static copy)."""
+def render_page(
+    history: JobHistory, *, now_wall: float | None = None, refresh_s: int | None = 5, links_base: str = ""
+) -> str:
+    """The whole page. ``refresh_s`` reloads it while the job runs (None for a final, static copy);
+    ``links_base`` is the AM's page address when the page is served elsewhere (relative links else)."""
     state = history.state
     app_state = state.app_state if state else "UNKNOWN"
     app_id = state.application_id if state else ""
@@ -270,7 +281,7 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
     tensorboard = ""
     tb = state.task("tensorboard:0") if state else None
     if tb is not None and tb.host and tb.port and tb.state == "RUNNING":
-        tensorboard = f' &middot; <a href="{TENSORBOARD_LINK}">TensorBoard</a>'
+        tensorboard = f' &middot; <a href="{_link(links_base, TENSORBOARD_LINK)}">TensorBoard</a>'
     am_age = ""
     if state and state.am_heartbeat is not None and now_wall is not None and not final:
         am_age = f" &middot; AM heartbeat {_age(max(0.0, now_wall - state.am_heartbeat))}"
@@ -286,8 +297,10 @@ def render_page(history: JobHistory, *, now_wall: float | None = None, refresh_s
         f'<span class="bar" title="{pct:.0f}%"><span style="width:{pct:.1f}%"></span></span> {pct:.0f}%'
         f" &middot; Airflow try {_e(history.attempt)}"
         f" &middot; elapsed {state.elapsed if state else 0:.0f}s{am_age}{tensorboard}"
-        f' &middot; <a href="state">state (JSON)</a> &middot; <a href="history">history (JSON)</a></p>'
-        f"{diagnostics}{_failure_section(state)}{_gate_section(history.gate)}<h2>Tasks</h2>{_tasks_table(history)}"
+        f' &middot; <a href="{_link(links_base, "state")}">state (JSON)</a>'
+        f' &middot; <a href="{_link(links_base, "history")}">history (JSON)</a></p>'
+        f"{diagnostics}{_failure_section(state)}{_gate_section(history.gate)}"
+        f"<h2>Tasks</h2>{_tasks_table(history, links_base)}"
         f"<h2>Metrics</h2>{charts}"
         f"<h2>Events</h2>{_list(state.events if state else [], 'no events yet')}"
         "</body></html>"

@@ -18,7 +18,7 @@ Every error is a :class:`SpecError` whose ``field`` is a dotted path
 The model is split by purpose: ``model.py`` (the ``Model`` base and the
 value checks every section is built from), ``spec_roles.py`` (roles, their
 resources and placement), ``spec_shipping.py`` (the Python, files and source a
-job ships), ``spec_data.py`` (inputs, checkpoints, the quality gate, retention)
+job ships), ``spec_data.py`` (inputs, checkpoints, the quality gate, retention, early stopping)
 and ``spec_access.py`` (ACLs, Kerberos). This module is ``JobSpec``, the whole
 job with the rules across its sections, and the one place callers import the
 model from: every public name of those modules is re-exported here.
@@ -72,7 +72,9 @@ from airflow_provider_tony.runtime.spec_data import _INPUT_NAME as _INPUT_NAME
 from airflow_provider_tony.runtime.spec_data import (
     GATE_MODES,
     SHARDING_POLICIES,
+    STOPPING_RULES,
     CheckpointSpec,
+    EarlyStopping,
     InputSpec,
     QualityGate,
     RetentionSpec,
@@ -108,6 +110,7 @@ __all__ = [
     "SUCCESS_POLICIES",
     "Acls",
     "CheckpointSpec",
+    "EarlyStopping",
     "InputSpec",
     "GATE_MODES",
     "MiB",
@@ -125,6 +128,7 @@ __all__ = [
     "RetentionSpec",
     "RoleSpec",
     "SHARDING_POLICIES",
+    "STOPPING_RULES",
     "hdfs_folder",
     "numbers_from_text",
     "parse_memory_mib",
@@ -251,6 +255,9 @@ class JobSpec(Model):
     memory_retry: MemoryRetry = field(default_factory=MemoryRetry)
     """Opt-in: after a container was killed for its memory, the next Airflow try asks for more (``factor``, capped
     at ``max``); off by default, when such a failure is not retried."""
+    early_stopping: EarlyStopping = field(default_factory=EarlyStopping)
+    """Opt-in, for a hyperparameter sweep's trials: stop this trial once its metric at a step is worse than the median
+    of the sweep's finished trials' at that step (``rule: median``); off by default."""
 
     _NESTED: ClassVar[dict[str, type[Model]]] = {
         "python": PythonEnv,
@@ -260,6 +267,7 @@ class JobSpec(Model):
         "quality_gate": QualityGate,
         "retention": RetentionSpec,
         "memory_retry": MemoryRetry,
+        "early_stopping": EarlyStopping,
     }
 
     # -- validation --------------------------------------------------------- #

@@ -111,8 +111,18 @@ class QualityGate(Model):
     """How much worse than the published model a model may be and still pass: a number in the metric's units
     (``0.005``: at most 0.005 below for ``max``, above for ``min``) or a percentage of the published figure (``"1%"``).
     A night scored on another day's held-out data varies a little; null (the default): at least as good."""
+    approval: bool = False
+    """Ask a person before publishing a model that passes only thanks to ``tolerance`` (worse than the published one):
+    the gate keeps it a candidate, its verdict says ``awaiting_approval``, the task succeeds without publishing, and a
+    later task publishes it once approved (``TonyPublishBestOperator(approved=True)`` after Airflow's
+    ``ApprovalOperator``, as the example nightly DAG does). A model at least as good is published at once."""
 
     def validate(self) -> None:
+        _check(
+            isinstance(self.approval, bool),
+            "approval",
+            lambda: f"{shown(self.approval)} is not true or false; give true to ask before publishing within tolerance",
+        )
         if self.metric is not None:
             self.metric = _text(self.metric, "metric", "give the metric's name as the script reports it")
         self.mode = _text(self.mode, "mode", "use 'max' or 'min'")
@@ -240,3 +250,72 @@ class InputSpec(Model):
             "retryable_if_missing",
             lambda: f"{shown(self.retryable_if_missing)} is not true or false; give true or false",
         )
+
+
+#: The early-stopping rules a job may opt into (``early_stopping.rule``).
+STOPPING_RULES: tuple[str, ...] = ("median",)
+
+
+@dataclass
+class EarlyStopping(Model):
+    """Opt-in: a trial of a hyperparameter sweep stops itself when it falls behind the finished trials.
+
+    Each trial that finishes (and was not stopped) writes its curve of ``metric``
+    (step -> value, from the deciding task's reports) as ``<sweep>/<application id>.json``.
+    While a trial runs, its application master reads that folder and, at each new
+    step from ``grace_steps`` on, compares the trial's value with the median of
+    the finished trials' values at that step (each one's newest point at or before
+    it). Strictly worse stops the job: it succeeds, with the stop in its state
+    document and XCom (``early_stopped``) and no model to publish (the quality gate
+    is skipped). See ``runtime/median_stop.py``.
+    """
+
+    rule: str | None = None
+    """``median``: the median-stopping rule; null (the default) turns early stopping off."""
+    metric: str | None = None
+    """Required with ``rule``: the metric the script reports at each step (``progress.report(step, loss=...)``)."""
+    mode: str = "min"
+    """``min``: lower is better (a loss); ``max``: higher is better (an accuracy). A tie with the median is not
+    worse."""
+    sweep: str | None = None
+    """Required with ``rule``: the HDFS folder the sweep's trials share (absolute path or ``hdfs://`` URL); templated
+    in the operator like the other paths (``/user/me/sweeps/{{ run_id }}``)."""
+    min_finished: int = 1
+    """How many finished trials must have a value at a step before the rule may stop anything there."""
+    grace_steps: int = 0
+    """No stop before this step (early steps are noisy)."""
+
+    def validate(self) -> None:
+        self.min_finished = _int(self.min_finished, "min_finished", 1, "give 1 or more finished trials")
+        self.grace_steps = _int(self.grace_steps, "grace_steps", 0, "give 0 or the first step a stop may happen at")
+        self.mode = _text(self.mode, "mode", "use 'min' or 'max'")
+        _check(
+            self.mode in GATE_MODES,
+            "mode",
+            lambda: f"{shown(self.mode)} is not a mode; use 'min' (lower is better, a loss) or 'max'",
+        )
+        if self.rule is None:
+            _check(
+                self.metric is None and self.sweep is None,
+                "rule",
+                "is missing while metric or sweep is set; give rule: median, or remove early_stopping",
+            )
+            return
+        self.rule = _text(self.rule, "rule", "use 'median'")
+        _check(
+            self.rule in STOPPING_RULES,
+            "rule",
+            lambda: f"{shown(self.rule)} is not a rule; use one of {', '.join(map(repr, STOPPING_RULES))}",
+        )
+        _check(self.metric is not None, "metric", "is missing; give the metric the script reports, like 'loss'")
+        self.metric = _text(self.metric, "metric", "give the metric's name as the script reports it, like 'loss'")
+        _check(
+            self.sweep is not None,
+            "sweep",
+            "is missing; give the HDFS folder the sweep's trials share, like '/user/me/sweeps/{{ run_id }}'",
+        )
+        self.sweep = _hdfs_path(self.sweep, "sweep")
+
+    @property
+    def enabled(self) -> bool:
+        return self.rule is not None

@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import json
 
-from airflow_provider_tony.runtime.constants import RETRYABLE_MARK, SIGNAL_EXIT_CODES
+from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
 from airflow_provider_tony.runtime.failure import FailureKind
 from airflow_provider_tony.runtime.failure_policy import FailurePolicy
-from airflow_provider_tony.runtime.messages import MILESTONE_VERDICT, AppState, RestartRecord, StateDocument, TaskState
+from airflow_provider_tony.runtime.messages import (
+    MILESTONE_VERDICT,
+    AppState,
+    EarlyStop,
+    RestartRecord,
+    StateDocument,
+    TaskState,
+)
 from airflow_provider_tony.runtime.task_records import Verdict as Verdict
 from airflow_provider_tony.runtime.task_records import exit_code_retryable as exit_code_retryable
 
@@ -61,6 +68,18 @@ class JobTracker(FailurePolicy):
                 self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
         return self.verdict
 
+    def stop_early(self, stop: EarlyStop, now: float) -> Verdict | None:
+        """The sweep's median rule stopped this trial (``early_stopping``): a success on purpose, with no model.
+
+        Only while no verdict is in and no restart is pending: a job already decided
+        stays decided, and a gang being replaced reports no steps to judge.
+        """
+        if self.verdict is None and self.restart_pending is None:
+            self.verdict = Verdict(True, stop.line(), early_stopped=stop)
+            self.timeline[MILESTONE_VERDICT] = round(now - self.started, 3)
+            self.note_artefact(stop.line())
+        return self.verdict
+
     def _restarts_counted(self) -> int:
         """Restarts that count against ``max_restarts``: every one but those after a preemption."""
         return sum(not r.preempted for r in self.restarts)
@@ -91,7 +110,7 @@ class JobTracker(FailurePolicy):
         self.restarts.append(record)
         self.restart_pending = record
         # A preempted container's node is healthy: its new container may go back there.
-        lost = failed.state is TaskState.LOST or failed.exit_code in SIGNAL_EXIT_CODES
+        lost = failed.state is TaskState.LOST or failed.kind is FailureKind.SIGNAL
         if failed.host and lost and failed.kind is not FailureKind.PREEMPTED:
             self.lost_hosts.add(failed.host)
         self.drain_task = self._uploader_alive()
@@ -234,6 +253,7 @@ class JobTracker(FailurePolicy):
             am_started_wall=round(wall - (now - self.started), 3),
             generation=self.generation,
             restarts=[RestartRecord.from_dict(r.to_dict()) for r in self.restarts],
+            early_stopped=verdict.early_stopped if verdict else None,
         )
 
 

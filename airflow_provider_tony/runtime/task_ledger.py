@@ -322,7 +322,9 @@ class TaskLedger:
         if verdict is not None and verdict.succeeded:
             task.state = TaskState.STOPPED
             done = (
-                "every tracked task finished"
+                "the sweep's median rule stopped the trial"
+                if verdict.early_stopped is not None
+                else "every tracked task finished"
                 if self.spec.success_policy == "all_workers"
                 else f"{self.spec.decider_task()} finished"
             )

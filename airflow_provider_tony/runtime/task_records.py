@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_EXIT_CODES, SIGNAL_EXIT_CODES
 from airflow_provider_tony.runtime.failure import FailureKind
-from airflow_provider_tony.runtime.messages import Failure, Progress, TaskState, TaskSummary, Usage
+from airflow_provider_tony.runtime.messages import EarlyStop, Failure, Progress, TaskState, TaskSummary, Usage
 from airflow_provider_tony.runtime.yarn_exit import MemoryKill
 
 
@@ -34,6 +34,8 @@ class Verdict:
     peak_mib: int | None = None
     requested_mib: int | None = None
     fix_field: str | None = None
+    # A success the sweep's median rule decided (``early_stopping``): the trial was stopped on purpose.
+    early_stopped: EarlyStop | None = None
 
     @property
     def final_status(self) -> str:

@@ -2,7 +2,8 @@
 
 Why a module of its own: what the AM sees of a task's end is decided here, in
 :meth:`UserProcess.wait` (a signal death reported the way a shell reports it, a
-stop of ours made retryable), and the port dance that lets the user's server
+stop of ours made retryable, a script that fails after YARN's stop reported as
+the stop), and the port dance that lets the user's server
 bind the address the executor registered is subtle enough to want one place.
 :mod:`~airflow_provider_tony.runtime.executor` starts and waits for it.
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_tony.runtime import constants as C
+from airflow_provider_tony.runtime.failure import killed_by_signal
 from airflow_provider_tony.runtime.hdfs_refusal import HDFS_REFUSED_EXIT_CODE, REFUSED_PREFIX
 
 log = logging.getLogger("tony.executor")
@@ -154,6 +156,7 @@ class UserProcess:
         self.fail_code = C.TEMPFAIL_EXIT_CODE  # the exit of a stop of ours (``fail``)
         self.stop_timeout = stop_timeout
         self.first_failure: int | None = None  # the local rank whose failure ended the container
+        self.stopped_by_yarn = False  # YARN's SIGTERM reached the container (forwarded by ``_forward``)
         # Held through the start where the user's server shares it (hold_port), else released
         # at the last moment: the user's server binds it next.
         self.port_sock: socket.socket | None = port_sock if hold_port else None
@@ -177,6 +180,7 @@ class UserProcess:
 
     def _forward(self, signum: int, _frame: object) -> None:
         """YARN stops a container with SIGTERM: pass it on to every process so user code can save and exit."""
+        self.stopped_by_yarn = self.stopped_by_yarn or signum == signal.SIGTERM
         for member in self.members:
             if member.running():
                 assert member.proc is not None
@@ -223,9 +227,16 @@ class UserProcess:
         self._release_port()
         decider = self.members[self.first_failure if self.first_failure is not None else 0]
         code = decider.code()
+        lines = [*decider.lines(labelled=len(self.members) > 1), *self.extra]
         if self.extra and code in (0, 143):
             code = self.fail_code  # ours: retryable unless HDFS refused the folder
-        return code, [*decider.lines(labelled=len(self.members) > 1), *self.extra]
+        elif self.stopped_by_yarn and code != 0 and not killed_by_signal(code):
+            # YARN stopped the container (memory, preemption, its node) and the script then failed
+            # on its own, its working folder already deleted under it: the end is YARN's stop,
+            # which the AM holds for YARN's word, never the script's traceback.
+            lines.append(f"the container was stopped by YARN (SIGTERM); the script then exited with code {code}")
+            code = 128 + signal.SIGTERM
+        return code, lines
 
     def _release_port(self) -> None:
         if self.port_sock is not None:

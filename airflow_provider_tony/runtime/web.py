@@ -41,7 +41,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["PAGE_ROUTE", "PROXY_PREFIX", "JobWebServer", "page_url"]
+__all__ = ["PAGE_POLICY", "PAGE_ROUTE", "PROXY_PREFIX", "JobWebServer", "page_url"]
 
 log = logging.getLogger("tony.web")
 
@@ -65,11 +65,11 @@ def page_url(tracking_url: str, route: str = PAGE_ROUTE) -> str:
 # to reach the port, so it is not opened to the network.
 LOOPBACK = "127.0.0.1"
 
-#: The page needs its inline style and nothing else: no script, no fetch, no frame, no form.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-)
+#: The page needs its inline style and data: images, nothing else: no script, no fetch, no form.
+#: Who may frame it is the server's to add (the Airflow UI's view of a task allows its own origin).
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+#: The AM's own answers: the page policy, and no frame at all.
+CONTENT_SECURITY_POLICY = f"{PAGE_POLICY}; frame-ancestors 'none'"
 
 
 class JobWebServer:

@@ -90,6 +90,7 @@ def _locations(spec: JobSpec) -> Iterator[tuple[str, str | None]]:
     yield "checkpoint.warm_start_from", ckpt.warm_start_from
     yield "checkpoint.model_dir", ckpt.model_dir
     yield "quality_gate.record", spec.quality_gate.record
+    yield "early_stopping.sweep", spec.early_stopping.sweep
     for name, source in spec.files.items():
         yield f"files.{name}", source
     yield "python.archive", spec.python.archive

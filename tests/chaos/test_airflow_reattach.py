@@ -49,7 +49,7 @@ def test_worker_killed_during_a_gang_restart_reattaches(airflow_env, cluster, st
     app_id = None
     try:
         with TonyClient.from_env() as client:
-            app_id, _ = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
+            app_id, _, _ = lose_a_worker_node(client, cluster, lambda: ours("RUNNING"), stopped_nodes)
             wait_until(lambda: (d := client.am_state(app_id)) and d.restarts, 180, "the AM to restart the gang")
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the worker dies mid-restart, without any cleanup

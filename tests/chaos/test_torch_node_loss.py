@@ -57,10 +57,11 @@ def test_a_lost_node_restarts_ddp_in_the_same_application(
         stopped_nodes.append(victim)
         doc = wait_resumed(tony_client, app_id)
         record = doc.restarts[0]
-        # The lost rank is the root cause; the survivors, whose gloo collectives failed first, are
-        # its consequences, not the cause (nor a bug in the training code that fails the job).
+        # The lost rank is the root cause; the survivors whose gloo collectives failed first are its
+        # consequences, not the cause (nor a bug in the training code that fails the job). One still
+        # inside a collective when the verdict came is stopped with the gang and is not listed.
         assert record.failed_task == lost_task and record.cause == "lost", record
-        assert set(record.consequences) == set(doc.tasks) - lost_tasks, record
+        assert record.consequences and set(record.consequences) <= set(doc.tasks) - lost_tasks, record
         assert node_index(record.host or "") == victim, record
         assert all(node_index(t.host) != victim for t in doc.tasks.values() if t.host), "a rank on the lost node"
         assert set(record.moved) == {lost_task} and node_index(record.moved[lost_task]) == victim, record

@@ -19,7 +19,7 @@ import pytest
 
 from tests._cluster import export_cluster_env
 from tests._util import JAVA_TRIPWIRE_ENV, assert_no_java_started, hide_jdks_prefix
-from tests.e2e._support import admin_login
+from tests.e2e._support import admin_login, stack_home
 
 export_cluster_env()  # before any e2e module imports skein or reads the Airflow connection
 
@@ -98,7 +98,7 @@ def airflow_stack(cluster) -> Iterator[Stack]:
     """A stack of its own: one already running there (``make airflow-up``) is neither re-used
     (its settings are not the tests') nor stopped (it is not ours): the session fails, saying so."""
     env = {**os.environ, "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
-    home = Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
+    home = stack_home()
     already = stack_processes(home)
     if already:
         pytest.fail(

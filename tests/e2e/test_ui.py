@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import html
 import json
+import re
 import time
 import urllib.error
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._util import rm_apps, wait_until
+from tests._util import rm_apps, serving, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 DAG = "tony_train_on_demand"
@@ -66,15 +71,21 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     assert new[0]["conf"]["workers"] == 2 and new[0]["conf"]["dataset_date"] == "2026-11-05"
     # Deferrable on the real triggerer: while YARN runs the job, the task holds no worker slot.
     wait_until(lambda: task(airflow_stack, run_id)["state"] == "deferred", 300, "the task to be deferred")
+    # The task instance's "TonY job" tab (the provider's plugin) while YARN runs the job: its AM's history.
+    app_id = _assert_job_view(page, airflow_stack, run_id, "RUNNING", shots_dir / "job-view-running.png")
     final = wait_state(airflow_stack, run_id, {"success", "failed"}, 600)
     assert final["state"] == "success", task(airflow_stack, run_id)
+    # Once the AM is gone, the same tab shows the history it left on HDFS.
+    assert _assert_job_view(page, airflow_stack, run_id, "SUCCEEDED", shots_dir / "job-view-finished.png") == app_id
+    _assert_only_airflow_frames_the_view(page, airflow_stack, run_id)
     _assert_label_changed_no_key_nor_folder(airflow_stack, cluster, run_id)
     page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}")
     page.get_by_text("success").first.wait_for()
     page.screenshot(path=str(shots_dir / "run-succeeded.png"), full_page=True)
     # The task's extra link, as a user clicks it on the task's page.
     page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}/tasks/train/details")
-    job_page = page.get_by_role("link", name="TonY job").get_attribute("href")
+    # The extra link (the tab of the same name is the plugin's view, a link inside the UI).
+    job_page = page.locator("a[target=_blank]", has_text="TonY job").get_attribute("href")
     assert job_page and job_page.endswith("/pages/tony/") and "/proxy/application_" in job_page, job_page
     link = page.get_by_role("link", name="YARN application")
     yarn_url = link.get_attribute("href")
@@ -91,6 +102,60 @@ def test_trigger_form_trains_and_links_to_yarn(airflow_stack, page, shots_dir: P
     assert app_id in page.content()
     page.get_by_text("SUCCEEDED").first.wait_for()
     page.screenshot(path=str(shots_dir / "yarn-application.png"), full_page=True)
+
+
+def _view_url(stack: Any, run_id: str) -> str:
+    """The view's own address, as the UI fills the plugin's href for an unmapped task instance."""
+    return f"{stack.url}/tony/jobs/{DAG}/train/{{MAP_INDEX}}/{urllib.parse.quote(run_id, safe='')}"
+
+
+def _assert_job_view(page: Any, stack: Any, run_id: str, state: str, shot: Path) -> str:
+    """The "TonY job" tab of the task instance shows its application in ``state``; its application id."""
+    url = _view_url(stack, run_id)
+    # Until the AM serves its history the view says so (404): wait for the job's page, with the UI's cookie.
+    wait_until(
+        lambda: (r := page.request.get(url)).ok and re.search(rf'id="app-state"[^>]*>{state}<', r.text()),
+        300,
+        f"the job view to show {state}",
+        interval=1.0,
+    )
+    page.goto(f"{stack.url}/dags/{DAG}/runs/{run_id}/tasks/train/plugin/tony-job")
+    frame = page.frame_locator("iframe[title='TonY job']")
+    frame.locator("#app-state").filter(has_text=state).wait_for(timeout=60_000)
+    heading = frame.locator("h1").inner_text()
+    app_id = next(word for word in heading.split() if word.startswith("application_"))
+    page.screenshot(path=str(shot), full_page=True)
+    entry = stack.api("GET", f"/dags/{DAG}/dagRuns/{run_id}/taskInstances/train/xcomEntries/application_id")
+    assert app_id == entry["value"], (heading, entry)
+    return app_id
+
+
+def _assert_only_airflow_frames_the_view(page: Any, stack: Any, run_id: str) -> None:
+    """The view may be framed by the Airflow UI's origin alone (the UI's tab above is that origin
+    framing it): its header says so, and Chromium refuses the view in a frame of another origin.
+
+    The other origin is a page on the same host, another port: the same site, so the UI's cookie
+    goes with the frame's request and the view answers with the job page, which Chromium then
+    must not show."""
+    url = _view_url(stack, run_id)
+    policy = page.request.get(url).headers["content-security-policy"]
+    assert policy.endswith(f"; frame-ancestors {stack.url}") and policy.count("frame-ancestors") == 1, policy
+    with _page_framing(url) as other:
+        with page.expect_console_message(lambda m: "frame-ancestors" in m.text, timeout=60_000) as refusal:
+            page.goto(other)
+        # Chromium's words for it: "Framing '<the other origin>' violates ... frame-ancestors <the UI's
+        # origin>. The request has been blocked." (older ones said "Refused to frame").
+        text = refusal.value.text
+        assert stack.url in text and ("blocked" in text or "Refused to frame" in text), text
+        assert page.frame_locator("#view").locator("#app-state").count() == 0, "the job page shown in another origin"
+
+
+@contextlib.contextmanager
+def _page_framing(url: str) -> Iterator[str]:
+    """The address of a page, served on a port of its own, that frames ``url`` (another origin)."""
+    body = f'<!doctype html><title>elsewhere</title><iframe id="view" src="{html.escape(url)}"></iframe>'.encode()
+    with serving(body, "text/html; charset=utf-8") as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def _assert_label_changed_no_key_nor_folder(stack: Any, cluster: Any, run_id: str) -> None:

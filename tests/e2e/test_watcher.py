@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests._util import rm_apps, wait_until
+from tests.e2e._support import stack_home
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.e2e]
 DAG = "tony_retrain_on_landing"
@@ -28,16 +29,12 @@ REPO = Path(__file__).resolve().parents[2]
 STACK = [sys.executable, str(REPO / "devcluster" / "airflow_stack.py")]
 
 
-def home() -> Path:
-    return Path(os.environ["TONY_DEVCLUSTER_HOME"]) / "airflow-stack"
-
-
 #: What a triggerer logs as it starts: the log's own marker between one process and the next.
 STARTING = "Starting the triggerer"
 
 
 def _log() -> list[str]:
-    log = home() / "logs" / "triggerer.log"
+    log = stack_home() / "logs" / "triggerer.log"
     return (log.read_text(errors="replace") if log.exists() else "").splitlines()
 
 
@@ -116,7 +113,7 @@ def test_a_partition_written_straight_to_hdfs_starts_one_run_also_across_a_trigg
         one = run_for(first, before)
 
         # Restart the triggerer: stop it, and let the stack start it again (up starts what is missing).
-        pid = int((home() / "run" / "triggerer.pid").read_text())
+        pid = int((stack_home() / "run" / "triggerer.pid").read_text())
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 120, "the triggerer to stop")
         # Data lands while no triggerer runs: the restarted watcher must still fire it (its memory is

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -203,31 +202,6 @@ def test_reattach_after_the_worker_dies(airflow_env, cluster, kill_dag_apps) -> 
     assert "re-attaching to" not in text and "submitted application_" not in text, text[-4000:]
     assert result_of(text)["final_state"] == "SUCCEEDED"
     assert [a["id"] for a in ours()] == [app_id], "a second application was submitted"
-
-
-def test_hparam_sweep_maps_one_application_per_rate(airflow_env, cluster, kill_dag_apps) -> None:
-    """Counts the applications of its own DAG run only (by run tag): a `make demo` or another
-    checkout sweeping at the same time carries other run ids. Each mapped task is named by its
-    trial (``map_index_template``), as the UI shows it."""
-    kill_dag_apps.append("tony_hparam_sweep")
-    before = own_runs(airflow_env)
-    out = dags_test(airflow_env, "tony_hparam_sweep", timeout=900)
-    assert run_state(out) == "success", out[-4000:]
-    runs = {(dag, run) for dag, run in own_runs(airflow_env) - before if dag == "tony_hparam_sweep"}
-    assert len(runs) == 1, runs
-    apps = apps_of_runs(cluster.rm_url, runs)
-    maps = sorted(t for a in apps for t in a["applicationTags"].split(",") if t.startswith("tony-map:"))
-    assert maps == ["tony-map:0", "tony-map:1", "tony-map:2"]
-    assert all(a["finalStatus"] == "SUCCEEDED" for a in apps)
-    ((_dag, run_id),) = runs
-    db = Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        names = conn.execute(
-            "SELECT map_index, rendered_map_index FROM task_instance"
-            " WHERE dag_id = ? AND run_id = ? ORDER BY map_index",
-            ("tony_hparam_sweep", run_id),
-        ).fetchall()
-    assert names == [(0, "digits-sweep-lr0.01"), (1, "digits-sweep-lr0.05"), (2, "digits-sweep-lr0.2")], names
 
 
 def test_connection_type_and_test_connection(airflow_env, cluster) -> None:

@@ -232,8 +232,13 @@ def test_deadline_kills_a_long_job(tony_client, app_tag, python_exe) -> None:
     assert_no_live_containers(result.app_id)
 
 
+@pytest.mark.whole_cluster  # its hog fills the node: another lane's job would wait behind it, or block it
 def test_job_that_cannot_be_placed_ends_by_registration_timeout(tony_client, app_tag, python_exe) -> None:
-    """Another application holds most of the node: ours can start only part of its tasks."""
+    """Another application holds most of the node: ours can start only part of its tasks.
+
+    It holds the cluster alone: a CI run had the unit lane's torch job (two 3 GiB workers) start
+    its AM beside the hog, so neither that job's workers nor this test's AM found room until the
+    torch job's registration timeout (300 s) ended it."""
     info = tony_client.cluster_info()
     hog_each = (info.total_memory_mb - 3 * 1024) // 2  # leaves room for our AM and ~2 workers, not 4
     hog = job(python_exe, {"worker": behave("sleep", 2, memory=f"{hog_each} MiB")}, name="pytest-hog")

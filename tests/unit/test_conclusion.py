@@ -256,3 +256,51 @@ def test_retention_that_fails_midway_says_so_and_the_job_still_stands(tmp_path: 
     # FakeHdfs's folders are as old as its clock's epoch; the newest run is never pruned (retention.plan)
     assert aged.retention_error is None and [path.rsplit("/", 1)[-1] for path, _ in aged.pruned] == ["scheduled__1"]
     assert "(max_age_days 7)" in aged.pruned[0][1], aged.pruned
+
+
+def _stopped() -> Any:
+    """A trial the sweep's median rule stopped: it succeeded, with no model exported."""
+    from airflow_provider_tony.runtime.messages import EarlyStop
+
+    ended = succeeded()
+    assert ended.am_state is not None
+    ended.am_state.early_stopped = EarlyStop(step=40, metric="loss", value=0.9, median=0.2, finished_trials=3)
+    ended.diagnostics = ended.am_state.early_stopped.line()
+    return ended
+
+
+def test_a_stopped_trial_skips_the_gate_and_retention(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    runs = "/user/airflow/tony/checkpoints/nightly/train"
+    for run in ("scheduled__1", "scheduled__2"):
+        hdfs.write(f"{runs}/{run}/ckpt-000000000010/ckpt-10.index", b"x")
+    gated = JobSpec.from_dict({**spec().to_dict(), "retention": {"keep_runs": 1}})
+    cluster = Cluster(hdfs)
+    done = conclude(cluster, gated, _stopped(), runs=TaskRuns(cluster, runs))
+    assert done.early_stopped is not None and done.early_stopped.step == 40
+    assert done.gate is None and done.undecided is None and not done.published and done.pruned == ()
+    assert "webhdfs_for" not in cluster.asked
+
+
+def test_the_operator_tells_a_stopped_trial_without_failing_its_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.unit.support.operator import log_lines
+
+    op, hook, ctx, _hdfs = gated_operator(tmp_path, deferrable=False)
+    hook.client.result = _stopped()
+    lines = log_lines(op, monkeypatch)
+    value = op.execute(ctx)  # no QualityGateFailed: the gate found no candidate and was not asked
+    assert value["early_stopped"] == {"step": 40, "metric": "loss", "value": 0.9, "median": 0.2, "finished_trials": 3}
+    assert XCOM_QUALITY_GATE not in value and XCOM_QUALITY_GATE not in ctx["ti"].xcom
+    assert "info: quality gate skipped: the trial was stopped early and has no model to judge" in lines
+    assert lines[-1] == (
+        f"info: {APP} stopped early by the median rule at step 40: loss 0.9 is worse than the median 0.2 "
+        "of 3 finished trial(s) at that step"
+    )
+
+
+def test_an_unstopped_trial_s_xcom_says_so() -> None:
+    from airflow_provider_tony.operators.outcome import full_result
+
+    assert full_result(succeeded(), spec())["early_stopped"] is None

@@ -106,7 +106,13 @@ def test_bad_import_rule_itself() -> None:
     assert not _bad_import("airflow.triggers.base")
 
 
+#: Server-side code (a plugin of the api-server, not task code): it reads the metastore the way
+#: Airflow's own routes do, so core's models are its to import.
+_SERVER_SIDE = {"airflow_provider_tony/plugins/job_view_app.py"}
+
+
 def test_only_public_task_sdk_import_paths() -> None:
     files = [*(REPO / "airflow_provider_tony").rglob("*.py"), *(REPO / "dags").rglob("*.py")]
+    files = [p for p in files if str(p.relative_to(REPO)) not in _SERVER_SIDE]
     bad = {f"{p.relative_to(REPO)}: {name}" for p in files for name in _airflow_imports(p) if _bad_import(name)}
     assert not bad, f"internal Airflow import paths (use airflow.sdk's public names): {sorted(bad)}"

@@ -39,7 +39,7 @@ def test_each_step_of_the_conclusion_is_told_once_in_its_words(monkeypatch: pyte
     )
     asked: list[Any] = []
 
-    def conclude(hook: Any, spec: Any, result: Any, *, runs: Any) -> Conclusion:
+    def conclude(hook: Any, spec: Any, result: Any, *, runs: Any, publish: bool) -> Conclusion:
         asked.append((result.app_id, runs.folder))
         return done
 
@@ -66,7 +66,7 @@ def test_each_step_of_the_conclusion_is_told_once_in_its_words(monkeypatch: pyte
 def test_nothing_failed_says_nothing_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
     op, _hook, ctx = operator(succeeded())
     op._spec = JobSpec.from_dict(op.job)
-    monkeypatch.setattr(concluding, "conclude", lambda hook, spec, result, *, runs: Conclusion(result))
+    monkeypatch.setattr(concluding, "conclude", lambda hook, spec, result, *, runs, publish: Conclusion(result))
     lines = log_lines(op, monkeypatch)
     op._concluded(succeeded(), ctx)
     assert [line for line in lines if not line.startswith("info: result: ")] == [
@@ -79,7 +79,7 @@ def test_another_application_is_concluded_afresh(monkeypatch: pytest.MonkeyPatch
     op._spec = JobSpec.from_dict(op.job)
     asked: list[str] = []
 
-    def conclude(hook: Any, spec: Any, result: Any, *, runs: Any) -> Conclusion:
+    def conclude(hook: Any, spec: Any, result: Any, *, runs: Any, publish: bool) -> Conclusion:
         asked.append(result.app_id)
         return Conclusion(result)
 

@@ -83,6 +83,7 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
                 "moved": {},
             }
         ],
+        "name": "nightly.train",
         "checkpoint_dir": "/user/airflow/tony/checkpoints/nightly/train/manual__1",
         "model_dir": "/user/airflow/models/digits",
         "cost": {
@@ -94,10 +95,12 @@ def test_success_returns_the_xcom_result_and_pushes_the_links() -> None:
             "preempted_gpu_seconds": 0,
             "final": True,
         },
+        "early_stopped": None,
     }
     assert ctx["ti"].xcom[XCOM_TRACKING_URL] == URL and ctx["ti"].xcom["application_id"] == APP
     assert ctx["ti"].xcom[XCOM_TENSORBOARD_URL] == ""
     assert ctx["ti"].xcom[XCOM_JOB_PAGE_URL] == f"http://rm:8088/proxy/{APP}/pages/tony/"
+    assert ctx["ti"].xcom["yarn_conn_id"] == "tony_yarn_default"  # the UI's job view reads through it
     assert hook.killed == [] and hook.logs_asked == []
     # the durable path ran: the mixin kept the application id for the next try
     assert ctx["task_state_store"] == {TonyOperator.external_id_key: APP}

@@ -35,6 +35,16 @@ def test_every_example_dag_parses(bag: Any) -> None:
     }
 
 
+def test_the_nightly_retrain_reports_a_run_not_done_in_four_hours(bag: Any) -> None:
+    from datetime import timedelta
+
+    from airflow_provider_tony.alerts import log_missed_deadline
+
+    (alert,) = bag.dags["tony_nightly_retrain"].deadline
+    assert alert.interval == timedelta(hours=4)
+    assert alert.callback.path == f"{log_missed_deadline.__module__}.{log_missed_deadline.__qualname__}"
+
+
 def test_the_landing_dag_is_scheduled_on_a_watched_asset(bag: Any) -> None:
     from airflow_provider_tony.triggers.hdfs_partition import HdfsPartitionTrigger
 
@@ -44,8 +54,19 @@ def test_the_landing_dag_is_scheduled_on_a_watched_asset(bag: Any) -> None:
     assert isinstance(watcher.trigger, HdfsPartitionTrigger) and watcher.trigger.path == "data/digits-landed/dt=*"
 
 
-def test_the_sweep_names_its_trials(bag: Any) -> None:
-    assert bag.dags["tony_hparam_sweep"].get_task("train").map_index_template == "{{ task.job['name'] }}"
+def test_the_sweep_names_its_trials_and_publishes_once_after_them(bag: Any) -> None:
+    from airflow_provider_tony.assets import model_asset
+
+    dag = bag.dags["tony_hparam_sweep"]
+    train, publish = dag.get_task("train"), dag.get_task("publish_best")
+    assert train.map_index_template == "{{ task.job['name'] }}"
+    assert train.partial_kwargs["publish"] is False, "a trial publishes nothing itself"
+    assert publish.upstream_task_ids == {"train"} and publish.model_asset == model_asset("digits-sweep")
+    trial_job = train.expand_input.value["job"][0]
+    assert (
+        publish.job["checkpoint"] == trial_job["checkpoint"]
+        and publish.job["quality_gate"] == trial_job["quality_gate"]
+    )
 
 
 def test_the_pytorch_retrain_trains_on_the_same_partition_through_its_own_gate(bag: Any) -> None:

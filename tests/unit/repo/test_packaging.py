@@ -20,6 +20,7 @@ IMPORT_NAME = {
     "requests": "requests",
     "httpx": "httpx",
     "jinja2": "jinja2",
+    "fastapi": "fastapi",
     "gssapi": "gssapi",
     "requests-gssapi": "requests_gssapi",
     "apache-airflow-providers-openlineage": "airflow",

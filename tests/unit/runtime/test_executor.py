@@ -150,18 +150,27 @@ def test_a_drain_stops_the_script_with_sigterm_and_kills_one_that_ignores_it(tmp
     stubborn.stop(timeout=0.5)  # already ended: nothing to do
 
 
-def test_only_tensorflow_cluster_roles_share_their_reserved_port() -> None:
+def test_tensorflow_cluster_roles_and_torch_ranks_share_their_reserved_port() -> None:
     from airflow_provider_tony.runtime.frameworks import holds_port
 
     assert holds_port("tensorflow", "worker") and holds_port("tensorflow", "chief") and holds_port("tensorflow", "ps")
-    # TensorBoard, torch's c10d store and roles outside TF's cluster bind without SO_REUSEPORT.
+    # torch's c10d store (on rank 0's port) binds with SO_REUSEADDR beside the held reservation.
+    assert holds_port("pytorch", "worker") and holds_port("pytorch", "chief")
+    # TensorBoard's guard and roles outside TF's cluster or torch's ranks may bind plainly.
     assert not holds_port("tensorflow", "tensorboard") and not holds_port("tensorflow", "evaluator")
-    assert not holds_port("pytorch", "worker")
+    assert not holds_port("pytorch", "tensorboard") and not holds_port("pytorch", "evaluator")
 
 
-def test_a_held_port_is_shared_with_the_users_server_and_closed_to_others_until_the_exit(tmp_path: Path) -> None:
-    """The port stays reserved while the script starts (a TF import takes seconds): its own server binds
-    it with SO_REUSEPORT, as TensorFlow's gRPC server does; no other socket can take it meanwhile."""
+@pytest.mark.parametrize(
+    "option",
+    ["SO_REUSEPORT", "SO_REUSEADDR"],  # TensorFlow's gRPC server; torch's c10d store (TCPStore, libuv or not)
+)
+def test_a_held_port_is_shared_with_the_users_server_and_closed_to_others_until_the_exit(
+    tmp_path: Path, option: str
+) -> None:
+    """The port stays reserved while the script starts (a framework import takes seconds): its own
+    server binds it, with SO_REUSEPORT as TensorFlow's gRPC server does or SO_REUSEADDR as torch's
+    store does, and listens there; no other socket can take it meanwhile."""
     from airflow_provider_tony.runtime.executor import reserve_port
 
     sock = reserve_port()
@@ -170,7 +179,7 @@ def test_a_held_port_is_shared_with_the_users_server_and_closed_to_others_until_
     server = (
         "import os, socket, sys, time\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"  # the script's import time
-        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+        f"s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.{option}, 1)\n"
         f"s.bind(('', {port})); s.listen(); print('bound', file=sys.stderr, flush=True)\n"
     )
     user = UserProcess([sys.executable, "-c", server], {"PATH": "/usr/bin:/bin"}, tmp_path, sock, hold_port=True)
@@ -270,6 +279,30 @@ def test_yarns_sigterm_reaches_every_process(tmp_path: Path) -> None:
     os.kill(os.getpid(), signal.SIGTERM)  # the executor's handler forwards it, as YARN's stop
     code, _ = _wait_within(user, 60)
     assert code == 128 + signal.SIGTERM and [m.code() for m in user.members] == [143, 143]
+
+
+@pytest.mark.parametrize(("after", "code"), [("sys.exit(1)", 143), ("os.abort()", 143), ("sys.exit(0)", 0)])
+def test_a_script_that_fails_after_yarns_sigterm_reports_the_stop_not_its_own_code(
+    tmp_path: Path, after: str, code: int
+) -> None:
+    """YARN killed the container (over its memory, say) and deleted its folder; a script that handles
+    SIGTERM then fails on the missing folder, or crashes. The AM must see YARN's stop (143: held for
+    YARN's word, the memory kill), not exit 1 read as a bug in the training code."""
+    script = (
+        "import os, pathlib, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: pathlib.Path('stopped').touch())\n"
+        "pathlib.Path('up').touch()\n"
+        "while not pathlib.Path('stopped').exists(): time.sleep(0.01)\n"
+        "print('FileNotFoundError: progress.json.tmp', file=sys.stderr, flush=True)\n"
+        f"{after}\n"
+    )
+    user = _start(script, tmp_path)
+    wait_until((tmp_path / "up").exists, 30, "the script up")
+    os.kill(os.getpid(), signal.SIGTERM)  # the executor's handler forwards it, as YARN's stop
+    got, tail = _wait_within(user, 60)
+    assert got == code
+    if code:
+        assert tail[0] == "FileNotFoundError: progress.json.tmp" and "stopped by YARN (SIGTERM)" in tail[-1]
 
 
 def test_our_failure_stops_every_process_and_is_retryable(tmp_path: Path) -> None:

@@ -474,3 +474,61 @@ def test_a_gate_waits_while_another_run_publishes(tmp_path: Path) -> None:
     with pytest.raises(publish_lock.LockBusy, match="node7"):
         gate.apply(hdfs, spec(), APP, lock_wait_s=0)
     assert gate.where_is(hdfs, MODEL, APP) == gate.candidate_dir(MODEL, APP), "nothing moved"
+
+
+def approving(tolerance: float = 0.02) -> JobSpec:
+    return JobSpec.from_dict(
+        {
+            "roles": {"worker": {"command": ["true"]}},
+            "checkpoint": {"model_dir": MODEL},
+            "quality_gate": {"metric": "val_accuracy", "tolerance": tolerance, "approval": True},
+        }
+    )
+
+
+THIRD_APP = "application_1700000000000_0043"
+
+
+@pytest.mark.parametrize("value, held", [(0.91, False), (0.9, False), (0.89, True), (0.88, True), (0.87, False)])
+def test_approval_holds_only_a_model_that_passes_thanks_to_the_tolerance(
+    tmp_path: Path, value: float, held: bool
+) -> None:
+    """At least as good: published at once; within the tolerance (0.88 is its edge): held, nothing moved;
+    beyond it: refused as without approval."""
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    export(hdfs, tmp_path, OTHER_APP, 0.9)
+    assert gate.apply(hdfs, approving(), OTHER_APP).passed
+    export(hdfs, tmp_path, APP, value)
+    verdict = gate.apply(hdfs, approving(), APP)
+    assert verdict.awaiting_approval is held and (verdict.passed is (value >= 0.9)), verdict.reason
+    if held:
+        assert verdict.model_dir == gate.candidate_dir(MODEL, APP) == gate.where_is(hdfs, MODEL, APP)
+        assert "held for a person's approval" in verdict.reason
+        assert model_bytes(hdfs) == OTHER_APP.encode(), "the published model stays until approved"
+        assert GateResult.from_dict(verdict.to_dict()).awaiting_approval is True
+
+
+def test_an_approved_model_is_published_and_approval_never_saves_one_beyond_the_tolerance(tmp_path: Path) -> None:
+    hdfs = FakeHdfs(tmp_path / "hdfs")
+    export(hdfs, tmp_path, OTHER_APP, 0.9)
+    gate.apply(hdfs, approving(), OTHER_APP)
+    export(hdfs, tmp_path, APP, 0.89)
+    assert gate.apply(hdfs, approving(), APP).awaiting_approval
+    again = gate.apply(hdfs, approving(), APP)  # asking again without the yes holds it again
+    assert again.awaiting_approval and gate.where_is(hdfs, MODEL, APP) == gate.candidate_dir(MODEL, APP)
+    verdict = gate.apply(hdfs, approving(), APP, approved=True)
+    assert verdict.passed and not verdict.awaiting_approval and verdict.within_tolerance
+    assert model_bytes(hdfs) == APP.encode()
+    export(hdfs, tmp_path, THIRD_APP, 0.5)
+    refused = gate.apply(hdfs, approving(), THIRD_APP, approved=True)
+    assert (
+        not refused.passed
+        and not refused.awaiting_approval
+        and refused.model_dir == gate.rejected_dir(MODEL, THIRD_APP)
+    )
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_approval_must_be_true_or_false(bad: object) -> None:
+    with pytest.raises(SpecError, match=r"approval: .* is not true or false"):
+        QualityGate(metric="m", approval=bad)

@@ -23,6 +23,7 @@ from airflow_provider_tony.runtime.messages import (
     ClusterDocument,
     Drain,
     Drained,
+    EarlyStop,
     EventRecord,
     ExitRecord,
     Failure,
@@ -143,6 +144,7 @@ FULL: list[Message] = [
     RESTART,
     FAILURE,
     SUMMARY,
+    EarlyStop(step=40, metric="loss", value=0.9, median=0.25, finished_trials=3),
     StateDocument(
         application_id="application_1_0001",
         app_state="FAILED",
@@ -161,6 +163,7 @@ FULL: list[Message] = [
         am_started_wall=1.6e9,
         generation=1,
         restarts=[RESTART],
+        early_stopped=EarlyStop(step=40, metric="loss", value=0.9, median=0.25, finished_trials=3),
         version=STATE_DOCUMENT_VERSION - 1,  # an older layout: a newer one is refused on read
     ),
 ]

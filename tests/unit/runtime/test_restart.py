@@ -330,6 +330,17 @@ def test_a_node_is_suspect_when_its_task_was_killed_by_a_signal_not_when_it_exit
     assert tr.restart_pending is not None and tr.lost_hosts == ({"h1"} if suspect else set())
 
 
+def test_a_crash_restarts_the_gang_without_suspecting_its_node() -> None:
+    """SIGABRT (134) is the process's own end, not the NodeManager's kill: the node stays usable."""
+    tr = make_tracker(WORKERS, max_restarts=1)
+    run_gang(tr, T0 + 1, host="h1")
+    tr.exited("worker:1", 134, ["terminate called without an active exception"], T0 + 5)
+    assert tr.check(T0 + 5) is None and tr.restart_pending is None  # an own exit waits its grace
+    run_gang(tr, T0 + 5 + CODE_GRACE, host="h1")
+    tr.check(T0 + 5 + CODE_GRACE)
+    assert tr.restart_pending is not None and tr.restart_pending.cause == "crash" and tr.lost_hosts == set()
+
+
 # --------------------------------------------------------------------------- #
 # the uploader finishes before the gang is stopped (drain)
 # --------------------------------------------------------------------------- #

@@ -16,6 +16,8 @@ from tests.unit.support.tracker import CODE_GRACE, COLLECTIVE, FULL_GRACE, HB, T
 PS_LOST = ["tensorflow.python.framework.errors_impl.UnavailableError: Socket closed"]
 COORDINATION = ["The coordination service has stopped: Task /job:worker/replica:0/task:1 heartbeat timeout."]
 TRACEBACK = ["Traceback (most recent call last):", "ValueError: shapes (32, 10) and (64,) are incompatible"]
+ABORTED = "terminate called without an active exception"
+GLOO_CLOSED = "RuntimeError: [gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.3]:1"
 
 
 @pytest.mark.parametrize(
@@ -99,6 +101,13 @@ def test_a_pytorch_scripts_own_error_stays_its_own(line: str) -> None:
         (75, [], (), FailureKind.RETRYABLE_EXIT),
         (3, TRACEBACK, (3,), FailureKind.RETRYABLE_EXIT),
         (2, [], (), FailureKind.CODE),
+        # A crash is the process's own end, no loss: SIGABRT (134), SIGSEGV (139), Python's -6.
+        (134, [ABORTED], (), FailureKind.CRASH),
+        (134, [GLOO_CLOSED, ABORTED], (), FailureKind.PEER),
+        (139, [], (), FailureKind.CRASH),
+        (-6, [], (), FailureKind.CRASH),
+        (139, [], (139,), FailureKind.RETRYABLE_EXIT),
+        (129, [], (), FailureKind.SIGNAL),  # SIGHUP: sent from outside
     ],
 )
 def test_an_exit_is_classified_by_code_then_stderr(code: int, stderr: list[str], extra: tuple[int, ...], kind) -> None:
@@ -125,6 +134,32 @@ def test_mwms_survivors_failing_on_a_lost_peer_wait_for_it_and_name_it_the_cause
     assert doc.failure is not None and doc.failure.kind == "lost" and doc.failure.task_id == "worker:1"
     assert doc.failure.retryable and doc.failure.consequences == ["worker:0", "worker:2"]
     assert doc.retryable and doc.tasks["worker:1"].state == TaskState.LOST.value
+
+
+def test_a_survivor_that_aborts_when_its_peer_is_lost_is_a_consequence_not_the_cause() -> None:
+    """gloo can abort a DDP survivor (134, "terminate called ...") before its peer's loss is declared:
+    a crash of its own, so it waits for the lost peer like any survivor and is listed as a consequence."""
+    tr = make_tracker({"worker": 3}, **HB)
+    start(tr)
+    alive(tr, T0 + 20)  # last beat of worker:1; its node dies right after
+    alive(tr, T0 + 22, "worker:0", "worker:2")
+    tr.exited("worker:2", 134, [ABORTED], T0 + 23)
+    tr.exited("worker:0", 1, [GLOO_CLOSED], T0 + 23.5)
+    assert tr.check(T0 + 23.5) is None and tr.check(T0 + 30) is None
+    verdict = failed(tr.check(T0 + 30.01), "worker:1 lost", "missed heartbeats", retryable=True)
+    assert verdict.task_id == "worker:1" and verdict.consequences == ["worker:0", "worker:2"]
+
+
+def test_a_crash_with_no_peer_lost_is_the_cause_named_by_its_signal_and_retryable() -> None:
+    """As Kubeflow's policy has it, 128-255 is worth a retry; a crash only waits the grace of an own exit."""
+    tr = make_tracker({"worker": 2}, **HB)
+    start(tr)
+    alive(tr, T0 + 10)
+    tr.exited("worker:0", 139, ["Fatal Python error: Segmentation fault"], T0 + 10)
+    assert tr.check(T0 + 10) is None
+    alive(tr, T0 + 15, "worker:1")
+    verdict = failed(tr.check(T0 + 15), "worker:0 exited with code 139 (SIGSEGV: it crashed)", retryable=True)
+    assert verdict.cause is FailureKind.CRASH
 
 
 def test_with_restarts_left_the_lost_peer_is_the_restarts_cause_and_its_host_is_avoided() -> None:

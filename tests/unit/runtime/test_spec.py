@@ -18,6 +18,7 @@ from airflow_provider_tony.runtime.errors import SpecError
 from airflow_provider_tony.runtime.spec import (
     Acls,
     CheckpointSpec,
+    EarlyStopping,
     InputSpec,
     JobSpec,
     KerberosSpec,
@@ -126,9 +127,18 @@ FULL: dict[str, Any] = {
         "mode": "min",
         "record": "/models/mnist-published.json",
         "tolerance": "1.5%",
+        "approval": True,
     },
     "retention": {"max_age_days": 30.0, "keep_runs": 5},
     "memory_retry": {"factor": 1.5, "max": 8192},
+    "early_stopping": {
+        "rule": "median",
+        "metric": "val_accuracy",
+        "mode": "max",
+        "sweep": "hdfs://nn:8020/sweeps/digits",
+        "min_finished": 3,
+        "grace_steps": 50,
+    },
 }
 
 MINIMAL: dict[str, Any] = {"roles": {"worker": {"module": "trainer.main"}}}
@@ -170,6 +180,7 @@ def test_full_fixture_sets_every_field_to_a_non_default_value() -> None:
         (QualityGate, [FULL["quality_gate"]]),
         (RetentionSpec, [FULL["retention"]]),
         (MemoryRetry, [FULL["memory_retry"]]),
+        (EarlyStopping, [FULL["early_stopping"]]),
         (PythonEnv, [FULL["python"], {"interpreter": "/usr/bin/python3", "archive": None}]),
         (RoleSpec, list(FULL["roles"].values())),
     ):
@@ -653,3 +664,29 @@ def test_two_programs_are_named_with_their_values_capped() -> None:
     with pytest.raises(SpecError) as caught:
         JobSpec.from_dict({"roles": {"worker": {"command": ["python", *["a" * 100] * 3000], "script": "x.py"}}})
     assert len(str(caught.value)) < 1000, len(str(caught.value))
+
+
+@pytest.mark.parametrize(
+    ("stopping", "field", "words"),
+    [
+        ({"rule": "median", "sweep": "/s"}, "early_stopping.metric", "is missing"),
+        ({"rule": "median", "metric": "loss"}, "early_stopping.sweep", "is missing"),
+        ({"rule": "mean", "metric": "loss", "sweep": "/s"}, "early_stopping.rule", "'mean' is not a rule"),
+        ({"metric": "loss", "sweep": "/s"}, "early_stopping.rule", "give rule: median"),
+        ({"rule": "median", "metric": "loss", "sweep": "s"}, "early_stopping.sweep", "absolute path"),
+        ({"rule": "median", "metric": "loss", "sweep": "/s", "mode": "low"}, "early_stopping.mode", "not a mode"),
+        ({"rule": "median", "metric": "loss", "sweep": "/s", "min_finished": 0}, "early_stopping.min_finished", ">= 1"),
+        ({"rule": "median", "metric": "loss", "sweep": "/s", "grace_steps": -1}, "early_stopping.grace_steps", ">= 0"),
+        ({"rule": "median", "metric": "loss", "sweep": "/s", "every": 3}, "early_stopping", "every"),
+    ],
+)
+def test_early_stopping_errors_name_the_field_and_the_fix(stopping: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(SpecError) as info:
+        _spec(lambda d: d.update(early_stopping=stopping))
+    assert info.value.field.startswith(field) and words in str(info.value)
+
+
+def test_early_stopping_is_off_by_default_and_on_with_a_rule() -> None:
+    assert not _spec().early_stopping.enabled
+    on = _spec(lambda d: d.update(early_stopping={"rule": "median", "metric": "loss", "sweep": "/s"}))
+    assert on.early_stopping.enabled and on.early_stopping.mode == "min" and on.early_stopping.min_finished == 1

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_tony.runtime.constants import RETRYABLE_MARK
+from airflow_provider_tony.runtime.failure import crash_signal
 from airflow_provider_tony.runtime.messages import (
     ClusterDocument,
     Heartbeat,
@@ -233,7 +234,7 @@ EXIT_CASES = {
     "worker-oom-137": ({"worker": 2}, "worker:1", 137, ["Killed"], (["worker:1", "code 137", "Killed"], True)),
     "worker-sigterm-143": ({"worker": 1}, "worker:0", 143, [], (["code 143", "(no stderr)"], True)),
     "worker-75": ({"worker": 1}, "worker:0", 75, ["tempfail"], (["code 75"], True)),
-    "worker-sigsegv-139": ({"worker": 1}, "worker:0", 139, [], (["code 139"], True)),
+    "worker-sigsegv-139": ({"worker": 1}, "worker:0", 139, [], (["code 139 (SIGSEGV: it crashed)"], True)),
     "worker-1": ({"worker": 1}, "worker:0", 1, ["boom"], (["code 1", "boom"], False)),
     "chief-2": ({"chief": 1, "worker": 1}, "chief:0", 2, ["usage"], (["chief:0", "code 2", "usage"], False)),
     "ps-nonzero": ({"worker": 1, "ps": 1}, "ps:0", 1, ["grpc died"], (["ps:0", "code 1", "grpc died"], False)),
@@ -294,7 +295,7 @@ def test_exit(
         assert tr.check(T0 + 3 + CODE_GRACE) is None
     else:
         fragments, retryable = expected
-        if not retryable:  # the training code's own failure: decided once the grace is over
+        if not retryable or crash_signal(code):  # the process's own end, no loss: decided once the grace is over
             assert verdict is None
             assert tr.check(T0 + 3 + CODE_GRACE - 0.01) is None
             verdict = tr.check(T0 + 3 + CODE_GRACE)
@@ -861,6 +862,7 @@ def test_the_state_document_carries_every_field_clients_read() -> None:
         "restarts": [],
         "version": 1,
         "failure": None,
+        "early_stopped": None,
     }
 
 

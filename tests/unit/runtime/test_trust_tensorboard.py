@@ -9,7 +9,6 @@ and loopback only.
 
 from __future__ import annotations
 
-import http.server
 import sys
 import threading
 import types
@@ -23,27 +22,14 @@ from airflow_provider_tony.runtime import constants as C
 from airflow_provider_tony.runtime import tensorboard as tb
 from airflow_provider_tony.runtime.spec import JobSpec
 from airflow_provider_tony.runtime.transport import encode_spec
+from tests._util import serving
 
 
 @pytest.fixture
 def upstream() -> Iterator[int]:
     """A loopback HTTP server standing in for TensorBoard."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"tensorboard"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
+    with serving(b"tensorboard") as port:
+        yield port
 
 
 def test_the_ams_host_and_loopback_are_allowed() -> None:

@@ -79,12 +79,13 @@ class FakeHdfs:
         ]
 
     @contextmanager
-    def read(self, path: str, offset: int = 0) -> Iterator[io.BytesIO]:
+    def read(self, path: str, offset: int = 0, length: int | None = None) -> Iterator[io.BytesIO]:
         self._enter("read", path)
         p = self._p(path)
         if not p.is_file():
             raise FakeHdfsError(f"File does not exist: {path}")
-        yield io.BytesIO(p.read_bytes()[offset:])
+        data = p.read_bytes()[offset:]
+        yield io.BytesIO(data if length is None else data[:length])
 
     def write(self, hdfs_path: str, data: bytes, overwrite: bool = False, **kwargs: Any) -> None:
         self._enter("write", hdfs_path)
