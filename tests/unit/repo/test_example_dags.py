@@ -85,3 +85,35 @@ def test_the_pytorch_retrain_trains_on_the_same_partition_through_its_own_gate(b
     assert job["quality_gate"]["record"].endswith("/models/digits_torch/published.json")
     assert job["quality_gate"]["record"] != tf_job["quality_gate"]["record"]
     assert torch_dag.get_task("train").model_asset.name != tf_dag.get_task("train").model_asset.name
+
+
+def test_make_demo_retrains_unattended_so_no_model_waits_for_an_approval(bag: Any) -> None:
+    """``airflow dags test`` parks an ``ApprovalOperator`` until a person answers (12 hours here):
+    the demo's run conf is a valid one for the DAG and sets a tolerance under which a slightly
+    worse model is refused, never held for approval."""
+    import copy
+    import importlib.util
+    import json
+
+    from airflow_provider_tony.runtime.gate import judge, within_tolerance
+    from airflow_provider_tony.runtime.spec_data import QualityGate
+
+    spec = importlib.util.spec_from_file_location("tony_demo", REPO / "scripts" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    line = demo.retrain_command("airflow", "2026-01-01T02:30:00+01:00")
+    assert line[:5] == ["airflow", "dags", "test", "tony_nightly_retrain", "2026-01-01T02:30:00+01:00"]
+    conf = json.loads(line[line.index("--conf") + 1])
+    params = copy.deepcopy(bag.dags["tony_nightly_retrain"].params)
+    params.update(conf)  # as a run's conf overrides them; a value the Param's pattern refuses fails here
+    resolved = params.validate()
+    gate = QualityGate(metric="val_accuracy", mode="max", tolerance=resolved["tolerance"], approval=True)
+    gate.validate()
+    worse = 0.999 * 0.97  # a model a little worse than the published one: refused (the gate holds only a pass)
+    assert not judge(gate, worse, 0.97)[0]
+    # Under the DAG's own default tolerance the same model would wait for a person: the conf is what prevents it.
+    own = bag.dags["tony_nightly_retrain"].params.validate()["tolerance"]
+    default = QualityGate(metric="val_accuracy", mode="max", tolerance=own, approval=True)
+    default.validate()
+    assert judge(default, worse, 0.97)[0] and within_tolerance(default, worse, 0.97)
