@@ -18,6 +18,9 @@ from airflow.sdk import BaseOperatorLink, BaseXCom
 XCOM_TRACKING_URL = "tracking_url"
 XCOM_TENSORBOARD_URL = "tensorboard_url"
 XCOM_JOB_PAGE_URL = "job_page_url"
+#: Pushed beside the links at submit; the UI's "TonY job" view (plugins/job_view_app.py) reads them.
+XCOM_APPLICATION_ID = "application_id"
+XCOM_YARN_CONN_ID = "yarn_conn_id"
 
 
 class _XComLink(BaseOperatorLink):

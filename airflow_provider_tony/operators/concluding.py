@@ -100,8 +100,7 @@ class Concluding(_Operator):
         if done.retention_error is not None and runs is not None:
             self.log.warning("retention: could not prune %s: %s", runs.folder, done.retention_error)
         if self.model_asset is not None and done.published:
-            context["outlet_events"][self.model_asset].extra = outcome.asset_extra(value)
-            self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
+            outcome.announce_model(context, self.model_asset, value, self.log)
         if done.early_stopped is not None:  # the conclusion's last word: stopped on purpose, no model
             if spec is not None and spec.quality_gate.enabled:
                 self.log.info("quality gate skipped: the trial was stopped early and has no model to judge")

@@ -185,6 +185,13 @@ def held_candidate(value: dict[str, Any], model_dir: str, log: Log) -> dict[str,
     return {**value, "model_dir": folder, "candidate": True}
 
 
+def announce_model(context: Any, asset: Any, value: dict[str, Any], log: Log) -> None:
+    """The published model's event on ``asset`` (``asset_extra``) and the log line saying so, which
+    ``make demo`` and the tests read for where the gate put it (the version folder)."""
+    context["outlet_events"][asset].extra = asset_extra(value)
+    log.info("model %s published: asset %s", value["model_dir"], asset.uri)
+
+
 def asset_extra(value: dict[str, Any]) -> dict[str, Any]:
     """The model asset's event: where the published model is, who made it, its step, metrics and verdict."""
     return {
@@ -206,6 +213,7 @@ __all__ = [
     "XCOM_SUMMARY_RESTARTS",
     "Log",
     "QualityGateFailed",
+    "announce_model",
     "asset_extra",
     "bounded_result",
     "failed_logs",

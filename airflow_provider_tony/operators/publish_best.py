@@ -124,6 +124,5 @@ class TonyPublishBestOperator(BaseOperator):
                 "trial %s stays a candidate at %s (%s=%g)", trial.name, trial.model_dir, rule.metric, trial.value
             )
         if self.model_asset is not None:
-            context["outlet_events"][self.model_asset].extra = outcome.asset_extra(value)
-            self.log.info("model %s published: asset %s", value["model_dir"], self.model_asset.uri)
+            outcome.announce_model(context, self.model_asset, value, self.log)
         return value

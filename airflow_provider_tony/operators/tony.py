@@ -26,9 +26,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_provider_tony.conclusion import Conclusion
 from airflow_provider_tony.hooks.yarn import YarnHook
 from airflow_provider_tony.links import (
+    XCOM_APPLICATION_ID,
     XCOM_JOB_PAGE_URL,
     XCOM_TENSORBOARD_URL,
     XCOM_TRACKING_URL,
+    XCOM_YARN_CONN_ID,
     TensorBoardLink,
     TonyJobLink,
     YarnApplicationLink,
@@ -246,9 +248,9 @@ class TonyOperator(JobRendering, Concluding, ResumableJobMixin, BaseOperator):
         page = self.hook.job_page_url(app_id)
         context["ti"].xcom_push(key=XCOM_JOB_PAGE_URL, value=page)
         self.log.info("TonY job page: %s", page)
-        context["ti"].xcom_push(key="application_id", value=app_id)
+        context["ti"].xcom_push(key=XCOM_APPLICATION_ID, value=app_id)
         # The Airflow UI's "TonY job" view (plugins/job_view_app.py) reads the job through this connection.
-        context["ti"].xcom_push(key="yarn_conn_id", value=self.yarn_conn_id)
+        context["ti"].xcom_push(key=XCOM_YARN_CONN_ID, value=self.yarn_conn_id)
         # A deferred task cannot write XCom while the trigger follows the job, and the page's
         # address is known now: link it at once (it answers once the role serves).
         tensorboard = self._spec is not None and TENSORBOARD_ROLE in self._spec.roles

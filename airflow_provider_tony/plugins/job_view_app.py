@@ -33,6 +33,8 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+# The XComs the operator pushes as soon as it has submitted (``TonyOperator._on_app``).
+from airflow_provider_tony.links import XCOM_APPLICATION_ID, XCOM_YARN_CONN_ID
 from airflow_provider_tony.plugins.job_view import (
     MOUNT,
     ROUTE,
@@ -47,9 +49,6 @@ from airflow_provider_tony.runtime.messages import JobHistory
 
 log = logging.getLogger(__name__)
 
-#: The XComs the operator pushes as soon as it has submitted (``TonyOperator._on_app``).
-XCOM_APPLICATION_ID = "application_id"
-XCOM_YARN_CONN_ID = "yarn_conn_id"
 DEFAULT_CONN_ID = "tony_yarn_default"
 
 #: Reads one XCom of the task instance: ``(key) -> raw value or None``.
@@ -124,9 +123,8 @@ def create_app() -> FastAPI:
         xcom: Annotated[XComReader, Depends(xcom_reader)],
         history_of: Annotated[HistoryReader, Depends(history_reader)],
     ) -> Response:
-        where = f"{dag_id} / {run_id} / {task_id}" + (
-            f" [{_map_index(map_index)}]" if _map_index(map_index) >= 0 else ""
-        )
+        index = _map_index(map_index)
+        where = f"{dag_id} / {run_id} / {task_id}" + (f" [{index}]" if index >= 0 else "")
         app_id = application_id_of(xcom(XCOM_APPLICATION_ID))
         if app_id is None:
             return _answer(

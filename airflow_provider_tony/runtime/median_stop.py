@@ -19,8 +19,9 @@ writing the curve) is ``runtime/sweep.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from statistics import median as median  # of an even count, the mean of the middle two
 from typing import Any
 
 from airflow_provider_tony.runtime.messages import EarlyStop, Progress
@@ -54,15 +55,6 @@ def value_at(curve: Mapping[int, float], step: int) -> float | None:
         if s <= step and (best is None or s > best):
             best = s
     return None if best is None else curve[best]
-
-
-def median(values: Sequence[float]) -> float:
-    """The median; of an even count, the mean of the middle two."""
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[mid]
-    return (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
 def worse(value: float, than: float, mode: str) -> bool:
